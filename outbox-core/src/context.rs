@@ -1,0 +1,109 @@
+//! Ambient data stamped on every message a unit of work writes.
+
+use crate::headers::{Headers, InvalidHeader};
+use crate::message::OutboxMessage;
+use crate::trace::TraceParent;
+
+/// Correlation, causation, tenant, trace context and headers that saving
+/// stamps on each message of one unit of work.
+///
+/// A message written while handling another one should be
+/// [`caused_by`](MessageContext::caused_by) it, so chains of services can be
+/// followed from the first command to the last effect.
+///
+/// ```
+/// use outbox_core::MessageContext;
+/// let ctx = MessageContext::new()
+///     .with_correlation_id("req-42")
+///     .with_tenant("acme")
+///     .with_header("x-region", "eu")?;
+/// assert_eq!(ctx.correlation_id(), Some("req-42"));
+/// # Ok::<(), outbox_core::InvalidHeader>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageContext {
+    correlation_id: Option<String>,
+    causation_id: Option<String>,
+    tenant: Option<String>,
+    traceparent: Option<TraceParent>,
+    headers: Headers,
+}
+
+impl MessageContext {
+    /// An empty context: each message becomes the root of its own
+    /// correlation (its correlation id is its own id).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The context for messages written while handling `message`: same
+    /// correlation, tenant and trace, caused by `message`.
+    pub fn caused_by(message: &OutboxMessage) -> Self {
+        Self {
+            correlation_id: Some(message.correlation_id.clone()),
+            causation_id: Some(message.id.to_string()),
+            tenant: message.tenant.clone(),
+            traceparent: message.traceparent.clone(),
+            headers: Headers::new(),
+        }
+    }
+
+    /// Sets the correlation id (e.g. the id of the HTTP request).
+    pub fn with_correlation_id(mut self, id: impl Into<String>) -> Self {
+        self.correlation_id = Some(id.into());
+        self
+    }
+
+    /// Sets the causation id: the id of the message or command that caused this one.
+    pub fn with_causation_id(mut self, id: impl Into<String>) -> Self {
+        self.causation_id = Some(id.into());
+        self
+    }
+
+    /// Sets the tenant.
+    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// Sets the W3C trace context to continue on the consumer side.
+    pub fn with_traceparent(mut self, traceparent: TraceParent) -> Self {
+        self.traceparent = Some(traceparent);
+        self
+    }
+
+    /// Adds a header to every message.
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, InvalidHeader> {
+        self.headers.insert(name, value)?;
+        Ok(self)
+    }
+
+    /// The correlation id, if set.
+    pub fn correlation_id(&self) -> Option<&str> {
+        self.correlation_id.as_deref()
+    }
+
+    /// The causation id, if set.
+    pub fn causation_id(&self) -> Option<&str> {
+        self.causation_id.as_deref()
+    }
+
+    /// The tenant, if set.
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// The trace context, if set.
+    pub fn traceparent(&self) -> Option<&TraceParent> {
+        self.traceparent.as_ref()
+    }
+
+    /// Headers added to every message.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+}

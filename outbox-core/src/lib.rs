@@ -1,0 +1,148 @@
+//! The core of the transactional outbox: domain events, the message envelope,
+//! the typed event registry. No database, no broker.
+//!
+//! A service that changes its database and then publishes an event either
+//! loses the event (a crash after the commit, the broker down) or publishes a
+//! ghost (publish, then roll back). With an outbox, events are written to an
+//! outbox table **in the same transaction** as the change, and a processor
+//! publishes them afterwards, at least once, with a deduplication id.
+//!
+//! This crate holds the model the other crates share:
+//!
+//! - [`IntegrationEvent`] and `#[derive(IntegrationEvent)]`: an event's stable
+//!   wire name, version and subject;
+//! - [`AggregateRoot`] and [`EventBuffer`]: aggregates record events, domain
+//!   code stays free of infrastructure;
+//! - [`OutboxMessage`]: the envelope written as one outbox row and published
+//!   as one NATS message ([`wire`] names its headers);
+//! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
+//!   registered Rust type, upcasting older versions.
+//!
+//! # Example
+//!
+//! ```
+//! use outbox_core::{
+//!     AggregateChanges, AggregateRoot, EventBuffer, EventRegistry, IntegrationEvent,
+//!     MessageContext, SubjectPrefix,
+//! };
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+//! #[event(name = "order.placed")]
+//! struct OrderPlaced { order_id: u64, total_cents: u64 }
+//!
+//! struct Order { id: u64, events: EventBuffer }
+//!
+//! impl AggregateRoot for Order {
+//!     const AGGREGATE_TYPE: &'static str = "order";
+//!     fn aggregate_id(&self) -> String { self.id.to_string() }
+//!     fn events(&self) -> &EventBuffer { &self.events }
+//!     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
+//! }
+//!
+//! // Domain code records; nothing here knows about databases or NATS.
+//! let mut order = Order { id: 7, events: EventBuffer::new() };
+//! order.record(OrderPlaced { order_id: 7, total_cents: 1250 })?;
+//!
+//! // Saving (outbox-sea-orm) seals the events into outbox messages ...
+//! let changes = AggregateChanges::of(&order, &MessageContext::new(), &SubjectPrefix::default());
+//! let message = &changes.messages[0];
+//! assert_eq!(message.subject, "events.order.placed");
+//! assert_eq!((message.aggregate_id.as_str(), message.sequence), ("7", 1));
+//!
+//! // ... and a consumer decodes them back into the Rust type.
+//! let registry = EventRegistry::from_inventory()?;
+//! let event: OrderPlaced = registry.decode_message(message)?;
+//! assert_eq!(event, OrderPlaced { order_id: 7, total_cents: 1250 });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `derive` (default): re-exports `#[derive(IntegrationEvent)]`.
+
+mod aggregate;
+mod context;
+mod event;
+mod headers;
+mod id;
+mod message;
+pub mod naming;
+mod payload;
+mod pending;
+mod registry;
+mod trace;
+pub mod wire;
+
+pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
+pub use context::MessageContext;
+pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};
+pub use headers::{Headers, InvalidHeader};
+pub use id::MessageId;
+pub use message::{AggregateRef, OutboxMessage};
+pub use payload::Payload;
+pub use pending::{PendingMessage, RecordError};
+pub use registry::{
+    DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,
+    RegistryError,
+};
+pub use trace::{InvalidTraceParent, TraceParent};
+
+/// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and
+/// registers the type for the [`EventRegistry`].
+///
+/// ```
+/// use outbox_core::IntegrationEvent;
+/// # use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize, IntegrationEvent)]
+/// #[event(name = "order.shipped", version = 2, subject = "logistics.shipments")]
+/// struct OrderShipped { order_id: u64, carrier: String }
+/// ```
+///
+/// Attributes, all inside one or more `#[event(...)]`:
+///
+/// | key | value | default |
+/// |---|---|---|
+/// | `name` | the wire name, e.g. `"order.placed"` | required: the wire contract must not follow a Rust rename |
+/// | `version` | integer ≥ 1 | `1` |
+/// | `subject` | a fixed NATS subject | `<prefix>.<name>` |
+/// | `upcast_from` | the previous version's type; needs `From<Previous> for Self` | none |
+/// | `crate` | path to `outbox_core` as a string, for re-exports | `"::outbox_core"` |
+///
+/// On an enum, the whole enum is **one** event type with one name and version;
+/// serde decides how variants are written (e.g. `#[serde(tag = "kind")]`).
+/// Events that need their own names, versions or subjects are separate
+/// structs: a variant cannot be registered on its own, and giving each variant
+/// its own wire identity would make adding a variant a breaking change to
+/// every consumer of the enum.
+///
+/// Mistakes are compile errors pointing at the offending token: an unknown or
+/// repeated key, a literal of the wrong type, version 0, an invalid name or
+/// subject, a generic type, a union, a type that is not
+/// `Serialize + DeserializeOwned`.
+#[cfg(feature = "derive")]
+pub use outbox_macros::IntegrationEvent;
+
+/// Re-exports used by code that `#[derive(IntegrationEvent)]` generates, so
+/// user crates need no direct dependency on them. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::registry::EventRegistration;
+    pub use inventory;
+
+    /// `a == b`, usable in constants (the derive checks upcast names with it).
+    pub const fn same_name(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+}

@@ -1,0 +1,256 @@
+//! The wire contract: how an [`OutboxMessage`] travels as a NATS message.
+//!
+//! Messages are [CloudEvents 1.0](https://github.com/cloudevents/spec) in
+//! binary content mode: the body is the event's JSON, the attributes are
+//! headers. This module is the one place that names them; the publisher and
+//! the subscriber use [`encode`] and [`decode`], and a consumer written in
+//! another language can rebuild the envelope from this table alone.
+//!
+//! | header | value | envelope field |
+//! |---|---|---|
+//! | `Nats-Msg-Id` | the message id (JetStream deduplication) | `id` |
+//! | `ce-specversion` | `1.0` | |
+//! | `ce-id` | the message id, a UUIDv7 | `id` |
+//! | `ce-type` | the event name, e.g. `order.placed` | `event_name` |
+//! | `ce-source` | the producing service, set by the publisher | |
+//! | `ce-subject` | the aggregate id | `aggregate_id` |
+//! | `ce-time` | RFC 3339 UTC time the event was recorded | `occurred_at` |
+//! | `content-type` | `application/json` | |
+//! | `ce-eventversion` | the event version, a decimal integer ≥ 1 | `event_version` |
+//! | `ce-aggregatetype` | the aggregate type | `aggregate_type` |
+//! | `ce-sequence` | the per-aggregate sequence, decimal | `sequence` |
+//! | `ce-correlationid` | the correlation id | `correlation_id` |
+//! | `ce-causationid` | the causation id (absent for a root message) | `causation_id` |
+//! | `ce-tenant` | the tenant (absent when none) | `tenant` |
+//! | `traceparent` | W3C trace context (absent when none) | `traceparent` |
+//! | any other | application headers, as they are | `headers` |
+//!
+//! The NATS subject of the message is the envelope's `subject`. Names are
+//! matched without regard to case when decoding.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::headers::Headers;
+use crate::message::OutboxMessage;
+use crate::payload::Payload;
+
+/// JetStream's deduplication header; carries the message id.
+pub const NATS_MSG_ID: &str = "Nats-Msg-Id";
+/// CloudEvents spec version attribute.
+pub const SPEC_VERSION: &str = "ce-specversion";
+/// The only CloudEvents spec version written and accepted.
+pub const SPEC_VERSION_1_0: &str = "1.0";
+/// CloudEvents `id`: the message id.
+pub const ID: &str = "ce-id";
+/// CloudEvents `type`: the event name.
+pub const TYPE: &str = "ce-type";
+/// CloudEvents `source`: the producing service.
+pub const SOURCE: &str = "ce-source";
+/// CloudEvents `subject`: the aggregate id.
+pub const SUBJECT: &str = "ce-subject";
+/// CloudEvents `time`: when the event was recorded.
+pub const TIME: &str = "ce-time";
+/// The payload's media type.
+pub const CONTENT_TYPE: &str = "content-type";
+/// The only media type written.
+pub const CONTENT_TYPE_JSON: &str = "application/json";
+/// Extension: the event version.
+pub const EVENT_VERSION: &str = "ce-eventversion";
+/// Extension: the aggregate type.
+pub const AGGREGATE_TYPE: &str = "ce-aggregatetype";
+/// Extension: the per-aggregate sequence.
+pub const SEQUENCE: &str = "ce-sequence";
+/// Extension: the correlation id.
+pub const CORRELATION_ID: &str = "ce-correlationid";
+/// Extension: the causation id.
+pub const CAUSATION_ID: &str = "ce-causationid";
+/// Extension: the tenant.
+pub const TENANT: &str = "ce-tenant";
+/// W3C trace context.
+pub const TRACEPARENT: &str = "traceparent";
+/// W3C vendor trace state (reserved, passed through by tracing systems).
+pub const TRACESTATE: &str = "tracestate";
+
+/// Whether `name` is reserved by this contract, so it cannot be an
+/// application header: every `ce-*` and `Nats-*` name, `content-type`,
+/// `traceparent` and `tracestate`, in any case.
+pub fn is_reserved(name: &str) -> bool {
+    let starts_with = |prefix: &str| {
+        name.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    starts_with("ce-")
+        || starts_with("nats-")
+        || [CONTENT_TYPE, TRACEPARENT, TRACESTATE]
+            .iter()
+            .any(|reserved| name.eq_ignore_ascii_case(reserved))
+}
+
+/// One header as published: a reserved name or an application header's name.
+pub type WireHeader = (Cow<'static, str>, String);
+
+/// The headers to publish `message` with; `source` becomes `ce-source`.
+///
+/// ```
+/// use outbox_core::wire;
+/// # fn message() -> outbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
+/// let message = message();
+/// let headers = wire::encode(&message, "/orders");
+/// let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+/// assert_eq!(find(wire::NATS_MSG_ID), Some("0190f5a2-7b3c-7d4e-8f00-112233445566"));
+/// assert_eq!(find(wire::TYPE), Some("order.placed"));
+///
+/// let back = wire::decode(&message.subject, headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())), message.payload.as_bytes())?;
+/// assert_eq!(back, message);
+/// # Ok::<(), wire::WireError>(())
+/// ```
+pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
+    let id = message.id.to_string();
+    let mut headers: Vec<WireHeader> = vec![
+        (NATS_MSG_ID.into(), id.clone()),
+        (SPEC_VERSION.into(), SPEC_VERSION_1_0.to_owned()),
+        (ID.into(), id),
+        (TYPE.into(), message.event_name.clone()),
+        (SOURCE.into(), source.to_owned()),
+        (SUBJECT.into(), message.aggregate_id.clone()),
+        (
+            TIME.into(),
+            message
+                .occurred_at
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+        ),
+        (CONTENT_TYPE.into(), CONTENT_TYPE_JSON.to_owned()),
+        (EVENT_VERSION.into(), message.event_version.to_string()),
+        (AGGREGATE_TYPE.into(), message.aggregate_type.clone()),
+        (SEQUENCE.into(), message.sequence.to_string()),
+        (CORRELATION_ID.into(), message.correlation_id.clone()),
+    ];
+    let optional = [
+        (CAUSATION_ID, message.causation_id.clone()),
+        (TENANT, message.tenant.clone()),
+        (
+            TRACEPARENT,
+            message.traceparent.as_ref().map(ToString::to_string),
+        ),
+    ];
+    headers.extend(
+        optional
+            .into_iter()
+            .filter_map(|(name, value)| Some((name.into(), value?))),
+    );
+    headers.extend(
+        message
+            .headers
+            .iter()
+            .map(|(name, value)| (Cow::Owned(name.to_owned()), value.to_owned())),
+    );
+    headers
+}
+
+/// A NATS message that does not carry a valid envelope.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// A required header is absent.
+    #[error("header `{0}` is missing")]
+    Missing(&'static str),
+    /// A header's value cannot be read.
+    #[error("header `{header}` has invalid value `{value}`: {reason}")]
+    Invalid {
+        /// The header.
+        header: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The body is not one JSON value.
+    #[error("payload is not valid JSON: {0}")]
+    Payload(#[source] serde_json::Error),
+}
+
+/// Rebuilds the envelope of a message received on `subject`.
+pub fn decode<'a>(
+    subject: &str,
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    payload: &[u8],
+) -> Result<OutboxMessage, WireError> {
+    let headers: Vec<(&str, &str)> = headers.into_iter().collect();
+    let find = |name: &'static str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    };
+    let required = |name: &'static str| find(name).ok_or(WireError::Missing(name));
+    let invalid = |header: &'static str, value: &str, reason: String| WireError::Invalid {
+        header,
+        value: value.to_owned(),
+        reason,
+    };
+    let parse = |name: &'static str| -> Result<u64, WireError> {
+        let value = required(name)?;
+        value
+            .parse()
+            .map_err(|e| invalid(name, value, format!("{e}")))
+    };
+
+    let spec = required(SPEC_VERSION)?;
+    if spec != SPEC_VERSION_1_0 {
+        return Err(invalid(SPEC_VERSION, spec, "only 1.0 is supported".into()));
+    }
+    let id_text = required(ID)?;
+    let id = id_text
+        .parse()
+        .map_err(|e| invalid(ID, id_text, format!("{e}")))?;
+    let time = required(TIME)?;
+    let occurred_at = DateTime::parse_from_rfc3339(time)
+        .map_err(|e| invalid(TIME, time, e.to_string()))?
+        .with_timezone(&Utc);
+    let event_version = u32::try_from(parse(EVENT_VERSION)?)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| {
+            invalid(
+                EVENT_VERSION,
+                find(EVENT_VERSION).unwrap_or(""),
+                "must be 1..=u32::MAX".into(),
+            )
+        })?;
+    let traceparent = find(TRACEPARENT)
+        .map(|tp| {
+            tp.parse()
+                .map_err(|e: crate::InvalidTraceParent| invalid(TRACEPARENT, tp, e.reason.into()))
+        })
+        .transpose()?;
+    let mut user_headers = Headers::new();
+    for (name, value) in headers.iter().filter(|(k, _)| !is_reserved(k)) {
+        user_headers
+            .insert(*name, *value)
+            .map_err(|e| WireError::Invalid {
+                header: "application header",
+                value: (*name).to_owned(),
+                reason: e.to_string(),
+            })?;
+    }
+    let body = String::from_utf8(payload.to_vec())
+        .map_err(|e| WireError::Payload(serde::de::Error::custom(format!("not UTF-8: {e}"))))?;
+
+    Ok(OutboxMessage {
+        id,
+        event_name: required(TYPE)?.to_owned(),
+        event_version,
+        subject: subject.to_owned(),
+        aggregate_type: required(AGGREGATE_TYPE)?.to_owned(),
+        aggregate_id: required(SUBJECT)?.to_owned(),
+        sequence: parse(SEQUENCE)?,
+        occurred_at,
+        correlation_id: required(CORRELATION_ID)?.to_owned(),
+        causation_id: find(CAUSATION_ID).map(str::to_owned),
+        tenant: find(TENANT).map(str::to_owned),
+        traceparent,
+        headers: user_headers,
+        payload: Payload::from_json(body).map_err(WireError::Payload)?,
+    })
+}

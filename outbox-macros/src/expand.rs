@@ -1,0 +1,88 @@
+//! The code `#[derive(IntegrationEvent)]` generates.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Data, DeriveInput, parse_quote};
+
+use crate::attrs::{self, EventAttrs};
+
+pub(crate) fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
+    if let Data::Union(data) = &input.data {
+        return Err(syn::Error::new(
+            data.union_token.span(),
+            "IntegrationEvent cannot be derived for unions; use a struct or an enum",
+        ));
+    }
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            input.generics.span(),
+            "IntegrationEvent cannot be derived for generic types: the registry needs one \
+             concrete Rust type per (name, version); declare a concrete type per event",
+        ));
+    }
+    let attrs = attrs::parse(input)?;
+    Ok(generate(input, &attrs))
+}
+
+fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
+    let ident = &input.ident;
+    let krate = attrs
+        .krate
+        .clone()
+        .unwrap_or_else(|| parse_quote!(::outbox_core));
+    let name = &attrs.name;
+    let version = attrs.version;
+    let version_lit = quote_spanned!(attrs.version_span=> #version);
+    let subject = match &attrs.subject {
+        Some(subject) => quote!(#krate::EventSubject::Fixed(#subject)),
+        None => quote!(#krate::EventSubject::Derived),
+    };
+    let (registration, upcast_checks) = match &attrs.upcast_from {
+        None => (
+            quote!(#krate::__private::EventRegistration::of::<Self>()),
+            TokenStream::new(),
+        ),
+        Some(previous) => {
+            let span = previous.span();
+            let registration = quote_spanned! {span=>
+                #krate::__private::EventRegistration::of_upcasting::<Self, #previous>()
+            };
+            let checks = quote_spanned! {span=>
+                const _: () = {
+                    ::core::assert!(
+                        #krate::__private::same_name(
+                            <#previous as #krate::IntegrationEvent>::NAME,
+                            #name,
+                        ),
+                        "`upcast_from` must name a previous version of the same event (same `name`)",
+                    );
+                    ::core::assert!(
+                        <#previous as #krate::IntegrationEvent>::VERSION + 1 == #version,
+                        "`upcast_from` must name the version just before this one",
+                    );
+                };
+            };
+            (registration, checks)
+        }
+    };
+    let impl_header = quote_spanned! {ident.span()=>
+        impl #krate::IntegrationEvent for #ident
+    };
+
+    quote! {
+        #[automatically_derived]
+        #impl_header {
+            const NAME: &'static str = #name;
+            const VERSION: u32 = #version_lit;
+            const SUBJECT: #krate::EventSubject = #subject;
+            const REGISTRATION: #krate::__private::EventRegistration = #registration;
+        }
+
+        #upcast_checks
+
+        #krate::__private::inventory::submit! {
+            <#ident as #krate::IntegrationEvent>::REGISTRATION
+        }
+    }
+}

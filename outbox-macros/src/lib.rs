@@ -1,0 +1,28 @@
+//! `#[derive(IntegrationEvent)]` for [`outbox-core`](https://docs.rs/outbox-core).
+//!
+//! Use it through `outbox_core::IntegrationEvent` (the `derive` feature, on by
+//! default); its attributes are documented there. The generated code names
+//! only `outbox_core` (through its hidden `__private` module), so user crates
+//! need no dependency on `inventory`.
+
+mod attrs;
+mod expand;
+
+// The naming rules are shared verbatim with outbox-core, so the checks made
+// here at compile time and there at start-up can never disagree.
+#[allow(dead_code)]
+#[path = "../../outbox-core/src/naming_rules.rs"]
+mod naming_rules;
+
+use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
+
+/// Implements `outbox_core::IntegrationEvent` and registers the type with the
+/// event registry. See `outbox_core::IntegrationEvent` for the attributes.
+#[proc_macro_derive(IntegrationEvent, attributes(event))]
+pub fn derive_integration_event(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
