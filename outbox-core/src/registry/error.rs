@@ -35,17 +35,6 @@ pub enum RegistryError {
         /// The other.
         second: &'static str,
     },
-    /// A type upcasts from a type that is not registered.
-    #[error(
-        "{event} upcasts from {source_type}, which is not registered \
-         (derive IntegrationEvent on it, or register it)"
-    )]
-    UpcastSourceMissing {
-        /// The upcasting event.
-        event: String,
-        /// The missing source type.
-        source_type: &'static str,
-    },
     /// A type upcasts from an event with another name.
     #[error("{event} upcasts from {source_event}, an event with another name")]
     UpcastNameMismatch {

@@ -65,10 +65,12 @@ pub struct EventRegistryBuilder {
 impl EventRegistryBuilder {
     /// Adds every registration submitted by `#[derive(IntegrationEvent)]` in
     /// the crates linked into this program.
-    pub fn with_inventory(mut self) -> Self {
-        self.registrations
-            .extend(inventory::iter::<EventRegistration>.into_iter().copied());
-        self
+    pub fn with_inventory(self) -> Self {
+        inventory::iter::<EventRegistration>
+            .into_iter()
+            .fold(self, |builder, registration| {
+                builder.register_registration(*registration)
+            })
     }
 
     /// Adds `E` and every older version it upcasts from.
@@ -105,7 +107,7 @@ impl EventRegistryBuilder {
         registrations.sort_by(|a, b| {
             (a.name(), a.version(), a.rust_type()).cmp(&(b.name(), b.version(), b.rust_type()))
         });
-        validate::validate(&registrations, &by_type)?;
+        validate::validate(&registrations)?;
         let mut by_name: HashMap<&'static str, BTreeMap<u32, EventRegistration>> = HashMap::new();
         for registration in &registrations {
             by_name

@@ -1,6 +1,5 @@
 //! Start-up checks of a set of registrations.
 
-use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 
 use super::error::RegistryError;
@@ -10,15 +9,13 @@ use crate::naming::{validate_event_name, validate_subject};
 
 /// Checks each registration, then that no (name, version) is claimed twice,
 /// then every upcast chain. Returns the first problem found.
-pub(super) fn validate(
-    registrations: &[EventRegistration],
-    by_type: &HashMap<TypeId, EventRegistration>,
-) -> Result<(), RegistryError> {
+///
+/// The builder adds every upcast source along with the type that names it, so
+/// a chain never leads outside `registrations`.
+pub(super) fn validate(registrations: &[EventRegistration]) -> Result<(), RegistryError> {
     registrations.iter().try_for_each(check_one)?;
     check_duplicates(registrations)?;
-    registrations
-        .iter()
-        .try_for_each(|registration| check_upcast(registration, by_type))?;
+    registrations.iter().try_for_each(check_upcast)?;
     check_reachability(registrations)
 }
 
@@ -56,28 +53,19 @@ fn check_duplicates(registrations: &[EventRegistration]) -> Result<(), RegistryE
     Ok(())
 }
 
-fn check_upcast(
-    registration: &EventRegistration,
-    by_type: &HashMap<TypeId, EventRegistration>,
-) -> Result<(), RegistryError> {
+fn check_upcast(registration: &EventRegistration) -> Result<(), RegistryError> {
     // Follow the chain first, so a cycle is reported as a cycle rather than
     // as whichever version rule it happens to break.
     let mut chain = vec![*registration];
     let mut current = *registration;
-    while let Some(declared) = current.upcasts_from() {
-        let Some(source) = by_type.get(&declared.type_id()) else {
-            return Err(RegistryError::UpcastSourceMissing {
-                event: current.describe(),
-                source_type: declared.rust_type(),
-            });
-        };
+    while let Some(source) = current.upcasts_from() {
         if let Some(start) = chain.iter().position(|r| r.type_id() == source.type_id()) {
             let mut cycle: Vec<String> = chain[start..].iter().map(|r| r.describe()).collect();
             cycle.push(source.describe());
             return Err(RegistryError::UpcastCycle { chain: cycle });
         }
-        chain.push(*source);
-        current = *source;
+        chain.push(source);
+        current = source;
     }
 
     let Some(source) = registration.upcasts_from() else {
