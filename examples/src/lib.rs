@@ -1,1 +1,7 @@
-//! Runnable examples of the transactional outbox; see `src/bin/`.
+//! Runnable examples of the transactional outbox.
+//!
+//! The binaries in `src/bin/` share the orders domain in [`orders`]: an
+//! `Order` aggregate that records `OrderPlaced`, `OrderPaid`, `OrderShipped`
+//! and `OrderCancelled`.
+
+pub mod orders;

@@ -20,7 +20,7 @@
 //!
 //! # Example
 //!
-//! ```
+//! ```standalone_crate
 //! use outbox_core::{
 //!     AggregateChanges, AggregateRoot, EventBuffer, EventRegistry, IntegrationEvent,
 //!     MessageContext, SubjectPrefix,
@@ -146,3 +146,8 @@ pub mod __private {
         true
     }
 }
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,6 +1,8 @@
 //! Malformed input never panics: random bytes and headers fed to every
 //! decoding entry point come back as values or typed errors.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 use std::collections::BTreeMap;
 
 use outbox_core::naming::{validate_event_name, validate_subject};

@@ -1,6 +1,8 @@
 //! Recording events on aggregates, sealing them into outbox messages, and the
 //! wire contract that carries those messages over NATS.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 use std::collections::HashMap;
 
 use outbox_core::{

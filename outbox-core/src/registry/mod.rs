@@ -12,11 +12,15 @@
 //! registry then lacks types that are plainly in the source. Name the types
 //! you consume: [`EventRegistryBuilder::register`] adds a type (and the
 //! versions it upcasts from) whether or not the linker kept its inventory
-//! entry, and naming it keeps its crate linked. Typed subscribers register the
-//! types of their handlers the same way, so a consumer that handles a type
-//! can always decode it.
+//! entry, and naming it keeps its crate linked. (Typed subscribers are meant
+//! to register their handlers' types this way, so a consumer that handles a
+//! type can always decode it.)
 //!
-//! ```
+//! **Doctests.** Edition 2024 merges doctests into one binary, so every
+//! example's event types share one inventory; a doctest that reads the
+//! inventory should be marked `standalone_crate`.
+//!
+//! ```standalone_crate
 //! use outbox_core::{EventRegistry, IntegrationEvent};
 //! # use serde::{Deserialize, Serialize};
 //! #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
@@ -42,6 +46,7 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use decoded::DecodedEvent;
 pub use error::{DecodeError, RegistryError};
+use registration::UpcastFn;
 pub use registration::{ErasedEvent, EventRegistration};
 
 use crate::event::IntegrationEvent;
@@ -243,7 +248,7 @@ impl EventRegistry {
         &self,
         target: &EventRegistration,
         source: &EventRegistration,
-    ) -> Option<Vec<fn(ErasedEvent) -> Option<ErasedEvent>>> {
+    ) -> Option<Vec<UpcastFn>> {
         let source_type = source.type_id();
         let mut steps = Vec::new();
         let mut current = *self.by_type.get(&target.type_id())?;

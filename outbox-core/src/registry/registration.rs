@@ -25,11 +25,14 @@ pub struct EventRegistration {
     upcast: Option<Upcast>,
 }
 
+/// Converts a decoded previous version into the next one.
+pub(crate) type UpcastFn = fn(ErasedEvent) -> Option<ErasedEvent>;
+
 /// The declared conversion from the previous version of an event.
 #[derive(Clone, Copy)]
 pub(crate) struct Upcast {
     pub(crate) source: fn() -> EventRegistration,
-    pub(crate) convert: fn(ErasedEvent) -> Option<ErasedEvent>,
+    pub(crate) convert: UpcastFn,
 }
 
 impl EventRegistration {

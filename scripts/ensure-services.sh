@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Starts the local services the test suite talks to, if they are down:
+# PostgreSQL (127.0.0.1:5432), MariaDB (127.0.0.1:3306), NATS with JetStream
+# (127.0.0.1:4222). Uses the binaries installed on the machine; says which
+# package to install when one is missing. Safe to run any number of times.
+set -euo pipefail
+
+log() { printf 'ensure-services: %s\n' "$*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_for() { # name port
+  for _ in $(seq 1 60); do
+    port_open "$2" && { log "$1 is up on 127.0.0.1:$2"; return 0; }
+    sleep 0.5
+  done
+  log "$1 did not come up on 127.0.0.1:$2 within 30 s"
+  return 1
+}
+
+need() { # binary package
+  command -v "$1" >/dev/null 2>&1 || [ -x "$1" ] || {
+    log "missing '$1': install it with 'apt-get install -y $2'"
+    return 1
+  }
+}
+
+start_postgres() {
+  port_open 5432 && return 0
+  need pg_ctlcluster postgresql-common
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$version" ] || { log "no PostgreSQL cluster: 'apt-get install -y postgresql'"; return 1; }
+  log "starting PostgreSQL $version"
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  wait_for PostgreSQL 5432
+}
+
+start_mariadb() {
+  port_open 3306 && return 0
+  need /usr/sbin/mariadbd mariadb-server
+  log "starting MariaDB"
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_for MariaDB 3306
+}
+
+start_nats() {
+  port_open 4222 && return 0
+  need /usr/sbin/nats-server nats-server
+  log "starting nats-server with JetStream"
+  mkdir -p /var/lib/nats-server
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  wait_for NATS 4222
+}
+
+start_postgres
+start_mariadb
+start_nats
