@@ -71,6 +71,7 @@ pub mod naming;
 mod payload;
 mod pending;
 mod registry;
+pub mod store;
 mod trace;
 pub mod wire;
 
@@ -85,6 +86,10 @@ pub use pending::{PendingMessage, RecordError};
 pub use registry::{
     DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,
     RegistryError,
+};
+pub use store::{
+    ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
+    LeaseOutcome, LeaseToken, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
 };
 pub use trace::{InvalidTraceParent, TraceParent};
 

@@ -77,7 +77,13 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
             set_once(meta, &mut out.subject, lit)
         }
         "upcast_from" => {
-            let ty: Type = meta.value()?.parse()?;
+            let ty = meta.value()?.parse::<Type>().map_err(|err| {
+                syn::Error::new(
+                    err.span(),
+                    "expected the previous version's type, unquoted, \
+                     e.g. `upcast_from = OrderPlacedV1`",
+                )
+            })?;
             set_once(meta, &mut out.upcast_from, ty)
         }
         "crate" => {
@@ -120,7 +126,12 @@ fn string_value(meta: &ParseNestedMeta<'_>, example: &str) -> syn::Result<LitStr
 fn version_value(meta: &ParseNestedMeta<'_>) -> syn::Result<(u32, Span)> {
     match meta.value()?.parse::<Lit>()? {
         Lit::Int(lit) => {
-            let version: u32 = lit.base10_parse()?;
+            let version: u32 = lit.base10_parse().map_err(|_| {
+                syn::Error::new(
+                    lit.span(),
+                    format!("event versions are integers from 1 to {}", u32::MAX),
+                )
+            })?;
             if version == 0 {
                 return Err(syn::Error::new(lit.span(), "event versions start at 1"));
             }

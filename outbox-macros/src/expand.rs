@@ -14,12 +14,19 @@ pub(crate) fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
             "IntegrationEvent cannot be derived for unions; use a struct or an enum",
         ));
     }
-    if !input.generics.params.is_empty() {
-        return Err(syn::Error::new(
-            input.generics.span(),
+    let generics = &input.generics;
+    if !generics.params.is_empty() {
+        let only_lifetimes =
+            generics.type_params().next().is_none() && generics.const_params().next().is_none();
+        let message = if only_lifetimes {
+            "IntegrationEvent cannot be derived for types with lifetime parameters: events are \
+             decoded into owned values (`DeserializeOwned + 'static`); use owned fields, e.g. \
+             `String` rather than `&str`"
+        } else {
             "IntegrationEvent cannot be derived for generic types: the registry needs one \
-             concrete Rust type per (name, version); declare a concrete type per event",
-        ));
+             concrete Rust type per (name, version); declare a concrete type per event"
+        };
+        return Err(syn::Error::new_spanned(generics, message));
     }
     let attrs = attrs::parse(input)?;
     Ok(generate(input, &attrs))
@@ -58,7 +65,7 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
                         "`upcast_from` must name a previous version of the same event (same `name`)",
                     );
                     ::core::assert!(
-                        <#previous as #krate::IntegrationEvent>::VERSION + 1 == #version,
+                        <#previous as #krate::IntegrationEvent>::VERSION == #version - 1,
                         "`upcast_from` must name the version just before this one",
                     );
                 };

@@ -1,0 +1,294 @@
+//! What the processor needs from an outbox table: the [`OutboxStore`] trait.
+//!
+//! Implemented for PostgreSQL, MySQL/MariaDB and SQLite by `outbox-sea-orm`.
+//! Every time-dependent decision (is a lease live, is a retry due) is made
+//! with the **database's** clock, never the caller's, so processors on
+//! machines with skewed clocks still agree.
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::id::MessageId;
+use crate::message::OutboxMessage;
+
+/// The fencing token of one claim: rows claimed together carry it until they
+/// are completed, failed, released or claimed again after the lease expired.
+/// Any operation with a token the row no longer carries changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseToken(Uuid);
+
+impl LeaseToken {
+    /// A new token (UUIDv7, so later claims have larger tokens).
+    pub fn new() -> Self {
+        Self(Uuid::now_v7())
+    }
+
+    /// Wraps a token read back from the store.
+    pub const fn from_uuid(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+
+    /// The UUID inside.
+    pub const fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
+}
+
+impl Default for LeaseToken {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A lease on a batch of messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token.
+    pub token: LeaseToken,
+    /// When the lease ends, by the database clock.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A claimed message and how often it was attempted before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedMessage {
+    /// The message.
+    pub message: OutboxMessage,
+    /// Failed attempts so far (transient broker outages do not count).
+    pub attempts: u32,
+}
+
+/// The result of [`OutboxStore::claim`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedBatch {
+    /// The lease on every message of the batch.
+    pub lease: Lease,
+    /// The messages, in publishing order: per aggregate by sequence.
+    pub messages: Vec<ClaimedMessage>,
+}
+
+/// A message the broker acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    /// The message.
+    pub id: MessageId,
+    /// The JetStream stream sequence from the ack, when known.
+    pub stream_sequence: Option<u64>,
+}
+
+/// Whether a failed message may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Try again after a backoff, until the attempts run out.
+    Retryable,
+    /// Never try again: the message goes to `dead` at once.
+    Permanent,
+}
+
+/// A message whose publishing failed for a reason of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The message.
+    pub id: MessageId,
+    /// What went wrong, kept as the row's last error.
+    pub error: String,
+    /// Whether to retry.
+    pub kind: FailureKind,
+}
+
+/// How failed messages are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts after which a retryable failure goes to `dead` (default 10).
+    pub max_attempts: u32,
+    /// Backoff after the first failure (default 1 s); doubles each attempt.
+    pub initial_backoff: Duration,
+    /// Longest backoff (default 5 min).
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 10,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The backoff before attempt `attempts + 1`, with "equal jitter": half
+    /// of the exponential delay is fixed, the other half random (`jitter` in
+    /// `0.0..=1.0`), so retries of many messages spread out.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use outbox_core::RetryPolicy;
+    /// let policy = RetryPolicy::default();
+    /// assert_eq!(policy.backoff(1, 0.0), Duration::from_millis(500));
+    /// assert_eq!(policy.backoff(1, 1.0), Duration::from_secs(1));
+    /// assert_eq!(policy.backoff(3, 1.0), Duration::from_secs(4));
+    /// assert_eq!(policy.backoff(30, 1.0), Duration::from_secs(300));
+    /// ```
+    pub fn backoff(&self, attempts: u32, jitter: f64) -> Duration {
+        let exponent = attempts.saturating_sub(1).min(32);
+        let full = self
+            .initial_backoff
+            .saturating_mul(1u32 << exponent.min(31))
+            .min(self.max_backoff);
+        full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// What an operation on leased rows did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseOutcome {
+    /// Rows changed.
+    pub applied: u64,
+    /// Rows asked for that no longer carry the token (lease lost to another
+    /// processor, or already settled): nothing was changed on them.
+    pub stale: u64,
+}
+
+/// Which dead messages to put back to pending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadSelector {
+    /// These messages.
+    Ids(Vec<MessageId>),
+    /// Every dead message of this event name.
+    EventName(String),
+    /// Every dead message.
+    All,
+}
+
+/// Counts for dashboards and alarms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutboxStats {
+    /// Messages waiting to be published (leased or not).
+    pub pending: u64,
+    /// Pending messages under a live lease.
+    pub leased: u64,
+    /// Messages that will not be retried.
+    pub dead: u64,
+    /// Published messages still kept.
+    pub published: u64,
+    /// Age of the oldest pending message, by the database clock.
+    pub oldest_pending_age: Option<Duration>,
+    /// Pending and dead counts per event name, sorted by name.
+    pub by_event: Vec<EventStats>,
+}
+
+/// Counts of one event name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventStats {
+    /// The event name.
+    pub event_name: String,
+    /// Pending messages.
+    pub pending: u64,
+    /// Dead messages.
+    pub dead: u64,
+}
+
+/// A store operation failed (the database is unreachable, a statement was
+/// rejected, a row could not be read back).
+#[derive(Debug, thiserror::Error)]
+#[error("outbox store: {message}")]
+pub struct StoreError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreError {
+    /// An error with a cause.
+    pub fn new(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An error without a cause.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+}
+
+/// The outbox table as the processor sees it.
+///
+/// Claims respect per-aggregate order: a message is never handed out while an
+/// earlier message of its aggregate is unpublished (pending elsewhere, backing
+/// off, or dead), but runs of consecutive messages of one aggregate may be
+/// claimed together. Two claimers never receive the same message while its
+/// lease is live; an expired lease may be claimed again.
+pub trait OutboxStore: Send + Sync {
+    /// Leases up to `limit` publishable messages for `lease`.
+    fn claim(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
+
+    /// Marks messages published (or deletes them, per the store's retention).
+    fn complete(
+        &self,
+        token: LeaseToken,
+        published: &[Published],
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Records failures: attempts + 1 and a backoff by the database clock, or
+    /// `dead` with the reason when permanent or out of attempts. The lease ends.
+    fn fail(
+        &self,
+        token: LeaseToken,
+        failures: &[Failure],
+        policy: &RetryPolicy,
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Gives unpublished messages back without spending an attempt.
+    fn release(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Extends the lease of the messages still carrying `token`.
+    fn renew(
+        &self,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Puts dead messages back to pending with no attempts spent.
+    fn requeue_dead(
+        &self,
+        selector: DeadSelector,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes published messages older than `older_than`, at most
+    /// `batch_size` rows per statement, until none is left; returns how many.
+    fn purge_published(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Counts by status and event name.
+    fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
+}

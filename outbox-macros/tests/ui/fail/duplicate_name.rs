@@ -1,0 +1,8 @@
+#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[event(name = "order.placed")]
+#[event(version = 2, name = "order.created")]
+struct OrderPlaced {
+    order_id: u64,
+}
+
+fn main() {}

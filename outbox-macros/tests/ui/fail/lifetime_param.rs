@@ -1,0 +1,7 @@
+#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[event(name = "order.placed")]
+struct OrderPlaced<'a> {
+    customer: &'a str,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[event(name = "order..placed")]
+struct OrderPlaced {
+    order_id: u64,
+}
+
+fn main() {}

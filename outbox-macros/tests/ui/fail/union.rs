@@ -1,0 +1,8 @@
+#[derive(outbox_core::IntegrationEvent)]
+#[event(name = "order.placed")]
+union OrderPlaced {
+    order_id: u64,
+    total: f64,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[event(name = "order.placed", version = -1)]
+struct OrderPlaced {
+    order_id: u64,
+}
+
+fn main() {}
