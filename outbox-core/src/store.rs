@@ -110,7 +110,9 @@ pub struct Failure {
 pub struct RetryPolicy {
     /// Attempts after which a retryable failure goes to `dead` (default 10).
     pub max_attempts: u32,
-    /// Backoff after the first failure (default 1 s); doubles each attempt.
+    /// Backoff after the first failure (default 1 s); doubles with each
+    /// attempt up to `max_backoff`. Stores apply "equal jitter": half of the
+    /// delay is fixed, half random, so retries of many messages spread out.
     pub initial_backoff: Duration,
     /// Longest backoff (default 5 min).
     pub max_backoff: Duration,
@@ -123,30 +125,6 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(300),
         }
-    }
-}
-
-impl RetryPolicy {
-    /// The backoff before attempt `attempts + 1`, with "equal jitter": half
-    /// of the exponential delay is fixed, the other half random (`jitter` in
-    /// `0.0..=1.0`), so retries of many messages spread out.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use outbox_core::RetryPolicy;
-    /// let policy = RetryPolicy::default();
-    /// assert_eq!(policy.backoff(1, 0.0), Duration::from_millis(500));
-    /// assert_eq!(policy.backoff(1, 1.0), Duration::from_secs(1));
-    /// assert_eq!(policy.backoff(3, 1.0), Duration::from_secs(4));
-    /// assert_eq!(policy.backoff(30, 1.0), Duration::from_secs(300));
-    /// ```
-    pub fn backoff(&self, attempts: u32, jitter: f64) -> Duration {
-        let exponent = attempts.saturating_sub(1).min(32);
-        let full = self
-            .initial_backoff
-            .saturating_mul(1u32 << exponent.min(31))
-            .min(self.max_backoff);
-        full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
     }
 }
 
@@ -171,7 +149,8 @@ pub enum DeadSelector {
     All,
 }
 
-/// Counts for dashboards and alarms.
+/// Counts for dashboards and alarms. Cheap to compute however many
+/// published rows are kept: only unpublished rows are counted.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutboxStats {
     /// Messages waiting to be published (leased or not).
@@ -180,8 +159,6 @@ pub struct OutboxStats {
     pub leased: u64,
     /// Messages that will not be retried.
     pub dead: u64,
-    /// Published messages still kept.
-    pub published: u64,
     /// Age of the oldest pending message, by the database clock.
     pub oldest_pending_age: Option<Duration>,
     /// Pending and dead counts per event name, sorted by name.

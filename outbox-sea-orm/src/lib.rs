@@ -1,8 +1,42 @@
-//! SeaORM integration for the transactional outbox.
+//! SeaORM integration for the transactional outbox: an aggregate's state and
+//! the events it recorded commit in **one** database transaction, or neither
+//! does; then a processor publishes them.
 //!
-//! This crate will hold the unit of work, the aggregate repository and the
-//! [`OutboxStore`](outbox_core) implementations for PostgreSQL, MySQL/MariaDB
-//! and SQLite. It is an empty skeleton until that work lands; the event model
-//! it builds on lives in [`outbox_core`].
+//! - [`Outbox`]: the handle a service keeps; begins [`UnitOfWork`]s, hands out
+//!   [`Repository`]s, enqueues into transactions the application owns, and
+//!   wakes processors after commits (in process, and by coalesced `NOTIFY`
+//!   on PostgreSQL).
+//! - [`AggregateEntity`]: maps an aggregate to a SeaORM entity with a version
+//!   column (optimistic concurrency).
+//! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](outbox_core::OutboxStore) the
+//!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite.
+//! - [`migration`] (feature `migration`): the table as migrations;
+//!   [`create_schema`] creates it directly.
+//!
+//! Supported backends: PostgreSQL 12+, MariaDB 10.6+ / MySQL 8.0.1+ (for
+//! `SKIP LOCKED`), SQLite 3.35+ (for `RETURNING`).
 
+mod aggregate_entity;
+mod config;
+mod dialect;
+mod error;
+#[cfg(feature = "migration")]
+pub mod migration;
+mod outbox;
+mod repository;
+mod row;
+mod schema;
+mod store;
+mod unit_of_work;
+mod wake;
+
+pub use aggregate_entity::AggregateEntity;
+pub use config::{OutboxConfig, Retention, TableName};
+pub use error::OutboxError;
+pub use outbox::{Outbox, STANDALONE};
 pub use outbox_core;
+pub use repository::Repository;
+pub use schema::create_schema;
+pub use store::SeaOrmOutboxStore;
+pub use unit_of_work::{PrimaryKeyOf, UnitOfWork};
+pub use wake::{CommitListener, Wake};

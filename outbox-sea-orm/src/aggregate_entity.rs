@@ -1,0 +1,67 @@
+//! Mapping an aggregate to a SeaORM entity.
+
+use outbox_core::{AggregateRoot, EventBuffer};
+use sea_orm::EntityTrait;
+
+/// An aggregate stored as one row of a SeaORM entity, with a version column
+/// for optimistic concurrency.
+///
+/// The repository reads and writes the version column itself: the mapping
+/// only moves the aggregate's own state. A SeaORM model can be the aggregate
+/// (the "entity is the aggregate" style), or a domain struct can map to one:
+///
+/// ```
+/// use outbox_core::{AggregateRoot, EventBuffer};
+/// use outbox_sea_orm::AggregateEntity;
+/// use sea_orm::entity::prelude::*;
+/// use sea_orm::Set;
+///
+/// mod order {
+///     use sea_orm::entity::prelude::*;
+///     #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+///     #[sea_orm(table_name = "orders")]
+///     pub struct Model {
+///         #[sea_orm(primary_key, auto_increment = false)]
+///         pub id: String,
+///         pub status: String,
+///         pub version: i64,
+///     }
+///     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+///     pub enum Relation {}
+///     impl ActiveModelBehavior for ActiveModel {}
+/// }
+///
+/// struct Order { id: String, status: String, events: EventBuffer }
+///
+/// impl AggregateRoot for Order {
+///     const AGGREGATE_TYPE: &'static str = "order";
+///     fn aggregate_id(&self) -> String { self.id.clone() }
+///     fn events(&self) -> &EventBuffer { &self.events }
+///     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
+/// }
+///
+/// impl AggregateEntity for Order {
+///     type Entity = order::Entity;
+///     fn version_column() -> order::Column { order::Column::Version }
+///     fn from_model(model: order::Model, events: EventBuffer) -> Self {
+///         Order { id: model.id, status: model.status, events }
+///     }
+///     fn to_active_model(&self) -> order::ActiveModel {
+///         order::ActiveModel { id: Set(self.id.clone()), status: Set(self.status.clone()), ..Default::default() }
+///     }
+/// }
+/// ```
+pub trait AggregateEntity: AggregateRoot + Sized + Send + Sync {
+    /// The SeaORM entity holding the aggregate's row.
+    type Entity: EntityTrait;
+
+    /// The integer column holding the version.
+    fn version_column() -> <Self::Entity as EntityTrait>::Column;
+
+    /// Rebuilds the aggregate from its row; `events` carries the row's version.
+    fn from_model(model: <Self::Entity as EntityTrait>::Model, events: EventBuffer) -> Self;
+
+    /// The row for the aggregate's current state, primary key included. The
+    /// version column is set by the repository.
+    fn to_active_model(&self) -> <Self::Entity as EntityTrait>::ActiveModel;
+}

@@ -1,0 +1,133 @@
+//! Where the outbox lives and how it behaves.
+
+use outbox_core::SubjectPrefix;
+
+use crate::error::OutboxError;
+
+/// The outbox table's name: an SQL identifier of ASCII letters, digits and
+/// `_`, not starting with a digit, at most 48 bytes (index names derive from it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName(String);
+
+impl TableName {
+    /// The default, `outbox_messages`.
+    pub const DEFAULT: &'static str = "outbox_messages";
+
+    /// A validated table name.
+    ///
+    /// ```
+    /// use outbox_sea_orm::TableName;
+    /// assert!(TableName::new("billing_outbox").is_ok());
+    /// assert!(TableName::new("outbox; DROP TABLE users").is_err());
+    /// ```
+    pub fn new(name: impl Into<String>) -> Result<Self, OutboxError> {
+        let name = name.into();
+        let valid = !name.is_empty()
+            && name.len() <= 48
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if valid {
+            Ok(Self(name))
+        } else {
+            Err(OutboxError::InvalidConfig(format!(
+                "table name `{name}` must be 1-48 ASCII letters, digits or `_`, not starting with a digit"
+            )))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for TableName {
+    fn default() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What happens to a message once the broker acknowledged it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Retention {
+    /// Keep the row as `published`, with its stream sequence and time, until
+    /// [`purge_published`](outbox_core::OutboxStore::purge_published) removes
+    /// it (the default: an audit trail, and replays by id).
+    #[default]
+    KeepPublished,
+    /// Delete the row at once (the smallest table).
+    Delete,
+}
+
+/// The outbox's settings, shared by the unit of work and the store.
+///
+/// ```
+/// use outbox_sea_orm::{OutboxConfig, Retention};
+/// let config = OutboxConfig::default()
+///     .with_table("billing_outbox")?
+///     .with_subject_prefix("billing")?
+///     .with_retention(Retention::Delete);
+/// assert_eq!(config.table().as_str(), "billing_outbox");
+/// # Ok::<(), outbox_sea_orm::OutboxError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct OutboxConfig {
+    table: TableName,
+    subject_prefix: SubjectPrefix,
+    retention: Retention,
+    notify_disabled: bool,
+}
+
+impl OutboxConfig {
+    /// Uses another outbox table (default `outbox_messages`).
+    pub fn with_table(mut self, table: impl Into<String>) -> Result<Self, OutboxError> {
+        self.table = TableName::new(table)?;
+        Ok(self)
+    }
+
+    /// Publishes derived subjects under this prefix (default `events`).
+    pub fn with_subject_prefix(mut self, prefix: impl Into<String>) -> Result<Self, OutboxError> {
+        self.subject_prefix = SubjectPrefix::new(prefix)?;
+        Ok(self)
+    }
+
+    /// Keeps or deletes published rows (default: keep).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Stops sending PostgreSQL `NOTIFY` wake-ups to processors in other
+    /// processes after commits (they then find new messages by polling).
+    pub fn without_notify(mut self) -> Self {
+        self.notify_disabled = true;
+        self
+    }
+
+    /// The PostgreSQL `LISTEN`/`NOTIFY` channel processors in other processes
+    /// listen on: the table's name; `None` when disabled.
+    pub fn notify_channel(&self) -> Option<&str> {
+        (!self.notify_disabled).then(|| self.table.as_str())
+    }
+
+    /// The outbox table.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The subject prefix.
+    pub fn subject_prefix(&self) -> &SubjectPrefix {
+        &self.subject_prefix
+    }
+
+    /// The retention.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+}

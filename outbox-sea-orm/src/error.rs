@@ -1,0 +1,58 @@
+//! Errors of the unit of work, the repository and the store.
+
+use outbox_core::naming::InvalidName;
+use outbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
+
+/// What went wrong while writing to, or reading from, the outbox.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// The database refused or failed; nothing of the unit of work was committed.
+    #[error("database: {0}")]
+    Db(#[from] sea_orm::DbErr),
+    /// The aggregate changed since it was loaded (or was created twice);
+    /// reload it and apply the command again. Nothing was written.
+    #[error(
+        "concurrency conflict on {aggregate_type} {aggregate_id}: expected version \
+         {expected_version}, but it was changed by someone else"
+    )]
+    ConcurrencyConflict {
+        /// The aggregate type.
+        aggregate_type: &'static str,
+        /// The aggregate id.
+        aggregate_id: String,
+        /// The version the save expected to find.
+        expected_version: u64,
+    },
+    /// An event could not be recorded (serialization, headers).
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A message cannot be stored as it is.
+    #[error("message {id} cannot be stored: {reason}")]
+    InvalidMessage {
+        /// The message.
+        id: MessageId,
+        /// Why.
+        reason: String,
+    },
+    /// A name or setting is invalid.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+}
+
+impl From<InvalidName> for OutboxError {
+    fn from(err: InvalidName) -> Self {
+        OutboxError::InvalidConfig(err.to_string())
+    }
+}
+
+impl From<InvalidHeader> for OutboxError {
+    fn from(err: InvalidHeader) -> Self {
+        OutboxError::Record(RecordError::Header(err))
+    }
+}
+
+impl From<OutboxError> for StoreError {
+    fn from(err: OutboxError) -> Self {
+        StoreError::new("outbox store", err)
+    }
+}

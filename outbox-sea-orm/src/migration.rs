@@ -1,0 +1,93 @@
+//! The outbox table as `sea-orm-migration` migrations (feature `migration`).
+//!
+//! Run [`OutboxMigrator`] on its own: it keeps its history in
+//! `outbox_migrations`, so it never clashes with the application's
+//! `seaql_migrations`:
+//!
+//! ```no_run
+//! # async fn run(db: &sea_orm::DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+//! use outbox_sea_orm::migration::OutboxMigrator;
+//! use sea_orm_migration::MigratorTrait;
+//! OutboxMigrator::up(db, None).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Or add [`migrations`] to the application's own `Migrator` (for a custom
+//! table name, pass its [`OutboxConfig`]).
+
+use sea_orm::ConnectionTrait;
+use sea_orm_migration::sea_query::{Alias, IntoIden};
+use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, SchemaManager};
+
+use crate::config::OutboxConfig;
+use crate::dialect::Dialect;
+use crate::schema::{create_outbox, drop_outbox};
+
+/// Where [`OutboxMigrator`] records which migrations ran.
+pub const MIGRATION_TABLE: &str = "outbox_migrations";
+
+/// The outbox's migrations for `config`'s table, oldest first, to add to an
+/// application's own `Migrator`.
+pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
+    vec![Box::new(CreateOutboxTable::new(config))]
+}
+
+/// Creates the outbox table and its indexes.
+#[derive(Debug, Clone)]
+pub struct CreateOutboxTable {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl CreateOutboxTable {
+    /// The migration for `config`'s table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261123_000001_create_{}", config.table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateOutboxTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for CreateOutboxTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let dialect = Dialect::of(manager.get_database_backend());
+        let db = manager.get_connection();
+        for statement in create_outbox(dialect, self.config.table()) {
+            db.execute_unprepared(&statement).await?;
+        }
+        Ok(())
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let dialect = Dialect::of(manager.get_database_backend());
+        manager
+            .get_connection()
+            .execute_unprepared(&drop_outbox(dialect, self.config.table()))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The outbox's own migrator, for the default table, with its own history
+/// table ([`MIGRATION_TABLE`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxMigrator;
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigratorTrait for OutboxMigrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        migrations(&OutboxConfig::default())
+    }
+
+    fn migration_table_name() -> sea_orm::DynIden {
+        Alias::new(MIGRATION_TABLE).into_iden()
+    }
+}

@@ -1,0 +1,142 @@
+//! [`Outbox`]: the handle a service keeps to write aggregates and events.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use outbox_core::{
+    AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
+};
+use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+
+use crate::aggregate_entity::AggregateEntity;
+use crate::config::OutboxConfig;
+use crate::error::OutboxError;
+use crate::repository::Repository;
+use crate::row::insert_messages;
+use crate::unit_of_work::UnitOfWork;
+use crate::wake::{CommitListener, Wakers};
+
+/// The aggregate type of messages enqueued without an aggregate. Each such
+/// message is its own ordering group (its id is the aggregate id, its
+/// sequence 1), so they are published in parallel, in no particular order.
+pub const STANDALONE: &str = "standalone";
+
+/// The outbox of one database: begins units of work, hands out
+/// repositories, and wakes processors after commits. Cheap to clone.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use outbox_sea_orm::{Outbox, OutboxConfig};
+/// let db = sea_orm::Database::connect("postgres://postgres@127.0.0.1/test").await?;
+/// let outbox = Outbox::new(db, OutboxConfig::default());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: DatabaseConnection,
+    config: OutboxConfig,
+    wakers: Wakers,
+}
+
+impl Outbox {
+    /// An outbox on `db`.
+    pub fn new(db: DatabaseConnection, config: OutboxConfig) -> Self {
+        let wakers = Wakers::new(&db, config.notify_channel().map(str::to_owned));
+        Self {
+            inner: Arc::new(Inner { db, config, wakers }),
+        }
+    }
+
+    /// The database connection.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.inner.db
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &OutboxConfig {
+        &self.inner.config
+    }
+
+    /// Begins a unit of work whose messages get a fresh correlation.
+    pub async fn begin(&self) -> Result<UnitOfWork, OutboxError> {
+        self.begin_with(MessageContext::new()).await
+    }
+
+    /// Begins a unit of work whose messages carry `context`.
+    pub async fn begin_with(&self, context: MessageContext) -> Result<UnitOfWork, OutboxError> {
+        let txn = self.inner.db.begin().await?;
+        Ok(UnitOfWork::new(txn, self.clone(), context))
+    }
+
+    /// A repository of `A` aggregates.
+    pub fn repository<A: AggregateEntity>(&self) -> Repository<A> {
+        Repository {
+            outbox: self.clone(),
+            aggregate: PhantomData,
+        }
+    }
+
+    /// Writes `event` as an outbox row on a connection or transaction the
+    /// application owns, so it commits (or rolls back) with the
+    /// application's own changes. Call [`wake`](Outbox::wake) after that
+    /// commit to spare processors their polling delay.
+    ///
+    /// ```no_run
+    /// # use outbox_core::{IntegrationEvent, MessageContext};
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "user.registered")] struct UserRegistered { id: u64 }
+    /// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+    /// use sea_orm::TransactionTrait;
+    /// let txn = outbox.db().begin().await?;
+    /// // ... the application's own statements on `txn` ...
+    /// outbox.enqueue(&txn, &UserRegistered { id: 7 }, &MessageContext::new()).await?;
+    /// txn.commit().await?;
+    /// outbox.wake();
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue<E: IntegrationEvent>(
+        &self,
+        db: &impl ConnectionTrait,
+        event: &E,
+        context: &MessageContext,
+    ) -> Result<MessageId, OutboxError> {
+        let message = self.standalone(PendingMessage::new(event)?, context);
+        let id = message.id;
+        insert_messages(db, self.config().table(), std::slice::from_ref(&message)).await?;
+        Ok(id)
+    }
+
+    /// Wakes processors after the application committed messages it
+    /// [`enqueue`](Outbox::enqueue)d on its own transaction.
+    pub fn wake(&self) {
+        self.inner.wakers.wake_remote();
+    }
+
+    /// Subscribes to the messages committed by this process's units of work
+    /// (the in-process processor's fast path).
+    pub fn listen(&self) -> CommitListener {
+        self.inner.wakers.listen()
+    }
+
+    pub(crate) fn standalone(
+        &self,
+        pending: PendingMessage,
+        context: &MessageContext,
+    ) -> OutboxMessage {
+        let owner = AggregateRef {
+            aggregate_type: STANDALONE.to_owned(),
+            aggregate_id: pending.id().to_string(),
+            sequence: 1,
+        };
+        OutboxMessage::seal(pending, owner, context, self.config().subject_prefix())
+    }
+
+    pub(crate) fn committed(&self, messages: Vec<OutboxMessage>) {
+        self.inner.wakers.committed(messages);
+    }
+}

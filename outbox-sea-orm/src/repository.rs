@@ -1,0 +1,73 @@
+//! [`Repository`]: load, save and delete one aggregate type.
+
+use std::marker::PhantomData;
+
+use outbox_core::MessageContext;
+
+use crate::aggregate_entity::AggregateEntity;
+use crate::error::OutboxError;
+use crate::outbox::Outbox;
+use crate::unit_of_work::{PrimaryKeyOf, load};
+
+/// Loads and saves `A` aggregates, each save in a unit of work of its own.
+/// (To save several aggregates atomically, use a
+/// [`UnitOfWork`](crate::UnitOfWork) directly.) Get one with
+/// [`Outbox::repository`].
+///
+/// ```no_run
+/// # use outbox_sea_orm::{AggregateEntity, Outbox};
+/// # async fn run<Order: AggregateEntity>(outbox: Outbox) -> Result<(), outbox_sea_orm::OutboxError>
+/// # where outbox_sea_orm::PrimaryKeyOf<Order>: From<&'static str> {
+/// let orders = outbox.repository::<Order>();
+/// if let Some(mut order) = orders.load("o-1").await? {
+///     // order.pay()?;
+///     orders.save(&mut order).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Repository<A> {
+    pub(crate) outbox: Outbox,
+    pub(crate) aggregate: PhantomData<fn() -> A>,
+}
+
+impl<A> Clone for Repository<A> {
+    fn clone(&self) -> Self {
+        Self {
+            outbox: self.outbox.clone(),
+            aggregate: PhantomData,
+        }
+    }
+}
+
+impl<A: AggregateEntity> Repository<A> {
+    /// Loads an aggregate by primary key.
+    pub async fn load(&self, id: impl Into<PrimaryKeyOf<A>>) -> Result<Option<A>, OutboxError> {
+        load(self.outbox.db(), id).await
+    }
+
+    /// Saves the aggregate and its events in one transaction.
+    pub async fn save(&self, aggregate: &mut A) -> Result<(), OutboxError> {
+        self.save_with(aggregate, MessageContext::new()).await
+    }
+
+    /// Saves the aggregate and its events, stamped with `context`.
+    pub async fn save_with(
+        &self,
+        aggregate: &mut A,
+        context: MessageContext,
+    ) -> Result<(), OutboxError> {
+        let mut uow = self.outbox.begin_with(context).await?;
+        uow.save(aggregate).await?;
+        uow.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes the aggregate and writes the events it recorded, in one transaction.
+    pub async fn delete(&self, aggregate: &mut A) -> Result<(), OutboxError> {
+        let mut uow = self.outbox.begin().await?;
+        uow.delete(aggregate).await?;
+        uow.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! Outbox messages in and out of rows.
+
+use outbox_core::{Headers, MessageId, OutboxMessage, Payload};
+use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use uuid::Uuid;
+
+use crate::config::TableName;
+use crate::dialect::{Dialect, Sql};
+use crate::error::OutboxError;
+
+/// Rows per INSERT statement: 15 parameters a row stays far below every
+/// backend's parameter limit (SQLite's 32,766 is the smallest).
+const ROWS_PER_INSERT: usize = 1000;
+
+/// Writes messages as pending rows, one multi-row INSERT per 1,000 messages,
+/// on whatever connection or transaction `db` is.
+pub(crate) async fn insert_messages(
+    db: &impl ConnectionTrait,
+    table: &TableName,
+    messages: &[OutboxMessage],
+) -> Result<(), OutboxError> {
+    let dialect = Dialect::of(db.get_database_backend());
+    for chunk in messages.chunks(ROWS_PER_INSERT) {
+        let mut sql = Sql::new(dialect);
+        sql.push(&format!(
+            "INSERT INTO {} (id, aggregate_type, aggregate_id, sequence, event_name, \
+             event_version, subject, payload, headers, correlation_id, causation_id, tenant, \
+             traceparent, occurred_at, created_at, status, attempts, next_attempt_at) VALUES ",
+            dialect.quote(table.as_str())
+        ));
+        for (i, message) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(", ");
+            }
+            push_row(&mut sql, dialect, message)?;
+        }
+        db.execute_raw(sql.build()).await?;
+    }
+    Ok(())
+}
+
+fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<(), OutboxError> {
+    let sequence = i64::try_from(message.sequence).map_err(|_| OutboxError::InvalidMessage {
+        id: message.id,
+        reason: format!("sequence {} does not fit a BIGINT", message.sequence),
+    })?;
+    check_len(message, "aggregate type", &message.aggregate_type, 128)?;
+    check_len(message, "aggregate id", &message.aggregate_id, 255)?;
+    check_len(message, "correlation id", &message.correlation_id, 255)?;
+    for (what, value) in [
+        ("causation id", &message.causation_id),
+        ("tenant", &message.tenant),
+    ] {
+        if let Some(value) = value {
+            check_len(message, what, value, 255)?;
+        }
+    }
+    let headers = (!message.headers.is_empty())
+        .then(|| serde_json::to_string(&message.headers))
+        .transpose()
+        .map_err(|e| OutboxError::InvalidMessage {
+            id: message.id,
+            reason: format!("headers: {e}"),
+        })?;
+    let now = dialect.now();
+    sql.push("(");
+    sql.bind(*message.id.as_uuid()).push(", ");
+    sql.bind(message.aggregate_type.as_str()).push(", ");
+    sql.bind(message.aggregate_id.as_str()).push(", ");
+    sql.bind(sequence).push(", ");
+    sql.bind(message.event_name.as_str()).push(", ");
+    sql.bind(i64::from(message.event_version)).push(", ");
+    sql.bind(message.subject.as_str()).push(", ");
+    let payload = sql.param(message.payload.as_str());
+    sql.push(&dialect.json_param(&payload)).push(", ");
+    let headers = sql.param(headers);
+    sql.push(&dialect.json_param(&headers)).push(", ");
+    sql.bind(message.correlation_id.as_str()).push(", ");
+    sql.bind(message.causation_id.clone()).push(", ");
+    sql.bind(message.tenant.clone()).push(", ");
+    sql.bind(message.traceparent.as_ref().map(|t| t.as_str().to_owned()))
+        .push(", ");
+    sql.bind(dialect.time_value(message.occurred_at));
+    sql.push(&format!(", {now}, 0, 0, {now})"));
+    Ok(())
+}
+
+fn check_len(
+    message: &OutboxMessage,
+    what: &str,
+    value: &str,
+    max: usize,
+) -> Result<(), OutboxError> {
+    if value.len() > max {
+        return Err(OutboxError::InvalidMessage {
+            id: message.id,
+            reason: format!("{what} is {} bytes, longer than {max}", value.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The columns [`read_message`] expects, as a SELECT/RETURNING list.
+pub(crate) fn message_columns(dialect: Dialect, alias: &str) -> String {
+    let c = |column: &str| format!("{alias}{column}");
+    [
+        c("id"),
+        c("aggregate_type"),
+        c("aggregate_id"),
+        c("sequence"),
+        c("event_name"),
+        c("event_version"),
+        c("subject"),
+        format!("{} AS payload_text", dialect.json_text(&c("payload"))),
+        format!("{} AS headers_text", dialect.json_text(&c("headers"))),
+        c("correlation_id"),
+        c("causation_id"),
+        c("tenant"),
+        c("traceparent"),
+        c("occurred_at"),
+        c("attempts"),
+    ]
+    .join(", ")
+}
+
+/// Reads a row selected with [`message_columns`]; the second value is the
+/// number of failed attempts.
+pub(crate) fn read_message(
+    dialect: Dialect,
+    row: &QueryResult,
+) -> Result<(OutboxMessage, u32), DbErr> {
+    let bad = |column: &str, e: &dyn std::fmt::Display| {
+        DbErr::Type(format!("outbox column `{column}`: {e}"))
+    };
+    let id: Uuid = row.try_get("", "id")?;
+    let sequence: i64 = row.try_get("", "sequence")?;
+    let version: i32 = row.try_get("", "event_version")?;
+    let attempts: i32 = row.try_get("", "attempts")?;
+    let payload: String = row.try_get("", "payload_text")?;
+    let headers: Option<String> = row.try_get("", "headers_text")?;
+    let headers = match headers {
+        None => Headers::new(),
+        Some(text) => serde_json::from_str(&text).map_err(|e| bad("headers", &e))?,
+    };
+    let traceparent: Option<String> = row.try_get("", "traceparent")?;
+    let message = OutboxMessage {
+        id: MessageId::from_uuid(id),
+        event_name: row.try_get("", "event_name")?,
+        event_version: u32::try_from(version).map_err(|e| bad("event_version", &e))?,
+        subject: row.try_get("", "subject")?,
+        aggregate_type: row.try_get("", "aggregate_type")?,
+        aggregate_id: row.try_get("", "aggregate_id")?,
+        sequence: u64::try_from(sequence).map_err(|e| bad("sequence", &e))?,
+        occurred_at: dialect.time(row, "occurred_at")?,
+        correlation_id: row.try_get("", "correlation_id")?,
+        causation_id: row.try_get("", "causation_id")?,
+        tenant: row.try_get("", "tenant")?,
+        traceparent: traceparent
+            .map(|t| t.parse().map_err(|e| bad("traceparent", &e)))
+            .transpose()?,
+        headers,
+        payload: Payload::from_json(payload).map_err(|e| bad("payload", &e))?,
+    };
+    Ok((message, u32::try_from(attempts).unwrap_or(0)))
+}

@@ -1,0 +1,153 @@
+//! The outbox table and its indexes, per backend.
+//!
+//! | column | PostgreSQL | MySQL/MariaDB | SQLite |
+//! |---|---|---|---|
+//! | `id` (UUIDv7, primary key) | `uuid` | `BINARY(16)` | `BLOB` |
+//! | `aggregate_type`, `aggregate_id`, `sequence` | text, text, `bigint` | | |
+//! | `event_name`, `event_version`, `subject` | | | |
+//! | `payload` | `jsonb` | `JSON` | `TEXT` |
+//! | `headers` (application headers, JSON object or NULL) | `jsonb` | `JSON` | `TEXT` |
+//! | `correlation_id`, `causation_id`, `tenant`, `traceparent` | | | |
+//! | `occurred_at`, `created_at`, `next_attempt_at`, `lease_expires_at`, `published_at` | `timestamptz` | `DATETIME(6)` (UTC) | `TEXT` (UTC) |
+//! | `status` | 0 pending, 1 published, 2 dead | | |
+//! | `attempts`, `last_error`, `lease_token`, `stream_sequence` | | | |
+//!
+//! Indexes:
+//! - `<table>_pending`: the claim's scan. PostgreSQL and SQLite: a partial
+//!   index on `id` of pending rows only, so millions of published rows cost
+//!   the claim nothing. MySQL/MariaDB have no partial indexes: `(status, id)`
+//!   keeps pending rows in one contiguous range instead.
+//! - `<table>_aggregate`: unique `(aggregate_type, aggregate_id, sequence)`,
+//!   per-aggregate order, and no two messages with one sequence.
+//! - `<table>_unpublished`: the claim's "is an earlier message unpublished"
+//!   probe: partial on unpublished rows (PostgreSQL, SQLite), or
+//!   `(aggregate_type, aggregate_id, status, sequence)` (MySQL/MariaDB).
+//! - `<table>_published`: the purge's scan of old published rows.
+
+use crate::config::TableName;
+use crate::dialect::Dialect;
+
+/// The statements that create the outbox table and its indexes.
+pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> {
+    let t = table.as_str();
+    let q = |ident: &str| dialect.quote(ident);
+    let (uuid, text, big, json, time) = match dialect {
+        Dialect::Postgres => ("uuid", "varchar", "bigint", "jsonb", "timestamptz"),
+        Dialect::MySql => ("BINARY(16)", "VARCHAR", "BIGINT", "JSON", "DATETIME(6)"),
+        Dialect::Sqlite => ("BLOB", "TEXT", "INTEGER", "TEXT", "TEXT"),
+    };
+    let sized = |len: u32| match dialect {
+        Dialect::Sqlite => text.to_owned(),
+        _ => format!("{text}({len})"),
+    };
+    let long_text = match dialect {
+        Dialect::MySql => "TEXT",
+        _ => "text",
+    };
+    let mut statements = vec![format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+    id {uuid} NOT NULL PRIMARY KEY,
+    aggregate_type {s128} NOT NULL,
+    aggregate_id {s255} NOT NULL,
+    sequence {big} NOT NULL,
+    event_name {s128} NOT NULL,
+    event_version integer NOT NULL,
+    subject {s255} NOT NULL,
+    payload {json} NOT NULL,
+    headers {json} NULL,
+    correlation_id {s255} NOT NULL,
+    causation_id {s255} NULL,
+    tenant {s255} NULL,
+    traceparent {s64} NULL,
+    occurred_at {time} NOT NULL,
+    created_at {time} NOT NULL,
+    status smallint NOT NULL DEFAULT 0,
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at {time} NOT NULL,
+    lease_token {uuid} NULL,
+    lease_expires_at {time} NULL,
+    last_error {long_text} NULL,
+    published_at {time} NULL,
+    stream_sequence {big} NULL
+)",
+        table = q(t),
+        s128 = sized(128),
+        s255 = sized(255),
+        s64 = sized(64),
+    )];
+    let index = |suffix: &str, unique: bool, columns: &str, filter: Option<&str>| {
+        let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+        let unique = if unique { "UNIQUE " } else { "" };
+        let if_not_exists = if dialect == Dialect::MySql {
+            ""
+        } else {
+            "IF NOT EXISTS "
+        };
+        format!(
+            "CREATE {unique}INDEX {if_not_exists}{name} ON {table} ({columns}){filter}",
+            name = q(&format!("{t}_{suffix}")),
+            table = q(t),
+        )
+    };
+    match dialect {
+        Dialect::Postgres | Dialect::Sqlite => {
+            statements.push(index("pending", false, "id", Some("status = 0")));
+            statements.push(index(
+                "unpublished",
+                false,
+                "aggregate_type, aggregate_id, sequence",
+                Some("status <> 1"),
+            ));
+            statements.push(index(
+                "published",
+                false,
+                "published_at",
+                Some("status = 1"),
+            ));
+        }
+        Dialect::MySql => {
+            statements.push(index("pending", false, "status, id", None));
+            statements.push(index(
+                "unpublished",
+                false,
+                "aggregate_type, aggregate_id, status, sequence",
+                None,
+            ));
+            statements.push(index("published", false, "status, published_at", None));
+        }
+    }
+    statements.push(index(
+        "aggregate",
+        true,
+        "aggregate_type, aggregate_id, sequence",
+        None,
+    ));
+    statements
+}
+
+/// The statement that drops the outbox table.
+pub(crate) fn drop_outbox(dialect: Dialect, table: &TableName) -> String {
+    format!("DROP TABLE IF EXISTS {}", dialect.quote(table.as_str()))
+}
+
+/// Creates the outbox table and indexes if they do not exist (what the
+/// migration runs; handy for tests and tools that do not use migrations).
+pub async fn create_schema(
+    db: &impl sea_orm::ConnectionTrait,
+    config: &crate::OutboxConfig,
+) -> Result<(), sea_orm::DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    for statement in create_outbox(dialect, config.table()) {
+        match db.execute_unprepared(&statement).await {
+            Ok(_) => {}
+            // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index is fine.
+            Err(err) if dialect == Dialect::MySql && is_duplicate_key_name(&err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+fn is_duplicate_key_name(err: &sea_orm::DbErr) -> bool {
+    err.to_string().contains("Duplicate key name")
+}

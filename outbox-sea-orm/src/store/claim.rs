@@ -1,0 +1,277 @@
+//! Claiming a batch under a lease, in per-aggregate order.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, StoreError};
+use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
+use uuid::Uuid;
+
+use super::{SeaOrmOutboxStore, millis, store_err};
+use crate::dialect::{Dialect, Sql};
+use crate::row::{message_columns, read_message};
+
+pub(super) async fn claim(
+    store: &SeaOrmOutboxStore,
+    limit: u32,
+    lease: Duration,
+) -> Result<ClaimedBatch, StoreError> {
+    let token = LeaseToken::new();
+    let limit = i64::from(limit.max(1));
+    let (rows, expires_at) = match store.dialect {
+        Dialect::Postgres | Dialect::Sqlite => {
+            claim_in_one_statement(store, token, limit, lease).await?
+        }
+        Dialect::MySql => claim_in_a_transaction(store, token, limit, lease).await?,
+    };
+    let mut messages = rows
+        .iter()
+        .map(|row| {
+            read_message(store.dialect, row)
+                .map(|(message, attempts)| ClaimedMessage { message, attempts })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(store_err("reading claimed rows"))?;
+    messages.sort_by(|a, b| {
+        let key = |m: &ClaimedMessage| {
+            (
+                m.message.aggregate_type.clone(),
+                m.message.aggregate_id.clone(),
+                m.message.sequence,
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let expires_at = expires_at.unwrap_or_else(Utc::now);
+    tracing::trace!(claimed = messages.len(), %token, "outbox claim");
+    Ok(ClaimedBatch {
+        lease: Lease { token, expires_at },
+        messages,
+    })
+}
+
+/// The part of the claim shared by every backend: pending, due, unleased,
+/// and every earlier unpublished message of the aggregate claimable too.
+fn eligible(dialect: Dialect, table: &str) -> String {
+    let now = dialect.now();
+    format!(
+        "m.status = 0 AND m.next_attempt_at <= {now} \
+         AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= {now}) \
+         AND NOT EXISTS (SELECT 1 FROM {table} e \
+             WHERE e.aggregate_type = m.aggregate_type AND e.aggregate_id = m.aggregate_id \
+             AND e.sequence < m.sequence AND e.status IN (0, 2) \
+             AND (e.status = 2 OR e.next_attempt_at > {now} OR e.lease_expires_at > {now}))"
+    )
+}
+
+/// PostgreSQL and SQLite: lock, check and lease in one statement. On
+/// PostgreSQL it runs with custom plans forced, so a generic plan cached
+/// while the table was small can never make it slow later.
+async fn claim_in_one_statement(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    limit: i64,
+    lease: Duration,
+) -> Result<(Vec<QueryResult>, Option<DateTime<Utc>>), StoreError> {
+    let dialect = store.dialect;
+    let table = store.table();
+    let lock = match dialect {
+        Dialect::Postgres => " FOR UPDATE OF m SKIP LOCKED",
+        _ => "",
+    };
+    let mut sql = Sql::new(dialect);
+    let limit = sql.param(limit);
+    let token_param = sql.param(*token.as_uuid());
+    let lease_param = sql.param(millis(lease));
+    let until = dialect.now_plus_millis(&lease_param);
+    sql.push(&format!(
+        "WITH candidates AS ( \
+           SELECT m.id, m.aggregate_type, m.aggregate_id, m.sequence FROM {table} m \
+           WHERE {eligible} ORDER BY m.id LIMIT {limit}{lock} \
+         ), claimable AS ( \
+           SELECT c.id AS claim_id FROM candidates c WHERE NOT EXISTS ( \
+             SELECT 1 FROM {table} e \
+             WHERE e.aggregate_type = c.aggregate_type AND e.aggregate_id = c.aggregate_id \
+             AND e.sequence < c.sequence AND e.status IN (0, 2) \
+             AND e.id NOT IN (SELECT id FROM candidates)) \
+         ) \
+         UPDATE {table} AS m SET lease_token = {token_param}, lease_expires_at = {until} \
+         FROM claimable WHERE m.id = claimable.claim_id \
+         RETURNING {columns}, lease_expires_at",
+        eligible = eligible(dialect, &table),
+        columns = message_columns(dialect, ""),
+    ));
+    let statement = sql.build();
+    let rows = if dialect == Dialect::Postgres {
+        let txn = store
+            .db
+            .begin()
+            .await
+            .map_err(store_err("beginning the claim"))?;
+        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_custom_plan")
+            .await
+            .map_err(store_err("forcing custom plans for the claim"))?;
+        let rows = txn
+            .query_all_raw(statement)
+            .await
+            .map_err(store_err("claiming"))?;
+        txn.commit()
+            .await
+            .map_err(store_err("committing the claim"))?;
+        rows
+    } else {
+        store
+            .db
+            .query_all_raw(statement)
+            .await
+            .map_err(store_err("claiming"))?
+    };
+    let expires_at = match rows.first() {
+        Some(row) => dialect
+            .time_opt(row, "lease_expires_at")
+            .map_err(store_err("reading the lease"))?,
+        None => None,
+    };
+    Ok((rows, expires_at))
+}
+
+/// MySQL/MariaDB reject `UPDATE … RETURNING` and `IN (SELECT … LIMIT)`:
+/// lock the candidates with `SELECT … FOR UPDATE SKIP LOCKED`, check their
+/// earlier siblings, lease the survivors, all in one transaction.
+async fn claim_in_a_transaction(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    limit: i64,
+    lease: Duration,
+) -> Result<(Vec<QueryResult>, Option<DateTime<Utc>>), StoreError> {
+    let dialect = store.dialect;
+    let table = store.table();
+    let txn = store
+        .db
+        .begin()
+        .await
+        .map_err(store_err("beginning the claim"))?;
+
+    let mut select = Sql::new(dialect);
+    let until = {
+        let lease_param = select.param(millis(lease));
+        dialect.now_plus_millis(&lease_param)
+    };
+    select.push(&format!(
+        "SELECT {columns}, {until} AS lease_until FROM {table} m WHERE {eligible} \
+         ORDER BY m.id LIMIT ",
+        columns = message_columns(dialect, "m."),
+        eligible = eligible(dialect, &table),
+    ));
+    select.bind(limit).push(" FOR UPDATE SKIP LOCKED");
+    let candidates = txn
+        .query_all_raw(select.build())
+        .await
+        .map_err(store_err("claiming"))?;
+    if candidates.is_empty() {
+        txn.commit()
+            .await
+            .map_err(store_err("committing the claim"))?;
+        return Ok((Vec::new(), None));
+    }
+
+    let keys = candidates
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<Uuid>("", "id")?,
+                row.try_get::<String>("", "aggregate_type")?,
+                row.try_get::<String>("", "aggregate_id")?,
+                row.try_get::<i64>("", "sequence")?,
+            ))
+        })
+        .collect::<Result<Vec<_>, sea_orm::DbErr>>()
+        .map_err(store_err("reading claim candidates"))?;
+    let locked: HashSet<Uuid> = keys.iter().map(|k| k.0).collect();
+
+    // Every unpublished message of the candidates' aggregates.
+    let aggregates: HashSet<(&str, &str)> =
+        keys.iter().map(|k| (k.1.as_str(), k.2.as_str())).collect();
+    let mut siblings = Sql::new(dialect);
+    siblings.push(&format!(
+        "SELECT id, aggregate_type, aggregate_id, sequence FROM {table} WHERE status IN (0, 2) AND ("
+    ));
+    for (i, (aggregate_type, aggregate_id)) in aggregates.iter().enumerate() {
+        if i > 0 {
+            siblings.push(" OR ");
+        }
+        siblings.push("(aggregate_type = ").bind(*aggregate_type);
+        siblings
+            .push(" AND aggregate_id = ")
+            .bind(*aggregate_id)
+            .push(")");
+    }
+    siblings.push(")");
+    let siblings = txn
+        .query_all_raw(siblings.build())
+        .await
+        .map_err(store_err("checking order"))?;
+    // The smallest sequence of each aggregate held outside this claim.
+    let mut held_elsewhere: HashMap<(String, String), i64> = HashMap::new();
+    for row in &siblings {
+        let id: Uuid = row.try_get("", "id").map_err(store_err("checking order"))?;
+        if locked.contains(&id) {
+            continue;
+        }
+        let key = (
+            row.try_get::<String>("", "aggregate_type")
+                .map_err(store_err("checking order"))?,
+            row.try_get::<String>("", "aggregate_id")
+                .map_err(store_err("checking order"))?,
+        );
+        let sequence: i64 = row
+            .try_get("", "sequence")
+            .map_err(store_err("checking order"))?;
+        held_elsewhere
+            .entry(key)
+            .and_modify(|s| *s = (*s).min(sequence))
+            .or_insert(sequence);
+    }
+    let keep: Vec<usize> = keys
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, t, a, s))| {
+            held_elsewhere
+                .get(&(t.clone(), a.clone()))
+                .is_none_or(|first| s < first)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if keep.is_empty() {
+        txn.commit()
+            .await
+            .map_err(store_err("committing the claim"))?;
+        return Ok((Vec::new(), None));
+    }
+
+    let expires_at = dialect
+        .time(&candidates[keep[0]], "lease_until")
+        .map_err(store_err("reading the lease"))?;
+    let mut update = Sql::new(dialect);
+    update.push(&format!("UPDATE {table} SET lease_token = "));
+    update.bind(*token.as_uuid()).push(", lease_expires_at = ");
+    update
+        .bind(dialect.time_value(expires_at))
+        .push(" WHERE id IN ");
+    update.bind_list(keep.iter().map(|&i| keys[i].0));
+    txn.execute_raw(update.build())
+        .await
+        .map_err(store_err("leasing"))?;
+    txn.commit()
+        .await
+        .map_err(store_err("committing the claim"))?;
+
+    let rows = candidates
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, row)| row)
+        .collect();
+    Ok((rows, Some(expires_at)))
+}

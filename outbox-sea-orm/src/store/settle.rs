@@ -1,0 +1,182 @@
+//! Settling leased messages: complete, fail, release, renew. Each checks the
+//! fencing token, so a processor whose lease was taken over changes nothing.
+
+use std::time::Duration;
+
+use outbox_core::{
+    Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId, Published, RetryPolicy, StoreError,
+};
+use sea_orm::ConnectionTrait;
+
+use super::{SeaOrmOutboxStore, millis, store_err};
+use crate::config::Retention;
+use crate::dialect::{Dialect, Sql};
+
+fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
+    LeaseOutcome {
+        applied,
+        stale: (asked as u64).saturating_sub(applied),
+    }
+}
+
+/// One statement for the whole batch.
+pub(super) async fn complete(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    published: &[Published],
+) -> Result<LeaseOutcome, StoreError> {
+    if published.is_empty() {
+        return Ok(LeaseOutcome::default());
+    }
+    let dialect = store.dialect;
+    let table = store.table();
+    let mut sql = Sql::new(dialect);
+    match store.config.retention() {
+        Retention::Delete => {
+            sql.push(&format!("DELETE FROM {table} WHERE lease_token = "));
+        }
+        Retention::KeepPublished => {
+            sql.push(&format!(
+                "UPDATE {table} SET status = 1, published_at = {now}, lease_token = NULL, \
+                 lease_expires_at = NULL",
+                now = dialect.now()
+            ));
+            if published.iter().any(|p| p.stream_sequence.is_some()) {
+                sql.push(", stream_sequence = CASE id");
+                for p in published {
+                    sql.push(" WHEN ").bind(*p.id.as_uuid()).push(" THEN ");
+                    sql.bind(p.stream_sequence.and_then(|s| i64::try_from(s).ok()));
+                }
+                sql.push(" END");
+            }
+            sql.push(" WHERE status = 0 AND lease_token = ");
+        }
+    }
+    sql.bind(*token.as_uuid()).push(" AND id IN ");
+    sql.bind_list(published.iter().map(|p| *p.id.as_uuid()));
+    let result = store
+        .db
+        .execute_raw(sql.build())
+        .await
+        .map_err(store_err("completing"))?;
+    Ok(outcome(published.len(), result.rows_affected()))
+}
+
+/// Attempts + 1; back to pending after an exponential backoff with jitter
+/// (computed by the database from the row's attempts and its clock), or dead
+/// when permanent or out of attempts. One statement per failure: failures
+/// are the exception, and each carries its own error.
+pub(super) async fn fail(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    failures: &[Failure],
+    policy: &RetryPolicy,
+) -> Result<LeaseOutcome, StoreError> {
+    let dialect = store.dialect;
+    let table = store.table();
+    let mut applied = 0;
+    for failure in failures {
+        let mut sql = Sql::new(dialect);
+        let permanent = sql.param(i32::from(failure.kind == FailureKind::Permanent));
+        let max_attempts = sql.param(i64::from(policy.max_attempts.max(1)));
+        let delay = backoff_millis(dialect, &mut sql, policy);
+        let error = sql.param(truncate(&failure.error, 2000));
+        // `status` and `next_attempt_at` come before `attempts = attempts + 1`:
+        // MySQL evaluates SET left to right with the values already updated.
+        sql.push(&format!(
+            "UPDATE {table} SET \
+             status = CASE WHEN {permanent} = 1 OR attempts + 1 >= {max_attempts} THEN 2 ELSE 0 END, \
+             next_attempt_at = {next}, last_error = {error}, \
+             lease_token = NULL, lease_expires_at = NULL, attempts = attempts + 1 \
+             WHERE status = 0 AND id = ",
+            next = dialect.now_plus_millis(&delay),
+        ));
+        sql.bind(*failure.id.as_uuid())
+            .push(" AND lease_token = ")
+            .bind(*token.as_uuid());
+        let result = store
+            .db
+            .execute_raw(sql.build())
+            .await
+            .map_err(store_err("recording a failure"))?;
+        applied += result.rows_affected();
+    }
+    Ok(outcome(failures.len(), applied))
+}
+
+/// `min(max, initial * 2^attempts) * (0.5 + random/2)` in milliseconds, as an
+/// SQL expression over the row's (not yet incremented) `attempts`.
+fn backoff_millis(dialect: Dialect, sql: &mut Sql, policy: &RetryPolicy) -> String {
+    let initial = sql.param(millis(policy.initial_backoff).max(1));
+    let max = sql.param(millis(policy.max_backoff).max(1));
+    match dialect {
+        Dialect::Postgres => format!(
+            "(least({max}::float8, {initial}::float8 * power(2, least(attempts, 40))) * (0.5 + random() / 2))"
+        ),
+        Dialect::MySql => format!(
+            "CAST(LEAST({max}, {initial} * POW(2, LEAST(attempts, 40))) * (0.5 + RAND() / 2) AS SIGNED)"
+        ),
+        Dialect::Sqlite => format!(
+            "(min({max}, {initial} * (1 << min(attempts, 40))) * (0.5 + (abs(random()) % 1000000) / 2000000.0))"
+        ),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Ends the lease without spending an attempt.
+pub(super) async fn release(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    ids: &[MessageId],
+) -> Result<LeaseOutcome, StoreError> {
+    if ids.is_empty() {
+        return Ok(LeaseOutcome::default());
+    }
+    let mut sql = Sql::new(store.dialect);
+    sql.push(&format!(
+        "UPDATE {} SET lease_token = NULL, lease_expires_at = NULL WHERE status = 0 AND lease_token = ",
+        store.table()
+    ));
+    sql.bind(*token.as_uuid()).push(" AND id IN ");
+    sql.bind_list(ids.iter().map(|id| *id.as_uuid()));
+    let result = store
+        .db
+        .execute_raw(sql.build())
+        .await
+        .map_err(store_err("releasing"))?;
+    Ok(outcome(ids.len(), result.rows_affected()))
+}
+
+/// Extends the lease of every message still carrying `token`.
+pub(super) async fn renew(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    lease: Duration,
+) -> Result<LeaseOutcome, StoreError> {
+    let dialect = store.dialect;
+    let mut sql = Sql::new(dialect);
+    let until = {
+        let lease = sql.param(millis(lease));
+        dialect.now_plus_millis(&lease)
+    };
+    sql.push(&format!(
+        "UPDATE {} SET lease_expires_at = {until} WHERE status = 0 AND lease_token = ",
+        store.table()
+    ));
+    sql.bind(*token.as_uuid());
+    let result = store
+        .db
+        .execute_raw(sql.build())
+        .await
+        .map_err(store_err("renewing a lease"))?;
+    Ok(LeaseOutcome {
+        applied: result.rows_affected(),
+        stale: 0,
+    })
+}
