@@ -1,3 +1,7 @@
-//! Workspace-level integration tests of the outbox crates; the tests live in
-//! `tests/tests/`. This library holds nothing yet: it is where shared test
-//! support (service start-up, fixtures) goes as the backends arrive.
+//! Support for the workspace-level integration tests in `tests/tests/`:
+//! an isolated database per test on each real backend, and fixtures.
+
+pub mod db;
+pub mod orders;
+
+pub use db::{Backend, TestDb};

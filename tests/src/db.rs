@@ -1,0 +1,251 @@
+//! One isolated database per test, on the machine's real servers: a fresh
+//! schema on PostgreSQL, a fresh database on MariaDB/MySQL, a fresh file on
+//! SQLite. Dropped when the test ends, even when it panics.
+//!
+//! Servers come from `OUTBOX_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`) and `OUTBOX_TEST_MYSQL_URL`
+//! (default `mysql://root@127.0.0.1:3306/test`).
+
+use std::time::Duration;
+
+use outbox_sea_orm::{OutboxConfig, create_schema};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
+
+/// A backend under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL.
+    Postgres,
+    /// MariaDB / MySQL.
+    MySql,
+    /// SQLite (a file).
+    Sqlite,
+}
+
+fn postgres_url() -> String {
+    std::env::var("OUTBOX_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn mysql_url() -> String {
+    std::env::var("OUTBOX_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
+}
+
+/// An isolated database, deleted on drop.
+#[derive(Debug)]
+pub struct TestDb {
+    /// The connection pool to the isolated database.
+    pub db: DatabaseConnection,
+    backend: Backend,
+    name: String,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// A fresh, empty database on `backend`.
+    ///
+    /// # Panics
+    /// When the server is unreachable: run `scripts/ensure-services.sh`.
+    pub async fn new(backend: Backend) -> Self {
+        let name = format!(
+            "outbox_t_{}",
+            &uuid::Uuid::now_v7().simple().to_string()[16..]
+        );
+        let unreachable = |url: &str, e: sea_orm::DbErr| {
+            panic!("cannot reach {url} ({e}); start the services with scripts/ensure-services.sh")
+        };
+        match backend {
+            Backend::Postgres => {
+                let url = postgres_url();
+                let admin = Database::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| unreachable(&url, e));
+                admin
+                    .execute_unprepared(&format!("CREATE SCHEMA {name}"))
+                    .await
+                    .expect("create schema");
+                admin.close().await.ok();
+                let mut options = ConnectOptions::new(&url);
+                options
+                    .set_schema_search_path(name.clone())
+                    .max_connections(10)
+                    .sqlx_logging(false);
+                let db = Database::connect(options).await.expect("connect to schema");
+                Self {
+                    db,
+                    backend,
+                    name,
+                    url,
+                    _dir: None,
+                }
+            }
+            Backend::MySql => {
+                let url = mysql_url();
+                let admin = Database::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| unreachable(&url, e));
+                admin
+                    .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .expect("create database");
+                admin.close().await.ok();
+                let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+                let mut options = ConnectOptions::new(format!("{base}/{name}"));
+                options.max_connections(10).sqlx_logging(false);
+                let db = Database::connect(options)
+                    .await
+                    .expect("connect to database");
+                Self {
+                    db,
+                    backend,
+                    name,
+                    url,
+                    _dir: None,
+                }
+            }
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let path = dir.path().join("outbox.sqlite");
+                let url = format!("sqlite://{}?mode=rwc", path.display());
+                let mut options = ConnectOptions::new(&url);
+                options.max_connections(5).sqlx_logging(false);
+                let db = Database::connect(options).await.expect("open sqlite file");
+                db.execute_unprepared("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000;")
+                    .await
+                    .expect("sqlite pragmas");
+                Self {
+                    db,
+                    backend,
+                    name,
+                    url,
+                    _dir: Some(dir),
+                }
+            }
+        }
+    }
+
+    /// A fresh database with the outbox table (default config) and the
+    /// `orders` fixture table.
+    pub async fn with_schema(backend: Backend) -> Self {
+        let test = Self::new(backend).await;
+        create_schema(&test.db, &OutboxConfig::default())
+            .await
+            .expect("outbox schema");
+        crate::orders::create_table(&test.db)
+            .await
+            .expect("orders table");
+        test
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The SeaORM backend.
+    pub fn db_backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    /// A second, independent pool to the same isolated database.
+    pub async fn connect_again(&self) -> DatabaseConnection {
+        let mut options = match self.backend {
+            Backend::Postgres => {
+                let mut options = ConnectOptions::new(&self.url);
+                options.set_schema_search_path(self.name.clone());
+                options
+            }
+            Backend::MySql => {
+                let base = self
+                    .url
+                    .rsplit_once('/')
+                    .map_or(self.url.as_str(), |(b, _)| b);
+                ConnectOptions::new(format!("{base}/{}", self.name))
+            }
+            Backend::Sqlite => ConnectOptions::new(&self.url),
+        };
+        options.max_connections(10).sqlx_logging(false);
+        Database::connect(options).await.expect("second pool")
+    }
+
+    /// Counts rows of `table` matching `filter` (an SQL condition, or `1=1`).
+    pub async fn count(&self, table: &str, filter: &str) -> i64 {
+        let row = self
+            .db
+            .query_one_raw(sea_orm::Statement::from_string(
+                self.db_backend(),
+                format!("SELECT COUNT(*) AS n FROM {table} WHERE {filter}"),
+            ))
+            .await
+            .expect("count query")
+            .expect("one row");
+        row.try_get("", "n").expect("count")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let drop_sql = match self.backend {
+            Backend::Postgres => format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+            Backend::MySql => format!("DROP DATABASE IF EXISTS {}", self.name),
+            Backend::Sqlite => return, // the temp dir goes with `_dir`
+        };
+        let url = self.url.clone();
+        // Drop may run inside a runtime (or while unwinding): clean up on a
+        // thread of its own with a runtime of its own.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let admin = tokio::time::timeout(Duration::from_secs(10), Database::connect(&url))
+                    .await
+                    .ok()?
+                    .ok()?;
+                admin.execute_unprepared(&drop_sql).await.ok()?;
+                admin.close().await.ok()
+            })
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Runs an async test function once per backend, each in its own isolated
+/// database with the outbox and `orders` tables:
+///
+/// ```ignore
+/// async fn commit_writes_state_and_events(test: TestDb) { ... }
+/// outbox_tests::each_backend!(commit_writes_state_and_events);
+/// ```
+#[macro_export]
+macro_rules! each_backend {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::TestDb::with_schema($crate::Backend::Postgres).await).await
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::TestDb::with_schema($crate::Backend::MySql).await).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::TestDb::with_schema($crate::Backend::Sqlite).await).await
+                }
+            )*
+        }
+    };
+}
