@@ -8,11 +8,12 @@ use crate::pending::{PendingMessage, RecordError};
 /// The events an aggregate recorded since it was loaded, and the version it
 /// was loaded at.
 ///
-/// Embed one in each aggregate. Domain code only calls
+/// Embed one in each aggregate (in a SeaORM model, as an
+/// `#[sea_orm(ignore)]` field). Domain code only calls
 /// [`record`](EventBuffer::record); the repository reads the version and the
 /// events when it saves, and calls [`mark_saved`](EventBuffer::mark_saved)
 /// after the commit.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventBuffer {
     version: u64,
     pending: Vec<PendingMessage>,

@@ -5,7 +5,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-/// An event serialized as JSON, kept exactly as serde wrote it.
+/// An event serialized as JSON, kept as serde wrote it. (A PostgreSQL
+/// outbox stores payloads as `jsonb`, so a message read back from it carries
+/// the equal JSON in PostgreSQL's normalized form: keys reordered, spaces
+/// added.)
 ///
 /// ```
 /// use outbox_core::Payload;

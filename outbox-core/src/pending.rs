@@ -26,7 +26,7 @@ use crate::payload::Payload;
 /// assert_eq!(pending.payload().as_str(), r#"{"order_id":7}"#);
 /// # Ok::<(), outbox_core::RecordError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingMessage {
     id: MessageId,
     event_name: &'static str,

@@ -51,23 +51,43 @@ impl<A: AggregateEntity> Repository<A> {
         self.save_with(aggregate, MessageContext::new()).await
     }
 
-    /// Saves the aggregate and its events, stamped with `context`.
+    /// Saves the aggregate and its events, stamped with `context`. When it
+    /// fails, nothing was written and the aggregate is as it was: still at
+    /// its loaded version, with its recorded events.
     pub async fn save_with(
         &self,
         aggregate: &mut A,
         context: MessageContext,
     ) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin_with(context).await?;
-        uow.save(aggregate).await?;
-        uow.commit().await?;
-        Ok(())
+        let loaded = aggregate.events().clone();
+        let saved = async {
+            let mut uow = self.outbox.begin_with(context).await?;
+            uow.save(aggregate).await?;
+            uow.commit().await?;
+            Ok(())
+        }
+        .await;
+        if saved.is_err() {
+            // `save` marks the aggregate saved before the commit.
+            *aggregate.events_mut() = loaded;
+        }
+        saved
     }
 
-    /// Deletes the aggregate and writes the events it recorded, in one transaction.
+    /// Deletes the aggregate and writes the events it recorded, in one
+    /// transaction. When it fails, the aggregate is as it was.
     pub async fn delete(&self, aggregate: &mut A) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin().await?;
-        uow.delete(aggregate).await?;
-        uow.commit().await?;
-        Ok(())
+        let loaded = aggregate.events().clone();
+        let deleted = async {
+            let mut uow = self.outbox.begin().await?;
+            uow.delete(aggregate).await?;
+            uow.commit().await?;
+            Ok(())
+        }
+        .await;
+        if deleted.is_err() {
+            *aggregate.events_mut() = loaded;
+        }
+        deleted
     }
 }

@@ -1,5 +1,6 @@
 //! Outbox messages in and out of rows.
 
+use chrono::Timelike;
 use outbox_core::{Headers, MessageId, OutboxMessage, Payload};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use uuid::Uuid;
@@ -37,6 +38,20 @@ pub(crate) async fn insert_messages(
         db.execute_raw(sql.build()).await?;
     }
     Ok(())
+}
+
+/// Cuts `occurred_at` to the precision its row keeps (microseconds;
+/// milliseconds on SQLite, see [`Dialect::time_value`]), so the message
+/// handed to listeners after the commit equals the one a claim reads back.
+pub(crate) fn as_stored(dialect: Dialect, message: &mut OutboxMessage) {
+    let unit = match dialect {
+        Dialect::Postgres | Dialect::MySql => 1_000,
+        Dialect::Sqlite => 1_000_000,
+    };
+    let at = message.occurred_at;
+    message.occurred_at = at
+        .with_nanosecond(at.nanosecond() / unit * unit)
+        .unwrap_or(at);
 }
 
 fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<(), OutboxError> {

@@ -32,6 +32,8 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
     let t = table.as_str();
     let q = |ident: &str| dialect.quote(ident);
     let (uuid, text, big, json, time) = match dialect {
+        // `jsonb`: payloads can be queried and indexed in place; PostgreSQL
+        // hands them back normalized (key order, spacing), equal as JSON.
         Dialect::Postgres => ("uuid", "varchar", "bigint", "jsonb", "timestamptz"),
         Dialect::MySql => ("BINARY(16)", "VARCHAR", "BIGINT", "JSON", "DATETIME(6)"),
         Dialect::Sqlite => ("BLOB", "TEXT", "INTEGER", "TEXT", "TEXT"),

@@ -4,14 +4,15 @@ use outbox_core::{
     AggregateChanges, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, ModelTrait,
-    PrimaryKeyTrait, QueryFilter, SqlErr, Value,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait,
+    ModelTrait, PrimaryKeyTrait, QueryFilter, SqlErr, Value,
 };
 
 use crate::aggregate_entity::AggregateEntity;
+use crate::dialect::Dialect;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
-use crate::row::insert_messages;
+use crate::row::{as_stored, insert_messages};
 
 /// The primary key value type of an aggregate's entity.
 pub type PrimaryKeyOf<A> =
@@ -88,7 +89,9 @@ impl UnitOfWork {
             &self.context,
             self.outbox.config().subject_prefix(),
         );
-        let mut row = aggregate.to_active_model();
+        // `to_active_model` is the whole state: values a model marked
+        // `Unchanged` (e.g. from `into_active_model()`) must be written too.
+        let mut row = aggregate.to_active_model().reset_all();
         set_version::<A>(&mut row, changes.new_version)?;
         let conflict = || conflict(&changes);
         if changes.expected_version == 0 {
@@ -157,13 +160,20 @@ impl UnitOfWork {
 
     /// Writes the queued messages (one multi-row INSERT), commits, then wakes
     /// the processors. Returns the ids of the committed messages.
+    ///
+    /// When it fails, nothing was written, but the aggregates saved in this
+    /// unit are already at their new versions: reload them to retry.
     pub async fn commit(self) -> Result<Vec<MessageId>, OutboxError> {
         let Self {
             txn,
             outbox,
-            messages,
+            mut messages,
             ..
         } = self;
+        let dialect = Dialect::of(txn.get_database_backend());
+        for message in &mut messages {
+            as_stored(dialect, message);
+        }
         insert_messages(&txn, outbox.config().table(), &messages).await?;
         txn.commit().await?;
         let ids = messages.iter().map(|m| m.id).collect();

@@ -1,5 +1,7 @@
 //! The write path on each backend: save an aggregate, claim its events.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 use outbox_core::OutboxStore;
 use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
 use outbox_tests::TestDb;

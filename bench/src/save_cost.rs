@@ -1,0 +1,80 @@
+//! The cost of saving an aggregate through the outbox compared to saving the
+//! aggregate alone, on PostgreSQL: median and p99 of sequential transactions.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::orders::{Order, entity};
+use outbox_tests::{Backend, TestDb};
+use sea_orm::{ActiveModelTrait, Set, TransactionTrait};
+
+use crate::stats::{ms, percentile};
+
+const SAVES: usize = 2000;
+const WARMUP: usize = 200;
+
+pub(crate) async fn run() -> Result<(), Box<dyn Error>> {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
+    println!(
+        "== save cost on PostgreSQL: {SAVES} sequential one-aggregate transactions per case =="
+    );
+
+    let mut baseline = Vec::with_capacity(SAVES);
+    for i in 0..WARMUP + SAVES {
+        let row = entity::ActiveModel {
+            id: Set(format!("plain-{i}")),
+            status: Set("placed".into()),
+            total_cents: Set(100),
+            version: Set(1),
+        };
+        let start = Instant::now();
+        let txn = test.db.begin().await?;
+        row.insert(&txn).await?;
+        txn.commit().await?;
+        if i >= WARMUP {
+            baseline.push(start.elapsed());
+        }
+    }
+
+    let mut cases = Vec::new();
+    for events in [1usize, 10] {
+        let mut samples = Vec::with_capacity(SAVES);
+        for i in 0..WARMUP + SAVES {
+            let mut order = Order::place(format!("e{events}-{i}"), 100)?;
+            for k in 1..events {
+                order.amend(100 + k as i64)?;
+            }
+            let start = Instant::now();
+            let mut uow = outbox.begin().await?;
+            uow.save(&mut order).await?;
+            uow.commit().await?;
+            if i >= WARMUP {
+                samples.push(start.elapsed());
+            }
+        }
+        cases.push((events, samples));
+    }
+
+    let base_p50 = percentile(&mut baseline, 0.5);
+    println!(
+        "aggregate alone          p50 {}  p99 {}",
+        ms(base_p50),
+        ms(percentile(&mut baseline, 0.99))
+    );
+    for (events, mut samples) in cases {
+        let p50 = percentile(&mut samples, 0.5);
+        let extra = p50.saturating_sub(base_p50);
+        println!(
+            "aggregate + {events:>2} event(s)  p50 {}  p99 {}  (+{} over alone, x{:.2})",
+            ms(p50),
+            ms(percentile(&mut samples, 0.99)),
+            ms(extra),
+            p50.as_secs_f64() / base_p50.as_secs_f64().max(f64::EPSILON),
+        );
+    }
+    drop(test);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    Ok(())
+}

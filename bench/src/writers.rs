@@ -1,0 +1,116 @@
+//! Writer throughput with and without waking other processes: 8 writers
+//! offering 5,000 one-event transactions per second in total, for each of
+//! - no wake-ups;
+//! - the outbox's wake-up: one coalesced `NOTIFY` at most every millisecond,
+//!   sent after commit by a background task;
+//! - the trap: `pg_notify` inside every writer transaction.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::orders::Order;
+use outbox_tests::{Backend, TestDb};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use tokio::time::MissedTickBehavior;
+
+use crate::stats::{ms, percentile};
+
+const WRITERS: usize = 8;
+const OFFERED_PER_SEC: u64 = 5000;
+const RUN: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Coalesced,
+    InTransaction,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Off => "no wake-ups",
+            Mode::Coalesced => "coalesced NOTIFY after commit (the outbox)",
+            Mode::InTransaction => "pg_notify inside every transaction (the trap)",
+        }
+    }
+}
+
+pub(crate) async fn run() -> Result<(), Box<dyn Error>> {
+    println!(
+        "== writers on PostgreSQL: {WRITERS} writers offering {OFFERED_PER_SEC} one-event transactions/s for {}s ==",
+        RUN.as_secs()
+    );
+    let mut achieved = Vec::new();
+    for mode in [Mode::Off, Mode::Coalesced, Mode::InTransaction] {
+        let (rate, mut latencies) = measure(mode).await?;
+        println!(
+            "{:<48} {:>7.0} tx/s ({:>5.1}% of offered)  commit p50 {}  p99 {}",
+            mode.label(),
+            rate,
+            100.0 * rate / OFFERED_PER_SEC as f64,
+            ms(percentile(&mut latencies, 0.5)),
+            ms(percentile(&mut latencies, 0.99)),
+        );
+        achieved.push(rate);
+    }
+    println!(
+        "coalesced wake-ups keep {:.1}% of the writer throughput without wake-ups",
+        100.0 * achieved[1] / achieved[0]
+    );
+    Ok(())
+}
+
+async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), Box<dyn Error>> {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let config = match mode {
+        Mode::Coalesced => OutboxConfig::default(),
+        _ => OutboxConfig::default().without_notify(),
+    };
+    let outbox = Outbox::new(test.connect_again().await, config);
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + RUN;
+    let per_writer = Duration::from_secs_f64(WRITERS as f64 / OFFERED_PER_SEC as f64);
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let (outbox, done) = (outbox.clone(), Arc::clone(&done));
+        tasks.push(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(per_writer);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            let mut latencies = Vec::new();
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                ticks.tick().await;
+                n += 1;
+                let mut order = Order::place(format!("w{writer}-{n}"), 100)?;
+                let began = Instant::now();
+                let mut uow = outbox.begin().await?;
+                uow.save(&mut order).await?;
+                if mode == Mode::InTransaction {
+                    uow.connection()
+                        .execute_raw(Statement::from_string(
+                            DbBackend::Postgres,
+                            "SELECT pg_notify('outbox_bench', '')",
+                        ))
+                        .await?;
+                }
+                uow.commit().await?;
+                latencies.push(began.elapsed());
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, Box<dyn Error + Send + Sync>>(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await?.map_err(|e| e.to_string())?);
+    }
+    let rate = done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    drop(outbox);
+    drop(test);
+    Ok((rate, latencies))
+}
