@@ -175,6 +175,13 @@ impl UnitOfWork {
             as_stored(dialect, message);
         }
         insert_messages(&txn, outbox.config().table(), &messages).await?;
+        if messages.is_empty() && dialect == Dialect::Postgres {
+            // PostgreSQL turns COMMIT of a transaction aborted by an earlier
+            // failed statement into a silent ROLLBACK. The INSERT above would
+            // have failed on such a transaction; with nothing to insert,
+            // probe it, so a discarded unit of work is never reported committed.
+            txn.execute_unprepared("SELECT 1").await?;
+        }
         txn.commit().await?;
         let ids = messages.iter().map(|m| m.id).collect();
         outbox.committed(messages);

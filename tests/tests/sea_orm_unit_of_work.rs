@@ -1327,3 +1327,31 @@ mod migrations {
         application_migrator_creates_a_custom_table(Backend::Sqlite).await;
     }
 }
+
+/// PostgreSQL silently rolls back a COMMIT of an aborted transaction: a unit
+/// of work whose statement failed (error ignored by the application) and that
+/// has no messages to insert must still report the failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let outbox = Outbox::new(test.db.clone(), OutboxConfig::default());
+    let mut order = Order::place("o-aborted", 100).unwrap();
+    outbox.repository::<Order>().save(&mut order).await.unwrap();
+    let mut uow = outbox.begin().await.unwrap();
+    let mut loaded = uow.load::<Order>("o-aborted").await.unwrap().unwrap();
+    loaded.total_cents = 999; // a state change without events: no outbox rows
+    uow.save(&mut loaded).await.unwrap();
+    let ignored = uow
+        .connection()
+        .execute_unprepared("SELECT * FROM no_such_table")
+        .await;
+    assert!(ignored.is_err());
+    assert!(matches!(uow.commit().await, Err(OutboxError::Db(_))));
+    let stored = outbox
+        .repository::<Order>()
+        .load("o-aborted")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.total_cents, 100, "nothing was committed");
+}
