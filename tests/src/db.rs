@@ -53,77 +53,46 @@ impl TestDb {
             "outbox_t_{}",
             &uuid::Uuid::now_v7().simple().to_string()[16..]
         );
-        let unreachable = |url: &str, e: sea_orm::DbErr| {
-            panic!("cannot reach {url} ({e}); start the services with scripts/ensure-services.sh")
-        };
-        match backend {
-            Backend::Postgres => {
-                let url = postgres_url();
-                let admin = Database::connect(&url)
-                    .await
-                    .unwrap_or_else(|e| unreachable(&url, e));
-                admin
-                    .execute_unprepared(&format!("CREATE SCHEMA {name}"))
-                    .await
-                    .expect("create schema");
-                admin.close().await.ok();
-                let mut options = ConnectOptions::new(&url);
-                options
-                    .set_schema_search_path(name.clone())
-                    .max_connections(10)
-                    .sqlx_logging(false);
-                let db = Database::connect(options).await.expect("connect to schema");
-                Self {
-                    db,
-                    backend,
-                    name,
-                    url,
-                    _dir: None,
-                }
-            }
-            Backend::MySql => {
-                let url = mysql_url();
-                let admin = Database::connect(&url)
-                    .await
-                    .unwrap_or_else(|e| unreachable(&url, e));
-                admin
-                    .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                    .await
-                    .expect("create database");
-                admin.close().await.ok();
-                let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
-                let mut options = ConnectOptions::new(format!("{base}/{name}"));
-                options.max_connections(10).sqlx_logging(false);
-                let db = Database::connect(options)
-                    .await
-                    .expect("connect to database");
-                Self {
-                    db,
-                    backend,
-                    name,
-                    url,
-                    _dir: None,
-                }
-            }
+        let (url, create, dir) = match backend {
+            Backend::Postgres => (postgres_url(), Some(format!("CREATE SCHEMA {name}")), None),
+            Backend::MySql => (mysql_url(), Some(format!("CREATE DATABASE {name}")), None),
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let path = dir.path().join("outbox.sqlite");
-                let url = format!("sqlite://{}?mode=rwc", path.display());
-                let mut options = ConnectOptions::new(&url);
-                options.max_connections(5).sqlx_logging(false);
-                let db = Database::connect(options).await.expect("open sqlite file");
-                db.execute_unprepared("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000;")
-                    .await
-                    .expect("sqlite pragmas");
-                Self {
-                    db,
-                    backend,
-                    name,
-                    url,
-                    _dir: Some(dir),
-                }
+                (
+                    format!("sqlite://{}?mode=rwc", path.display()),
+                    None,
+                    Some(dir),
+                )
             }
+        };
+        if let Some(create) = create {
+            let admin = Database::connect(&url).await.unwrap_or_else(|e| {
+                panic!(
+                    "cannot reach {url} ({e}); start the services with scripts/ensure-services.sh"
+                )
+            });
+            admin
+                .execute_unprepared(&create)
+                .await
+                .expect("create the test database");
+            admin.close().await.ok();
         }
+        let mut test = Self {
+            db: DatabaseConnection::default(),
+            backend,
+            name,
+            url,
+            _dir: dir,
+        };
+        test.db = test.connect_again().await;
+        if backend == Backend::Sqlite {
+            test.db
+                .execute_unprepared("PRAGMA journal_mode = WAL")
+                .await
+                .expect("sqlite WAL");
+        }
+        test
     }
 
     /// A fresh database with the outbox table (default config) and the
@@ -167,7 +136,9 @@ impl TestDb {
             Backend::Sqlite => ConnectOptions::new(&self.url),
         };
         options.max_connections(10).sqlx_logging(false);
-        Database::connect(options).await.expect("second pool")
+        Database::connect(options)
+            .await
+            .expect("connect to the test database")
     }
 
     /// Counts rows of `table` matching `filter` (an SQL condition, or `1=1`).

@@ -169,80 +169,12 @@ async fn claim_in_a_transaction(
         .query_all_raw(select.build())
         .await
         .map_err(store_err("claiming"))?;
-    if candidates.is_empty() {
-        txn.commit()
-            .await
-            .map_err(store_err("committing the claim"))?;
-        return Ok((Vec::new(), None));
-    }
-
     let keys = candidates
         .iter()
-        .map(|row| {
-            Ok((
-                row.try_get::<Uuid>("", "id")?,
-                row.try_get::<String>("", "aggregate_type")?,
-                row.try_get::<String>("", "aggregate_id")?,
-                row.try_get::<i64>("", "sequence")?,
-            ))
-        })
-        .collect::<Result<Vec<_>, sea_orm::DbErr>>()
+        .map(row_key)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(store_err("reading claim candidates"))?;
-    let locked: HashSet<Uuid> = keys.iter().map(|k| k.0).collect();
-
-    // Every unpublished message of the candidates' aggregates.
-    let aggregates: HashSet<(&str, &str)> =
-        keys.iter().map(|k| (k.1.as_str(), k.2.as_str())).collect();
-    let mut siblings = Sql::new(dialect);
-    siblings.push(&format!(
-        "SELECT id, aggregate_type, aggregate_id, sequence FROM {table} WHERE status IN (0, 2) AND ("
-    ));
-    for (i, (aggregate_type, aggregate_id)) in aggregates.iter().enumerate() {
-        if i > 0 {
-            siblings.push(" OR ");
-        }
-        siblings.push("(aggregate_type = ").bind(*aggregate_type);
-        siblings
-            .push(" AND aggregate_id = ")
-            .bind(*aggregate_id)
-            .push(")");
-    }
-    siblings.push(")");
-    let siblings = txn
-        .query_all_raw(siblings.build())
-        .await
-        .map_err(store_err("checking order"))?;
-    // The smallest sequence of each aggregate held outside this claim.
-    let mut held_elsewhere: HashMap<(String, String), i64> = HashMap::new();
-    for row in &siblings {
-        let id: Uuid = row.try_get("", "id").map_err(store_err("checking order"))?;
-        if locked.contains(&id) {
-            continue;
-        }
-        let key = (
-            row.try_get::<String>("", "aggregate_type")
-                .map_err(store_err("checking order"))?,
-            row.try_get::<String>("", "aggregate_id")
-                .map_err(store_err("checking order"))?,
-        );
-        let sequence: i64 = row
-            .try_get("", "sequence")
-            .map_err(store_err("checking order"))?;
-        held_elsewhere
-            .entry(key)
-            .and_modify(|s| *s = (*s).min(sequence))
-            .or_insert(sequence);
-    }
-    let keep: Vec<usize> = keys
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, t, a, s))| {
-            held_elsewhere
-                .get(&(t.clone(), a.clone()))
-                .is_none_or(|first| s < first)
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let keep = keep_in_order(&txn, dialect, &table, &keys).await?;
     if keep.is_empty() {
         txn.commit()
             .await
@@ -259,7 +191,7 @@ async fn claim_in_a_transaction(
     update
         .bind(dialect.time_value(expires_at))
         .push(" WHERE id IN ");
-    update.bind_list(keep.iter().map(|&i| keys[i].0));
+    update.bind_list(keep.iter().map(|&i| keys[i].id));
     txn.execute_raw(update.build())
         .await
         .map_err(store_err("leasing"))?;
@@ -274,4 +206,78 @@ async fn claim_in_a_transaction(
         .map(|(_, row)| row)
         .collect();
     Ok((rows, Some(expires_at)))
+}
+
+/// Where a row sits in its aggregate's history.
+struct RowKey {
+    id: Uuid,
+    aggregate: (String, String),
+    sequence: i64,
+}
+
+fn row_key(row: &QueryResult) -> Result<RowKey, sea_orm::DbErr> {
+    Ok(RowKey {
+        id: row.try_get("", "id")?,
+        aggregate: (
+            row.try_get("", "aggregate_type")?,
+            row.try_get("", "aggregate_id")?,
+        ),
+        sequence: row.try_get("", "sequence")?,
+    })
+}
+
+/// The indexes of the locked `candidates` to keep: those whose every earlier
+/// unpublished sibling is locked by this claim too.
+async fn keep_in_order(
+    txn: &impl ConnectionTrait,
+    dialect: Dialect,
+    table: &str,
+    candidates: &[RowKey],
+) -> Result<Vec<usize>, StoreError> {
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let locked: HashSet<Uuid> = candidates.iter().map(|k| k.id).collect();
+    let aggregates: HashSet<&(String, String)> = candidates.iter().map(|k| &k.aggregate).collect();
+    let mut siblings = Sql::new(dialect);
+    siblings.push(&format!(
+        "SELECT id, aggregate_type, aggregate_id, sequence FROM {table} WHERE status IN (0, 2) AND ("
+    ));
+    for (i, (aggregate_type, aggregate_id)) in aggregates.iter().enumerate() {
+        if i > 0 {
+            siblings.push(" OR ");
+        }
+        siblings
+            .push("(aggregate_type = ")
+            .bind(aggregate_type.as_str());
+        siblings
+            .push(" AND aggregate_id = ")
+            .bind(aggregate_id.as_str())
+            .push(")");
+    }
+    siblings.push(")");
+    let read = store_err("checking order");
+    let rows = txn.query_all_raw(siblings.build()).await.map_err(&read)?;
+    // The smallest sequence of each aggregate held outside this claim.
+    let mut held_elsewhere: HashMap<(String, String), i64> = HashMap::new();
+    for row in &rows {
+        let key = row_key(row).map_err(&read)?;
+        if locked.contains(&key.id) {
+            continue;
+        }
+        held_elsewhere
+            .entry(key.aggregate)
+            .and_modify(|s| *s = (*s).min(key.sequence))
+            .or_insert(key.sequence);
+    }
+    Ok(candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, key)| {
+            held_elsewhere
+                .get(&key.aggregate)
+                .is_none_or(|first| key.sequence < *first)
+        })
+        .map(|(i, _)| i)
+        .collect())
 }
