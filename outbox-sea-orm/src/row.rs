@@ -59,6 +59,8 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
         id: message.id,
         reason: format!("sequence {} does not fit a BIGINT", message.sequence),
     })?;
+    check_len(message, "event name", &message.event_name, 128)?;
+    check_len(message, "subject", &message.subject, 255)?;
     check_len(message, "aggregate type", &message.aggregate_type, 128)?;
     check_len(message, "aggregate id", &message.aggregate_id, 255)?;
     check_len(message, "correlation id", &message.correlation_id, 255)?;

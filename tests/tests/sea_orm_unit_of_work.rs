@@ -1270,6 +1270,7 @@ async fn postgres_notifications_are_coalesced() {
 
 outbox_tests::each_backend!(
     commit_writes_order_and_outbox_rows,
+    over_long_event_name_is_invalid,
     failed_statement_then_drop_writes_nothing,
     panic_inside_unit_of_work_writes_nothing,
     dropped_unit_of_work_writes_nothing,
@@ -1354,4 +1355,28 @@ async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
         .unwrap()
         .unwrap();
     assert_eq!(stored.total_cents, 100, "nothing was committed");
+}
+
+/// A hand-written event impl can bypass the derive's name checks; the row
+/// writer still refuses names and subjects wider than their columns, on every
+/// backend (SQLite would otherwise store them).
+#[derive(Debug, Serialize, Deserialize)]
+struct LongNamed;
+
+impl outbox_core::IntegrationEvent for LongNamed {
+    const NAME: &'static str = "a.very.long.event.name.that.goes.on.and.on.well.past.the.width.of.the.event.name.column.which.is.one.hundred.and.twenty.eight.bytes";
+    const VERSION: u32 = 1;
+}
+
+async fn over_long_event_name_is_invalid(test: TestDb) {
+    assert!(LongNamed::NAME.len() > 128);
+    let outbox = Outbox::new(test.db.clone(), OutboxConfig::default());
+    let mut uow = outbox.begin().await.unwrap();
+    uow.enqueue(&LongNamed).unwrap();
+    let err = uow.commit().await.unwrap_err();
+    assert!(
+        matches!(&err, OutboxError::InvalidMessage { reason, .. } if reason.starts_with("event name")),
+        "{err}"
+    );
+    assert_eq!(test.count("outbox_messages", "1=1").await, 0);
 }
