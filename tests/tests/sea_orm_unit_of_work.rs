@@ -438,26 +438,35 @@ async fn concurrent_saves_one_wins(test: TestDb) {
         .save(&mut Order::place("o-1", 100).unwrap())
         .await
         .unwrap();
-    let barrier = Arc::new(Barrier::new(2));
-    let tasks: Vec<_> = [200_i64, 300]
+    let mut copies = Vec::new();
+    for total in [200_i64, 300] {
+        let mut order = orders.load("o-1").await.unwrap().unwrap();
+        order.amend(total).unwrap();
+        copies.push(order);
+    }
+    let winners = race(&outbox, copies, 1).await;
+    let stored = order_row(&test, "o-1").await.unwrap();
+    assert_eq!((stored.total_cents, stored.version), (winners[0], 2));
+    assert_eq!(outbox_count(&test).await, 2);
+}
+
+/// Saves each copy of order `o-1` in its own task, all released at once by a
+/// barrier; exactly one must win and the others must conflict at
+/// `expected_version`. Returns the winners' totals (one).
+async fn race(outbox: &Outbox, copies: Vec<Order>, expected_version: u64) -> Vec<i64> {
+    let barrier = Arc::new(Barrier::new(copies.len()));
+    let tasks: Vec<_> = copies
         .into_iter()
-        .map(|total| {
+        .map(|mut order| {
             let (outbox, barrier) = (outbox.clone(), Arc::clone(&barrier));
             tokio::spawn(async move {
-                let mut order = outbox
-                    .repository::<Order>()
-                    .load("o-1")
-                    .await
-                    .unwrap()
-                    .unwrap();
-                order.amend(total).unwrap();
                 let mut uow = outbox.begin().await.unwrap();
                 barrier.wait().await;
                 let saved = match uow.save(&mut order).await {
                     Ok(()) => uow.commit().await.map(|_| ()),
                     Err(err) => Err(err),
                 };
-                (total, saved)
+                (order.total_cents, saved)
             })
         })
         .collect();
@@ -466,13 +475,11 @@ async fn concurrent_saves_one_wins(test: TestDb) {
         let (total, saved) = task.await.unwrap();
         match saved {
             Ok(()) => winners.push(total),
-            conflict => assert_conflict(conflict, "o-1", 1),
+            conflict => assert_conflict(conflict, "o-1", expected_version),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one save wins: {winners:?}");
-    let stored = order_row(&test, "o-1").await.unwrap();
-    assert_eq!((stored.total_cents, stored.version), (winners[0], 2));
-    assert_eq!(outbox_count(&test).await, 2);
+    winners
 }
 
 /// Creating an aggregate id that already exists is a conflict.
@@ -494,32 +501,8 @@ async fn creating_an_existing_id_is_a_conflict(test: TestDb) {
 /// Two tasks create the same id at the same moment: exactly one wins.
 async fn concurrent_creates_one_wins(test: TestDb) {
     let outbox = outbox(&test);
-    let barrier = Arc::new(Barrier::new(2));
-    let tasks: Vec<_> = [100_i64, 200]
-        .into_iter()
-        .map(|total| {
-            let (outbox, barrier) = (outbox.clone(), Arc::clone(&barrier));
-            tokio::spawn(async move {
-                let mut order = Order::place("o-1", total).unwrap();
-                let mut uow = outbox.begin().await.unwrap();
-                barrier.wait().await;
-                let saved = match uow.save(&mut order).await {
-                    Ok(()) => uow.commit().await.map(|_| ()),
-                    Err(err) => Err(err),
-                };
-                (total, saved)
-            })
-        })
-        .collect();
-    let mut winners = Vec::new();
-    for task in tasks {
-        let (total, saved) = task.await.unwrap();
-        match saved {
-            Ok(()) => winners.push(total),
-            conflict => assert_conflict(conflict, "o-1", 0),
-        }
-    }
-    assert_eq!(winners.len(), 1, "exactly one create wins: {winners:?}");
+    let copies = [100_i64, 200].map(|total| Order::place("o-1", total).unwrap());
+    let winners = race(&outbox, copies.into(), 0).await;
     let stored = order_row(&test, "o-1").await.unwrap();
     assert_eq!((stored.total_cents, stored.version), (winners[0], 1));
     assert_eq!(outbox_count(&test).await, 1);
