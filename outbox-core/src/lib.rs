@@ -79,7 +79,7 @@ pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
 pub use context::MessageContext;
 pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};
 pub use headers::{Headers, InvalidHeader};
-pub use id::MessageId;
+pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
@@ -89,7 +89,7 @@ pub use registry::{
 };
 pub use store::{
     ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
-    LeaseOutcome, LeaseToken, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
+    LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
 };
 pub use trace::{InvalidTraceParent, TraceParent};
 

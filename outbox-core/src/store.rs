@@ -8,46 +8,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use uuid::Uuid;
-
-use crate::id::MessageId;
+use crate::id::{LeaseToken, MessageId};
 use crate::message::OutboxMessage;
-
-/// The fencing token of one claim: rows claimed together carry it until they
-/// are completed, failed, released or claimed again after the lease expired.
-/// Any operation with a token the row no longer carries changes nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LeaseToken(Uuid);
-
-impl LeaseToken {
-    /// A new token (UUIDv7, so later claims have larger tokens).
-    pub fn new() -> Self {
-        Self(Uuid::now_v7())
-    }
-
-    /// Wraps a token read back from the store.
-    pub const fn from_uuid(uuid: Uuid) -> Self {
-        Self(uuid)
-    }
-
-    /// The UUID inside.
-    pub const fn as_uuid(&self) -> &Uuid {
-        &self.0
-    }
-}
-
-impl Default for LeaseToken {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl std::fmt::Display for LeaseToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.0, f)
-    }
-}
+use chrono::{DateTime, Utc};
 
 /// A lease on a batch of messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -105,9 +105,14 @@ impl Outbox {
         event: &E,
         context: &MessageContext,
     ) -> Result<MessageId, OutboxError> {
-        let message = self.standalone(PendingMessage::new(event)?, context);
+        let mut message = self.standalone(PendingMessage::new(event)?, context);
         let id = message.id;
-        insert_messages(db, self.config().table(), std::slice::from_ref(&message)).await?;
+        insert_messages(
+            db,
+            self.config().table(),
+            std::slice::from_mut(&mut message),
+        )
+        .await?;
         Ok(id)
     }
 

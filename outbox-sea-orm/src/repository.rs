@@ -59,35 +59,20 @@ impl<A: AggregateEntity> Repository<A> {
         aggregate: &mut A,
         context: MessageContext,
     ) -> Result<(), OutboxError> {
-        let loaded = aggregate.events().clone();
-        let saved = async {
-            let mut uow = self.outbox.begin_with(context).await?;
-            uow.save(aggregate).await?;
-            uow.commit().await?;
-            Ok(())
-        }
-        .await;
-        if saved.is_err() {
-            // `save` marks the aggregate saved before the commit.
-            *aggregate.events_mut() = loaded;
-        }
-        saved
+        let mut uow = self.outbox.begin_with(context).await?;
+        let new_version = uow.write_save(&*aggregate).await?;
+        uow.commit().await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
     }
 
     /// Deletes the aggregate and writes the events it recorded, in one
     /// transaction. When it fails, the aggregate is as it was.
     pub async fn delete(&self, aggregate: &mut A) -> Result<(), OutboxError> {
-        let loaded = aggregate.events().clone();
-        let deleted = async {
-            let mut uow = self.outbox.begin().await?;
-            uow.delete(aggregate).await?;
-            uow.commit().await?;
-            Ok(())
-        }
-        .await;
-        if deleted.is_err() {
-            *aggregate.events_mut() = loaded;
-        }
-        deleted
+        let mut uow = self.outbox.begin().await?;
+        let new_version = uow.write_delete(&*aggregate).await?;
+        uow.commit().await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
     }
 }

@@ -14,13 +14,18 @@ use crate::error::OutboxError;
 const ROWS_PER_INSERT: usize = 1000;
 
 /// Writes messages as pending rows, one multi-row INSERT per 1,000 messages,
-/// on whatever connection or transaction `db` is.
+/// on whatever connection or transaction `db` is. Each message's
+/// `occurred_at` is first cut to the precision the row keeps, so the
+/// messages the caller holds afterwards equal what a claim reads back.
 pub(crate) async fn insert_messages(
     db: &impl ConnectionTrait,
     table: &TableName,
-    messages: &[OutboxMessage],
+    messages: &mut [OutboxMessage],
 ) -> Result<(), OutboxError> {
     let dialect = Dialect::of(db.get_database_backend());
+    for message in messages.iter_mut() {
+        as_stored(dialect, message);
+    }
     for chunk in messages.chunks(ROWS_PER_INSERT) {
         let mut sql = Sql::new(dialect);
         sql.push(&format!(
@@ -43,7 +48,7 @@ pub(crate) async fn insert_messages(
 /// Cuts `occurred_at` to the precision its row keeps (microseconds;
 /// milliseconds on SQLite, see [`Dialect::time_value`]), so the message
 /// handed to listeners after the commit equals the one a claim reads back.
-pub(crate) fn as_stored(dialect: Dialect, message: &mut OutboxMessage) {
+fn as_stored(dialect: Dialect, message: &mut OutboxMessage) {
     let unit = match dialect {
         Dialect::Postgres | Dialect::MySql => 1_000,
         Dialect::Sqlite => 1_000_000,

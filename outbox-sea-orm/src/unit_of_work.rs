@@ -4,15 +4,14 @@ use outbox_core::{
     AggregateChanges, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait,
-    ModelTrait, PrimaryKeyTrait, QueryFilter, SqlErr, Value,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
+    EntityTrait, ModelTrait, PrimaryKeyTrait, QueryFilter, SqlErr, Value,
 };
 
 use crate::aggregate_entity::AggregateEntity;
-use crate::dialect::Dialect;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
-use crate::row::{as_stored, insert_messages};
+use crate::row::insert_messages;
 
 /// The primary key value type of an aggregate's entity.
 pub type PrimaryKeyOf<A> =
@@ -84,8 +83,20 @@ impl UnitOfWork {
     /// should then be dropped. On success the aggregate is at its new version
     /// with no pending events.
     pub async fn save<A: AggregateEntity>(&mut self, aggregate: &mut A) -> Result<(), OutboxError> {
+        let new_version = self.write_save(&*aggregate).await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
+    }
+
+    /// Writes what [`save`](UnitOfWork::save) writes and returns the new
+    /// version, leaving the aggregate untouched (the repository marks it
+    /// saved only once the commit succeeded).
+    pub(crate) async fn write_save<A: AggregateEntity>(
+        &mut self,
+        aggregate: &A,
+    ) -> Result<u64, OutboxError> {
         let changes = AggregateChanges::of(
-            &*aggregate,
+            aggregate,
             &self.context,
             self.outbox.config().subject_prefix(),
         );
@@ -115,8 +126,7 @@ impl UnitOfWork {
             }
         }
         self.messages.extend(changes.messages);
-        aggregate.events_mut().mark_saved(changes.new_version);
-        Ok(())
+        Ok(changes.new_version)
     }
 
     /// Deletes the aggregate's row if its stored version is still the loaded
@@ -125,8 +135,19 @@ impl UnitOfWork {
         &mut self,
         aggregate: &mut A,
     ) -> Result<(), OutboxError> {
+        let new_version = self.write_delete(&*aggregate).await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
+    }
+
+    /// Writes what [`delete`](UnitOfWork::delete) writes and returns the new
+    /// version, leaving the aggregate untouched.
+    pub(crate) async fn write_delete<A: AggregateEntity>(
+        &mut self,
+        aggregate: &A,
+    ) -> Result<u64, OutboxError> {
         let changes = AggregateChanges::of(
-            &*aggregate,
+            aggregate,
             &self.context,
             self.outbox.config().subject_prefix(),
         );
@@ -140,8 +161,7 @@ impl UnitOfWork {
             return Err(conflict(&changes));
         }
         self.messages.extend(changes.messages);
-        aggregate.events_mut().mark_saved(changes.new_version);
-        Ok(())
+        Ok(changes.new_version)
     }
 
     /// Queues an event that belongs to no aggregate (see
@@ -170,12 +190,8 @@ impl UnitOfWork {
             mut messages,
             ..
         } = self;
-        let dialect = Dialect::of(txn.get_database_backend());
-        for message in &mut messages {
-            as_stored(dialect, message);
-        }
-        insert_messages(&txn, outbox.config().table(), &messages).await?;
-        if messages.is_empty() && dialect == Dialect::Postgres {
+        insert_messages(&txn, outbox.config().table(), &mut messages).await?;
+        if messages.is_empty() && txn.get_database_backend() == DbBackend::Postgres {
             // PostgreSQL turns COMMIT of a transaction aborted by an earlier
             // failed statement into a silent ROLLBACK. The INSERT above would
             // have failed on such a transaction; with nothing to insert,

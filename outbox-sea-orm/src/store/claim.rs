@@ -33,22 +33,19 @@ pub(super) async fn claim(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(store_err("reading claimed rows"))?;
-    messages.sort_by(|a, b| {
-        let key = |m: &ClaimedMessage| {
-            (
-                m.message.aggregate_type.clone(),
-                m.message.aggregate_id.clone(),
-                m.message.sequence,
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    messages.sort_by(|a, b| publishing_order(a).cmp(&publishing_order(b)));
     let expires_at = expires_at.unwrap_or_else(Utc::now);
     tracing::trace!(claimed = messages.len(), %token, "outbox claim");
     Ok(ClaimedBatch {
         lease: Lease { token, expires_at },
         messages,
     })
+}
+
+/// Per aggregate, by sequence.
+fn publishing_order(claimed: &ClaimedMessage) -> (&str, &str, u64) {
+    let m = &claimed.message;
+    (&m.aggregate_type, &m.aggregate_id, m.sequence)
 }
 
 /// The part of the claim shared by every backend: pending, due, unleased,
@@ -199,10 +196,11 @@ async fn claim_in_a_transaction(
         .await
         .map_err(store_err("committing the claim"))?;
 
+    let kept: HashSet<usize> = keep.into_iter().collect();
     let rows = candidates
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| keep.contains(i))
+        .filter(|(i, _)| kept.contains(i))
         .map(|(_, row)| row)
         .collect();
     Ok((rows, Some(expires_at)))
