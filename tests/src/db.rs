@@ -191,30 +191,36 @@ impl Drop for TestDb {
 /// async fn commit_writes_state_and_events(test: TestDb) { ... }
 /// outbox_tests::each_backend!(commit_writes_state_and_events);
 /// ```
+///
+/// With `empty:` first, each function gets the [`Backend`] instead and makes
+/// its own (e.g. empty) database, for tests of schema creation:
+///
+/// ```ignore
+/// async fn migrator_creates_the_table(backend: Backend) { ... }
+/// outbox_tests::each_backend!(empty: migrator_creates_the_table);
+/// ```
 #[macro_export]
 macro_rules! each_backend {
+    (empty: $($name:ident),* $(,)?) => {
+        $crate::each_backend!(@backends empty_postgres, empty_mysql, empty_sqlite;
+            |backend| backend; $($name),*);
+    };
     ($($name:ident),* $(,)?) => {
-        mod postgres {
+        $crate::each_backend!(@backends postgres, mysql, sqlite;
+            |backend| $crate::TestDb::with_schema(backend).await; $($name),*);
+    };
+    (@backends $pg:ident, $my:ident, $lite:ident; |$b:ident| $arg:expr; $($name:ident),*) => {
+        $crate::each_backend!(@one $pg, Postgres; |$b| $arg; $($name),*);
+        $crate::each_backend!(@one $my, MySql; |$b| $arg; $($name),*);
+        $crate::each_backend!(@one $lite, Sqlite; |$b| $arg; $($name),*);
+    };
+    (@one $module:ident, $backend:ident; |$b:ident| $arg:expr; $($name:ident),*) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name($crate::TestDb::with_schema($crate::Backend::Postgres).await).await
-                }
-            )*
-        }
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name($crate::TestDb::with_schema($crate::Backend::MySql).await).await
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    super::$name($crate::TestDb::with_schema($crate::Backend::Sqlite).await).await
+                    let $b = $crate::Backend::$backend;
+                    super::$name($arg).await
                 }
             )*
         }

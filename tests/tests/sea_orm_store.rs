@@ -105,6 +105,16 @@ async fn row_state(test: &TestDb, id: MessageId) -> RowState {
     }
 }
 
+/// Whether a claim of up to `limit` messages comes back empty.
+async fn nothing_claimable(store: &SeaOrmOutboxStore, limit: u32) -> bool {
+    store
+        .claim(limit, LONG_LEASE)
+        .await
+        .unwrap()
+        .messages
+        .is_empty()
+}
+
 fn ids_of(batch: &ClaimedBatch) -> Vec<MessageId> {
     batch.messages.iter().map(|m| m.message.id).collect()
 }
@@ -257,7 +267,7 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
     let first = old.claim(10, Duration::from_millis(300)).await.unwrap();
     assert_eq!(sorted(ids_of(&first)), written);
     assert!(
-        new.claim(10, LONG_LEASE).await.unwrap().messages.is_empty(),
+        nothing_claimable(&new, 10).await,
         "a live lease was handed out again"
     );
 
@@ -309,7 +319,7 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
     }
 
     // The new holder still holds them, and completes them.
-    assert!(old.claim(10, LONG_LEASE).await.unwrap().messages.is_empty());
+    assert!(nothing_claimable(&old, 10).await);
     assert_eq!(
         new.complete(second.lease.token, &published(&written))
             .await
@@ -515,22 +525,12 @@ async fn retryable_failure_backs_off(test: TestDb) {
 
     // Equal jitter: the backoff is between 1 and 2 s.
     assert!(
-        store
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty(),
+        nothing_claimable(&store, 10).await,
         "a message was claimable during its backoff"
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
-        store
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty(),
+        nothing_claimable(&store, 10).await,
         "a message was claimable during its backoff"
     );
     tokio::time::sleep(Duration::from_millis(1700)).await;
@@ -616,14 +616,7 @@ async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
         .unwrap();
     assert_eq!(row_state(&test, last_chance).await.status, 2);
     assert_eq!(test.count(TABLE, "status = 2").await, 3);
-    assert!(
-        store
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty()
-    );
+    assert!(nothing_claimable(&store, 10).await);
 }
 
 async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
@@ -683,14 +676,7 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
         .await
         .unwrap();
     for _ in 0..3 {
-        assert!(
-            store
-                .claim(100, LONG_LEASE)
-                .await
-                .unwrap()
-                .messages
-                .is_empty()
-        );
+        assert!(nothing_claimable(&store, 100).await);
     }
 
     // By ids: d-000's placed; then d-000 flows again, from attempts 0.
@@ -771,14 +757,7 @@ async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: T
     let batch = first.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
     assert!(batch.messages.iter().all(|m| m.attempts == 1));
-    assert!(
-        second
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty()
-    );
+    assert!(nothing_claimable(&second, 10).await);
     assert_eq!(
         first.release(batch.lease.token, &ids).await.unwrap(),
         outcome(3, 0)
@@ -827,12 +806,7 @@ async fn renew_extends_the_lease(test: TestDb) {
 
     tokio::time::sleep(Duration::from_millis(650)).await;
     assert!(
-        other
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty(),
+        nothing_claimable(&other, 10).await,
         "a renewed lease expired at its original time"
     );
     assert_eq!(holder.stats().await.unwrap().leased, 2);
@@ -845,14 +819,7 @@ async fn renew_extends_the_lease(test: TestDb) {
             .applied,
         0
     );
-    assert!(
-        other
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty()
-    );
+    assert!(nothing_claimable(&other, 10).await);
     assert_eq!(
         holder
             .complete(batch.lease.token, &published(&ids))
@@ -940,14 +907,7 @@ async fn complete_keeps_published_rows_by_default(test: TestDb) {
         outcome(0, 3)
     );
     assert_eq!(row_state(&test, ids[0]).await.stream_sequence, Some(101));
-    assert!(
-        store
-            .claim(10, LONG_LEASE)
-            .await
-            .unwrap()
-            .messages
-            .is_empty()
-    );
+    assert!(nothing_claimable(&store, 10).await);
 }
 
 async fn complete_deletes_rows_with_delete_retention(test: TestDb) {
@@ -1219,14 +1179,7 @@ async fn postgres_claim_stays_fast_whatever_the_tables_history() {
 
     // Plans get cached (and may turn generic) while the table is empty.
     for _ in 0..20 {
-        assert!(
-            store
-                .claim(500, LONG_LEASE)
-                .await
-                .unwrap()
-                .messages
-                .is_empty()
-        );
+        assert!(nothing_claimable(&store, 500).await);
     }
 
     let chunk = 50_000;
@@ -1283,14 +1236,7 @@ async fn postgres_claim_stays_fast_whatever_the_tables_history() {
         .unwrap();
     for _ in 0..5 {
         let started = Instant::now();
-        assert!(
-            store
-                .claim(500, LONG_LEASE)
-                .await
-                .unwrap()
-                .messages
-                .is_empty()
-        );
+        assert!(nothing_claimable(&store, 500).await);
         assert!(started.elapsed() < BOUND);
     }
 }

@@ -1276,41 +1276,11 @@ outbox_tests::each_backend!(
     listeners_receive_exactly_committed_messages,
 );
 
-/// Migrations start from an empty database, so they are not instantiated by
-/// `each_backend!` (which creates the tables first).
-mod migrations {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn outbox_migrator_postgres() {
-        outbox_migrator_creates_the_table(Backend::Postgres).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn outbox_migrator_mysql() {
-        outbox_migrator_creates_the_table(Backend::MySql).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn outbox_migrator_sqlite() {
-        outbox_migrator_creates_the_table(Backend::Sqlite).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn application_migrator_postgres() {
-        application_migrator_creates_a_custom_table(Backend::Postgres).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn application_migrator_mysql() {
-        application_migrator_creates_a_custom_table(Backend::MySql).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn application_migrator_sqlite() {
-        application_migrator_creates_a_custom_table(Backend::Sqlite).await;
-    }
-}
+// Migrations start from an empty database.
+outbox_tests::each_backend!(
+    empty: outbox_migrator_creates_the_table,
+    application_migrator_creates_a_custom_table,
+);
 
 /// PostgreSQL silently rolls back a COMMIT of an aborted transaction: a unit
 /// of work whose statement failed (error ignored by the application) and that
