@@ -63,13 +63,17 @@
 
 mod aggregate;
 mod context;
+mod delivery;
 mod event;
+mod handler;
 mod headers;
 mod id;
 mod message;
 pub mod naming;
 mod payload;
 mod pending;
+pub mod processor;
+pub mod publisher;
 mod registry;
 pub mod store;
 mod trace;
@@ -77,6 +81,8 @@ pub mod wire;
 
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
 pub use context::MessageContext;
+pub use delivery::Delivery;
+pub use handler::{BoxError, HandlerError};
 pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};
 pub use headers::{Headers, InvalidHeader};
 pub use id::{LeaseToken, MessageId};
@@ -91,6 +97,8 @@ pub use store::{
     ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
     LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
 };
+pub use processor::{Processor, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource};
+pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use trace::{InvalidTraceParent, TraceParent};
 
 /// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and

@@ -185,6 +185,17 @@ pub trait OutboxStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
 
+    /// Leases these messages, by primary key, if they are publishable by the
+    /// same rules as [`claim`](OutboxStore::claim): the processor's fast path
+    /// for messages committed in its own process, which needs no query to
+    /// find them. Ids that are not publishable (already published, leased
+    /// elsewhere, behind an unpublished earlier message) are left out.
+    fn claim_ids(
+        &self,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
+
     /// Marks messages published (or deletes them, per the store's retention).
     fn complete(
         &self,

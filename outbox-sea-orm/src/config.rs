@@ -13,6 +13,9 @@ impl TableName {
     /// The default, `outbox_messages`.
     pub const DEFAULT: &'static str = "outbox_messages";
 
+    /// The default name of the inbox table, `outbox_inbox`.
+    pub const DEFAULT_INBOX: &'static str = "outbox_inbox";
+
     /// A validated table name.
     ///
     /// ```
@@ -82,7 +85,12 @@ pub struct OutboxConfig {
     subject_prefix: SubjectPrefix,
     retention: Retention,
     notify_disabled: bool,
+    inbox_table: Option<TableName>,
 }
+
+/// The inbox table's default name.
+static DEFAULT_INBOX_TABLE: std::sync::LazyLock<TableName> =
+    std::sync::LazyLock::new(|| TableName(TableName::DEFAULT_INBOX.to_owned()));
 
 impl OutboxConfig {
     /// Uses another outbox table (default `outbox_messages`).
@@ -119,6 +127,18 @@ impl OutboxConfig {
     /// The outbox table.
     pub fn table(&self) -> &TableName {
         &self.table
+    }
+
+    /// Uses another inbox table (default `outbox_inbox`), where
+    /// [`Inbox`](crate::Inbox) consumers record the messages they processed.
+    pub fn with_inbox_table(mut self, table: impl Into<String>) -> Result<Self, OutboxError> {
+        self.inbox_table = Some(TableName::new(table)?);
+        Ok(self)
+    }
+
+    /// The inbox table.
+    pub fn inbox_table(&self) -> &TableName {
+        self.inbox_table.as_ref().unwrap_or(&DEFAULT_INBOX_TABLE)
     }
 
     /// The subject prefix.

@@ -20,6 +20,8 @@ mod aggregate_entity;
 mod config;
 mod dialect;
 mod error;
+mod inbox;
+mod listen;
 #[cfg(feature = "migration")]
 pub mod migration;
 mod outbox;
@@ -33,6 +35,8 @@ mod wake;
 pub use aggregate_entity::AggregateEntity;
 pub use config::{OutboxConfig, Retention, TableName};
 pub use error::OutboxError;
+pub use inbox::{Inbox, InboxFuture, Processed};
+pub use listen::PgNotifications;
 pub use outbox::{Outbox, STANDALONE};
 pub use outbox_core;
 pub use repository::Repository;

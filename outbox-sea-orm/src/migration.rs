@@ -1,4 +1,6 @@
-//! The outbox table as `sea-orm-migration` migrations (feature `migration`).
+//! The outbox and inbox tables as `sea-orm-migration` migrations (feature
+//! `migration`): [`CreateOutboxTable`], then [`CreateInboxTable`]. A database
+//! migrated before the inbox existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
 //! `outbox_migrations`, so it never clashes with the application's
@@ -21,15 +23,18 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, Sch
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
-use crate::schema::{create_outbox, drop_outbox};
+use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox};
 
 /// Where [`OutboxMigrator`] records which migrations ran.
 pub const MIGRATION_TABLE: &str = "outbox_migrations";
 
-/// The outbox's migrations for `config`'s table, oldest first, to add to an
+/// The outbox's migrations for `config`'s tables, oldest first, to add to an
 /// application's own `Migrator`.
 pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
-    vec![Box::new(CreateOutboxTable::new(config))]
+    vec![
+        Box::new(CreateOutboxTable::new(config)),
+        Box::new(CreateInboxTable::new(config)),
+    ]
 }
 
 /// Creates the outbox table and its indexes.
@@ -71,6 +76,50 @@ impl MigrationTrait for CreateOutboxTable {
         manager
             .get_connection()
             .execute_unprepared(&drop_outbox(dialect, self.config.table()))
+            .await?;
+        Ok(())
+    }
+}
+
+/// Creates the inbox table ([`Inbox`](crate::Inbox)) and its purge index.
+#[derive(Debug, Clone)]
+pub struct CreateInboxTable {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl CreateInboxTable {
+    /// The migration for `config`'s inbox table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261215_000001_create_{}", config.inbox_table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateInboxTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for CreateInboxTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let dialect = Dialect::of(manager.get_database_backend());
+        let db = manager.get_connection();
+        for statement in create_inbox(dialect, self.config.inbox_table()) {
+            db.execute_unprepared(&statement).await?;
+        }
+        Ok(())
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let dialect = Dialect::of(manager.get_database_backend());
+        manager
+            .get_connection()
+            .execute_unprepared(&drop_inbox(dialect, self.config.inbox_table()))
             .await?;
         Ok(())
     }

@@ -3,14 +3,18 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use outbox_core::processor::ProcessorBuilder;
 use outbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
+    Processor, Publisher,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 
 use crate::aggregate_entity::AggregateEntity;
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
+use crate::listen::PgNotifications;
+use crate::store::SeaOrmOutboxStore;
 use crate::repository::Repository;
 use crate::row::insert_messages;
 use crate::unit_of_work::UnitOfWork;
@@ -126,6 +130,36 @@ impl Outbox {
     /// (the in-process processor's fast path).
     pub fn listen(&self) -> CommitListener {
         self.inner.wakers.listen()
+    }
+
+    /// A processor on this outbox, publishing with `publisher`, woken by the
+    /// commits of this process (leased by id, no query to find them) and, on
+    /// PostgreSQL, by the `NOTIFY`s of other processes; it polls as a
+    /// fallback. Tune it with the returned builder, then `build()?.spawn()`.
+    ///
+    /// The same call runs a processor as its own process: its commit
+    /// listener then simply stays quiet.
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: outbox_sea_orm::Outbox, publisher: impl outbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
+    /// let processor = outbox.processor(publisher).batch_size(500).build()?.spawn();
+    /// // ... serve ...
+    /// processor.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn processor<P: Publisher>(&self, publisher: P) -> ProcessorBuilder<SeaOrmOutboxStore, P> {
+        let store = SeaOrmOutboxStore::new(self.db().clone(), self.config().clone());
+        let builder = Processor::builder(store, publisher).wake_on(self.listen());
+        match PgNotifications::new(self.db(), self.config()) {
+            Some(notifications) => builder.wake_on(notifications),
+            None => builder,
+        }
+    }
+
+    /// The store the processor claims from (for operations: stats, requeue,
+    /// purge).
+    pub fn store(&self) -> SeaOrmOutboxStore {
+        SeaOrmOutboxStore::new(self.db().clone(), self.config().clone())
     }
 
     pub(crate) fn standalone(

@@ -23,6 +23,17 @@
 //!   probe: partial on unpublished rows (PostgreSQL, SQLite), or
 //!   `(aggregate_type, aggregate_id, status, sequence)` (MySQL/MariaDB).
 //! - `<table>_published`: the purge's scan of old published rows.
+//!
+//! The inbox table (default `outbox_inbox`, see [`Inbox`](crate::Inbox)):
+//!
+//! | column | PostgreSQL | MySQL/MariaDB | SQLite |
+//! |---|---|---|---|
+//! | `consumer` (primary key, with `message_id`) | `varchar(128)` | `VARCHAR(128)` | `TEXT` |
+//! | `message_id` | `uuid` | `BINARY(16)` | `BLOB` |
+//! | `event_name` | `varchar(128)` | `VARCHAR(128)` | `TEXT` |
+//! | `processed_at` | `timestamptz` | `DATETIME(6)` (UTC) | `TEXT` (UTC) |
+//!
+//! Index `<inbox>_processed` on `(consumer, processed_at)`: the purge's scan.
 
 use crate::config::TableName;
 use crate::dialect::Dialect;
@@ -127,19 +138,59 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
     statements
 }
 
+/// The statements that create the inbox table and its index.
+pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
+    let t = table.as_str();
+    let q = |ident: &str| dialect.quote(ident);
+    let (uuid, name, time) = match dialect {
+        Dialect::Postgres => ("uuid", "varchar(128)", "timestamptz"),
+        Dialect::MySql => ("BINARY(16)", "VARCHAR(128)", "DATETIME(6)"),
+        Dialect::Sqlite => ("BLOB", "TEXT", "TEXT"),
+    };
+    let if_not_exists = if dialect == Dialect::MySql {
+        ""
+    } else {
+        "IF NOT EXISTS "
+    };
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} (
+    consumer {name} NOT NULL,
+    message_id {uuid} NOT NULL,
+    event_name {name} NOT NULL,
+    processed_at {time} NOT NULL,
+    PRIMARY KEY (consumer, message_id)
+)",
+            table = q(t),
+        ),
+        format!(
+            "CREATE INDEX {if_not_exists}{index} ON {table} (consumer, processed_at)",
+            index = q(&format!("{t}_processed")),
+            table = q(t),
+        ),
+    ]
+}
+
+/// The statement that drops the inbox table.
+pub(crate) fn drop_inbox(dialect: Dialect, table: &TableName) -> String {
+    drop_outbox(dialect, table)
+}
+
 /// The statement that drops the outbox table.
 pub(crate) fn drop_outbox(dialect: Dialect, table: &TableName) -> String {
     format!("DROP TABLE IF EXISTS {}", dialect.quote(table.as_str()))
 }
 
-/// Creates the outbox table and indexes if they do not exist (what the
-/// migration runs; handy for tests and tools that do not use migrations).
+/// Creates the outbox table, the inbox table and their indexes if they do
+/// not exist (what the migrations run; handy for tests and tools that do not
+/// use migrations).
 pub async fn create_schema(
     db: &impl sea_orm::ConnectionTrait,
     config: &crate::OutboxConfig,
 ) -> Result<(), sea_orm::DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
-    for statement in create_outbox(dialect, config.table()) {
+    let inbox = create_inbox(dialect, config.inbox_table());
+    for statement in create_outbox(dialect, config.table()).into_iter().chain(inbox) {
         match db.execute_unprepared(&statement).await {
             Ok(_) => {}
             // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index is fine.

@@ -2,6 +2,7 @@
 //! an isolated database per test on each real backend, and fixtures.
 
 pub mod db;
+pub mod jetstream;
 pub mod orders;
 
 pub use db::{Backend, TestDb};

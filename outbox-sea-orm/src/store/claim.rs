@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, StoreError};
+use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, MessageId, StoreError};
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
 use uuid::Uuid;
 
@@ -12,18 +12,30 @@ use super::{SeaOrmOutboxStore, millis, store_err};
 use crate::dialect::{Dialect, Sql};
 use crate::row::{message_columns, read_message};
 
+/// Leases up to `limit` publishable messages; only those in `only` when given
+/// (the processor's fast path, by primary key).
 pub(super) async fn claim(
     store: &SeaOrmOutboxStore,
     limit: u32,
     lease: Duration,
+    only: Option<&[MessageId]>,
 ) -> Result<ClaimedBatch, StoreError> {
     let token = LeaseToken::new();
+    if only.is_some_and(<[MessageId]>::is_empty) {
+        return Ok(ClaimedBatch {
+            lease: Lease {
+                token,
+                expires_at: Utc::now(),
+            },
+            messages: Vec::new(),
+        });
+    }
     let limit = i64::from(limit.max(1));
     let (rows, expires_at) = match store.dialect {
         Dialect::Postgres | Dialect::Sqlite => {
-            claim_in_one_statement(store, token, limit, lease).await?
+            claim_in_one_statement(store, token, limit, lease, only).await?
         }
-        Dialect::MySql => claim_in_a_transaction(store, token, limit, lease).await?,
+        Dialect::MySql => claim_in_a_transaction(store, token, limit, lease, only).await?,
     };
     let mut messages = rows
         .iter()
@@ -62,6 +74,16 @@ fn eligible(dialect: Dialect, table: &str) -> String {
     )
 }
 
+/// ` AND m.id IN (...)` when the claim is limited to `only`; binds the ids
+/// (so call it where the clause's placeholders fall in the statement).
+fn only_ids(sql: &mut Sql, only: Option<&[MessageId]>) -> String {
+    let Some(ids) = only else {
+        return String::new();
+    };
+    let placeholders: Vec<String> = ids.iter().map(|id| sql.param(*id.as_uuid())).collect();
+    format!(" AND m.id IN ({})", placeholders.join(", "))
+}
+
 /// PostgreSQL and SQLite: lock, check and lease in one statement. On
 /// PostgreSQL it runs with custom plans forced, so a generic plan cached
 /// while the table was small can never make it slow later.
@@ -70,6 +92,7 @@ async fn claim_in_one_statement(
     token: LeaseToken,
     limit: i64,
     lease: Duration,
+    only: Option<&[MessageId]>,
 ) -> Result<(Vec<QueryResult>, Option<DateTime<Utc>>), StoreError> {
     let dialect = store.dialect;
     let table = store.table();
@@ -78,6 +101,7 @@ async fn claim_in_one_statement(
         _ => "",
     };
     let mut sql = Sql::new(dialect);
+    let only = only_ids(&mut sql, only);
     let limit = sql.param(limit);
     let token_param = sql.param(*token.as_uuid());
     let lease_param = sql.param(millis(lease));
@@ -85,7 +109,7 @@ async fn claim_in_one_statement(
     sql.push(&format!(
         "WITH candidates AS ( \
            SELECT m.id, m.aggregate_type, m.aggregate_id, m.sequence FROM {table} m \
-           WHERE {eligible} ORDER BY m.id LIMIT {limit}{lock} \
+           WHERE {eligible}{only} ORDER BY m.id LIMIT {limit}{lock} \
          ), claimable AS ( \
            SELECT c.id AS claim_id FROM candidates c WHERE NOT EXISTS ( \
              SELECT 1 FROM {table} e \
@@ -141,6 +165,7 @@ async fn claim_in_a_transaction(
     token: LeaseToken,
     limit: i64,
     lease: Duration,
+    only: Option<&[MessageId]>,
 ) -> Result<(Vec<QueryResult>, Option<DateTime<Utc>>), StoreError> {
     let dialect = store.dialect;
     let table = store.table();
@@ -155,8 +180,9 @@ async fn claim_in_a_transaction(
         let lease_param = select.param(millis(lease));
         dialect.now_plus_millis(&lease_param)
     };
+    let only = only_ids(&mut select, only);
     select.push(&format!(
-        "SELECT {columns}, {until} AS lease_until FROM {table} m WHERE {eligible} \
+        "SELECT {columns}, {until} AS lease_until FROM {table} m WHERE {eligible}{only} \
          ORDER BY m.id LIMIT ",
         columns = message_columns(dialect, "m."),
         eligible = eligible(dialect, &table),

@@ -61,7 +61,16 @@ fn millis(duration: Duration) -> i64 {
 
 impl OutboxStore for SeaOrmOutboxStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
-        claim::claim(self, limit, lease).await
+        claim::claim(self, limit, lease, None).await
+    }
+
+    async fn claim_ids(
+        &self,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<ClaimedBatch, StoreError> {
+        let limit = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        claim::claim(self, limit, lease, Some(ids)).await
     }
 
     async fn complete(

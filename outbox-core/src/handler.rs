@@ -1,0 +1,117 @@
+//! [`HandlerError`]: how a message handler says it failed.
+
+use std::error::Error;
+use std::fmt;
+
+/// A boxed error that can cross tasks.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+/// Why a message handler did not succeed, and whether trying again can help.
+///
+/// - [`HandlerError::retry`] (and `?` on any error type): a transient failure
+///   (a database down, a timeout). The message is redelivered later, with a
+///   delay that grows with each delivery, until the consumer's delivery limit;
+///   then it is dead-lettered with this error as the reason.
+/// - [`HandlerError::permanent`]: the message can never be handled (it breaks
+///   an invariant, refers to something that will not exist). It is
+///   dead-lettered at once.
+///
+/// Like `anyhow::Error`, it converts from every `std::error::Error`, so
+/// handlers can use `?` freely; for that reason it does not implement
+/// `std::error::Error` itself.
+///
+/// ```
+/// use outbox_core::HandlerError;
+///
+/// fn parse(total: &str) -> Result<u64, HandlerError> {
+///     let cents: u64 = total.parse()?;                 // retried if it fails
+///     if cents == 0 {
+///         return Err(HandlerError::permanent("an order total of zero")); // dead-lettered now
+///     }
+///     Ok(cents)
+/// }
+/// assert!(!parse("x").unwrap_err().is_permanent());
+/// assert!(parse("0").unwrap_err().is_permanent());
+/// assert_eq!(parse("0").unwrap_err().to_string(), "an order total of zero");
+/// ```
+pub struct HandlerError {
+    error: BoxError,
+    permanent: bool,
+}
+
+impl HandlerError {
+    /// A failure worth retrying: the message is redelivered later.
+    pub fn retry(error: impl Into<BoxError>) -> Self {
+        Self {
+            error: error.into(),
+            permanent: false,
+        }
+    }
+
+    /// A failure no retry can fix: the message is dead-lettered at once.
+    pub fn permanent(error: impl Into<BoxError>) -> Self {
+        Self {
+            error: error.into(),
+            permanent: true,
+        }
+    }
+
+    /// Whether the message should be dead-lettered without further attempts.
+    pub fn is_permanent(&self) -> bool {
+        self.permanent
+    }
+
+    /// The underlying error.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        self.error.as_ref()
+    }
+
+    /// The underlying error, by value.
+    pub fn into_inner(self) -> BoxError {
+        self.error
+    }
+}
+
+impl<E: Error + Send + Sync + 'static> From<E> for HandlerError {
+    fn from(error: E) -> Self {
+        Self::retry(error)
+    }
+}
+
+/// The error and its sources, joined by `: `.
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.error)?;
+        let mut source = self.error.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerError")
+            .field("permanent", &self.permanent)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn display_walks_the_source_chain() {
+        let error: HandlerError = Outer(std::io::Error::other("inner")).into();
+        assert_eq!(error.to_string(), "outer: inner");
+        assert!(!error.is_permanent());
+    }
+}

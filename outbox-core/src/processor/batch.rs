@@ -1,0 +1,269 @@
+//! Publishing one claimed batch: aggregates in parallel, each aggregate's
+//! messages one after another, many acks in flight, the lease renewed.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics;
+use crate::id::MessageId;
+use crate::publisher::{PublishErrorKind, Publisher};
+use crate::store::{ClaimedBatch, ClaimedMessage, Failure, FailureKind, OutboxStore, Published};
+
+/// What the processor gives every batch.
+pub(crate) struct BatchContext<S, P> {
+    pub(crate) store: Arc<S>,
+    pub(crate) publisher: Arc<P>,
+    /// Bounds the publishes awaiting an ack, over all batches.
+    pub(crate) permits: Arc<Semaphore>,
+    /// Cancelled at shutdown: start no new publish.
+    pub(crate) shutdown: CancellationToken,
+    /// Cancelled at the shutdown deadline: stop waiting for acks.
+    pub(crate) abort: CancellationToken,
+    pub(crate) lease: Duration,
+    pub(crate) retry: crate::store::RetryPolicy,
+}
+
+/// What became of a batch.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct BatchReport {
+    pub(crate) claimed: usize,
+    pub(crate) published: u64,
+    pub(crate) failed: u64,
+    pub(crate) dead: u64,
+    pub(crate) released: u64,
+    /// The broker was unavailable: pause before claiming again.
+    pub(crate) broker_unavailable: bool,
+    /// The lease was lost (renewal found it taken over).
+    pub(crate) lease_lost: bool,
+}
+
+/// The messages' fates, gathered while publishing.
+#[derive(Default)]
+struct Outcomes {
+    published: Vec<Published>,
+    failures: Vec<Failure>,
+    dead: u64,
+    released: Vec<MessageId>,
+}
+
+/// Publishes `batch` and settles it: one completion statement, one release
+/// statement, one statement per failure (failures are the exception).
+pub(crate) async fn run<S: OutboxStore, P: Publisher>(
+    ctx: Arc<BatchContext<S, P>>,
+    batch: ClaimedBatch,
+) -> BatchReport {
+    let token = batch.lease.token;
+    let claimed = batch.messages.len();
+    ::metrics::histogram!(metrics::BATCH_SIZE).record(claimed as f64);
+
+    // A publish is started only while the lease has a fifth of its time left:
+    // past that, another processor may claim the batch before our ack lands.
+    let margin = ctx.lease / 5;
+    let valid_until = Mutex::new(Instant::now() + ctx.lease - margin);
+    let stop = ctx.shutdown.child_token();
+    let outcomes = Mutex::new(Outcomes::default());
+    let unavailable = std::sync::atomic::AtomicBool::new(false);
+
+    let lease_lost = {
+        let chains: FuturesUnordered<_> = by_aggregate(&batch.messages)
+            .map(|chain| publish_chain(&ctx, chain, &stop, &valid_until, &outcomes, &unavailable))
+            .collect();
+        let publishing = chains.collect::<Vec<()>>();
+        tokio::pin!(publishing);
+
+        let mut renewals = tokio::time::interval_at(Instant::now() + ctx.lease / 3, ctx.lease / 3);
+        let mut lease_lost = false;
+        loop {
+            tokio::select! {
+                _ = &mut publishing => break,
+                _ = renewals.tick(), if !lease_lost => {
+                    let renewed_at = Instant::now();
+                    match ctx.store.renew(token, ctx.lease).await {
+                        Ok(outcome) if outcome.applied > 0 => {
+                            *valid_until.lock().unwrap_or_else(PoisonError::into_inner) =
+                                renewed_at + ctx.lease - margin;
+                        }
+                        Ok(_) => {
+                            tracing::warn!(%token, "outbox lease lost: another processor took the batch over");
+                            lease_lost = true;
+                            stop.cancel();
+                        }
+                        Err(err) => {
+                            // The old lease still holds until `valid_until`.
+                            tracing::warn!(%token, error = %err, "outbox lease renewal failed");
+                        }
+                    }
+                }
+            }
+        }
+        lease_lost
+    };
+
+    let outcomes = outcomes.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let broker_unavailable = unavailable.into_inner();
+    let report = BatchReport {
+        claimed,
+        published: outcomes.published.len() as u64,
+        failed: outcomes.failures.len() as u64,
+        dead: outcomes.dead,
+        released: outcomes.released.len() as u64,
+        broker_unavailable,
+        lease_lost,
+    };
+    settle(&ctx, token, outcomes).await;
+    tracing::debug!(
+        published = report.published,
+        failed = report.failed,
+        released = report.released,
+        "outbox batch settled"
+    );
+    report
+}
+
+/// Consecutive runs of one aggregate (claims come sorted by aggregate, then
+/// sequence).
+fn by_aggregate(messages: &[ClaimedMessage]) -> impl Iterator<Item = &[ClaimedMessage]> {
+    messages.chunk_by(|a, b| {
+        a.message.aggregate_type == b.message.aggregate_type
+            && a.message.aggregate_id == b.message.aggregate_id
+    })
+}
+
+/// Publishes one aggregate's messages in order. The first failure ends the
+/// chain: what follows is released, so nothing overtakes a failed message.
+async fn publish_chain<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    chain: &[ClaimedMessage],
+    stop: &CancellationToken,
+    valid_until: &Mutex<Instant>,
+    outcomes: &Mutex<Outcomes>,
+    unavailable: &std::sync::atomic::AtomicBool,
+) {
+    let record = |f: &mut dyn FnMut(&mut Outcomes)| {
+        f(&mut outcomes.lock().unwrap_or_else(PoisonError::into_inner));
+    };
+    let release_from =
+        |index: usize| record(&mut |o| o.released.extend(chain[index..].iter().map(|c| c.message.id)));
+    for (index, claimed) in chain.iter().enumerate() {
+        let lease_left = *valid_until.lock().unwrap_or_else(PoisonError::into_inner);
+        if stop.is_cancelled() || Instant::now() >= lease_left {
+            return release_from(index);
+        }
+        let permit = tokio::select! {
+            permit = ctx.permits.acquire() => permit,
+            () = stop.cancelled() => return release_from(index),
+        };
+        let Ok(_permit) = permit else {
+            return release_from(index); // the semaphore is never closed
+        };
+        let message = &claimed.message;
+        let result = tokio::select! {
+            result = ctx.publisher.publish(message) => result,
+            () = ctx.abort.cancelled() => return release_from(index),
+        };
+        match result {
+            Ok(ack) => {
+                metrics::acked(message, ack.duplicate);
+                record(&mut |o| {
+                    o.published.push(Published {
+                        id: message.id,
+                        stream_sequence: ack.stream_sequence,
+                    })
+                });
+            }
+            Err(err) if err.kind() == PublishErrorKind::Unavailable => {
+                if !unavailable.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    tracing::warn!(error = %err, "outbox broker unavailable; pausing");
+                }
+                stop.cancel();
+                return release_from(index);
+            }
+            Err(err) => {
+                let kind = match err.kind() {
+                    PublishErrorKind::Permanent => FailureKind::Permanent,
+                    _ => FailureKind::Retryable,
+                };
+                let dead = kind == FailureKind::Permanent
+                    || claimed.attempts.saturating_add(1) >= ctx.retry.max_attempts;
+                let label = if kind == FailureKind::Permanent { "permanent" } else { "rejected" };
+                ::metrics::counter!(metrics::FAILED, "kind" => label).increment(1);
+                if dead {
+                    ::metrics::counter!(metrics::DEAD).increment(1);
+                    tracing::error!(
+                        message_id = %message.id, event = %message.event_name,
+                        attempts = claimed.attempts + 1, error = %err,
+                        "outbox message is dead"
+                    );
+                } else {
+                    tracing::warn!(
+                        message_id = %message.id, event = %message.event_name,
+                        attempts = claimed.attempts + 1, error = %err,
+                        "outbox publish rejected; will retry"
+                    );
+                }
+                record(&mut |o| {
+                    o.failures.push(Failure {
+                        id: message.id,
+                        error: err.to_string(),
+                        kind,
+                    });
+                    o.dead += u64::from(dead);
+                });
+                return release_from(index + 1);
+            }
+        }
+    }
+}
+
+/// Records the batch's outcome, retrying a few times if the database is
+/// briefly unreachable. If it stays unreachable the lease runs out and the
+/// batch is claimed again: re-publishes are absorbed by deduplication.
+async fn settle<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    token: crate::id::LeaseToken,
+    outcomes: Outcomes,
+) {
+    let store = &*ctx.store;
+    if !outcomes.released.is_empty() {
+        ::metrics::counter!(metrics::RELEASED).increment(outcomes.released.len() as u64);
+    }
+    retrying("completing", || store.complete(token, &outcomes.published), !outcomes.published.is_empty()).await;
+    retrying("recording failures", || store.fail(token, &outcomes.failures, &ctx.retry), !outcomes.failures.is_empty()).await;
+    retrying("releasing", || store.release(token, &outcomes.released), !outcomes.released.is_empty()).await;
+}
+
+async fn retrying<F, Fut>(what: &'static str, mut op: F, needed: bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<crate::store::LeaseOutcome, crate::store::StoreError>>,
+{
+    if !needed {
+        return;
+    }
+    let mut pause = Duration::from_millis(50);
+    for attempt in 1..=6 {
+        match op().await {
+            Ok(outcome) => {
+                if outcome.stale > 0 {
+                    ::metrics::counter!(metrics::STALE).increment(outcome.stale);
+                    tracing::warn!(stale = outcome.stale, what, "outbox lease passed to another processor; its settlement was refused");
+                }
+                return;
+            }
+            Err(err) if attempt < 6 => {
+                tracing::warn!(error = %err, attempt, what, "outbox settlement failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, what, "outbox settlement failed; the lease will run out and the batch be claimed again");
+            }
+        }
+    }
+}

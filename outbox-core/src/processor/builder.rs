@@ -1,0 +1,131 @@
+//! [`ProcessorBuilder`]: every knob, each with its default.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::config::{ConfigError, ProcessorConfig};
+use super::wake::{WakeHandle, WakeSource};
+use super::{Processor, SourceTask};
+use crate::publisher::Publisher;
+use crate::store::{OutboxStore, RetryPolicy};
+
+/// Configures a [`Processor`]. Defaults are in [`ProcessorConfig`].
+pub struct ProcessorBuilder<S, P> {
+    store: S,
+    publisher: P,
+    config: ProcessorConfig,
+    wake: WakeHandle,
+    sources: Vec<SourceTask>,
+}
+
+impl<S, P> std::fmt::Debug for ProcessorBuilder<S, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessorBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
+    pub(super) fn new(store: S, publisher: P) -> Self {
+        Self {
+            store,
+            publisher,
+            config: ProcessorConfig::default(),
+            wake: WakeHandle::default(),
+            sources: Vec::new(),
+        }
+    }
+
+    /// Messages per claim (default 500).
+    pub fn batch_size(mut self, size: u32) -> Self {
+        self.config.batch_size = size;
+        self
+    }
+
+    /// Claimed batches published at once, so claiming, publishing and
+    /// completing overlap (default 3).
+    pub fn batches_in_flight(mut self, batches: usize) -> Self {
+        self.config.batches_in_flight = batches;
+        self
+    }
+
+    /// Publishes awaiting the broker's ack at once, over all batches
+    /// (default 2,048). Bounds memory and the broker's pending acks.
+    pub fn max_in_flight(mut self, publishes: usize) -> Self {
+        self.config.max_in_flight = publishes;
+        self
+    }
+
+    /// How long a claim is held (default 30 s); renewed every third of it
+    /// while the batch is in flight. Keep the broker's deduplication window
+    /// longer than this.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// The fallback claim interval when no wake-up comes (default 1 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// Attempts and backoff for messages the broker rejects (default: 10
+    /// attempts, 1 s doubling to 5 min, with jitter).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.config.retry = policy;
+        self
+    }
+
+    /// The global pause while the broker is unavailable: `first`, doubling up
+    /// to `max` (default 100 ms to 5 s). The processor resumes at once when
+    /// the publisher reports the broker back.
+    pub fn unavailable_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.config.unavailable_backoff = (first, max);
+        self
+    }
+
+    /// How long shutdown waits for acks in flight (default 10 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How often the backlog gauges are refreshed from
+    /// [`OutboxStore::stats`] (default 15 s; `None`: never).
+    pub fn stats_interval(mut self, interval: Option<Duration>) -> Self {
+        self.config.stats_interval = interval;
+        self
+    }
+
+    /// All settings at once.
+    pub fn config(mut self, config: ProcessorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Adds a source of wake-ups (commits in this process, database
+    /// notifications). Without any, the processor polls.
+    pub fn wake_on(mut self, source: impl WakeSource) -> Self {
+        self.sources.push(Box::pin(source.run(self.wake.clone())));
+        self
+    }
+
+    /// The handle that wakes the processor being built.
+    pub fn wake_handle(&self) -> WakeHandle {
+        self.wake.clone()
+    }
+
+    /// Checks the settings and builds the processor.
+    pub fn build(self) -> Result<Processor<S, P>, ConfigError> {
+        self.config.validate()?;
+        Ok(Processor {
+            store: Arc::new(self.store),
+            publisher: Arc::new(self.publisher),
+            config: self.config,
+            wake: self.wake,
+            sources: self.sources,
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! The processor's settings, every one with a default that suits most users.
+
+use std::time::Duration;
+
+use crate::store::RetryPolicy;
+
+/// A setting that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid processor setting `{setting}`: {reason}")]
+pub struct ConfigError {
+    /// The setting's name.
+    pub setting: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// How a [`Processor`](super::Processor) claims, publishes and retries.
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | `batch_size` | 500 | messages per claim (one claim and one completion statement per batch) |
+/// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
+/// | `max_in_flight` | 2,048 | publishes awaiting their ack at once, over all batches |
+/// | `lease` | 30 s | how long a claim is held; renewed every third of it while a batch is in flight |
+/// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
+/// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
+/// | `unavailable_backoff` | 100 ms … 5 s | global pause, doubling, while the broker is unavailable |
+/// | `shutdown_timeout` | 10 s | how long shutdown waits for acks in flight |
+/// | `stats_interval` | 15 s | how often the pending/dead/oldest-age gauges are refreshed (`None`: never) |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessorConfig {
+    pub(crate) batch_size: u32,
+    pub(crate) batches_in_flight: usize,
+    pub(crate) max_in_flight: usize,
+    pub(crate) lease: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) unavailable_backoff: (Duration, Duration),
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) stats_interval: Option<Duration>,
+}
+
+impl Default for ProcessorConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 500,
+            batches_in_flight: 3,
+            max_in_flight: 2048,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+            unavailable_backoff: (Duration::from_millis(100), Duration::from_secs(5)),
+            shutdown_timeout: Duration::from_secs(10),
+            stats_interval: Some(Duration::from_secs(15)),
+        }
+    }
+}
+
+impl ProcessorConfig {
+    /// Messages per claim (default 500).
+    pub fn batch_size(&self) -> u32 {
+        self.batch_size
+    }
+
+    /// Claimed batches published at once (default 3).
+    pub fn batches_in_flight(&self) -> usize {
+        self.batches_in_flight
+    }
+
+    /// Publishes awaiting their ack at once (default 2,048).
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
+    /// The lease on a claimed batch (default 30 s). A broker's deduplication
+    /// window must be longer, so a batch re-published after a crashed
+    /// processor's lease ran out is still recognised.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The fallback poll interval (default 1 s).
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    /// The retry policy for rejected messages.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// The shutdown deadline (default 10 s).
+    pub fn shutdown_timeout(&self) -> Duration {
+        self.shutdown_timeout
+    }
+
+    /// Checks the settings together.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |setting, reason: &str| {
+            Err(ConfigError {
+                setting,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.batch_size == 0 {
+            return bad("batch_size", "must be at least 1");
+        }
+        if self.batches_in_flight == 0 {
+            return bad("batches_in_flight", "must be at least 1");
+        }
+        if self.max_in_flight == 0 {
+            return bad("max_in_flight", "must be at least 1");
+        }
+        if self.lease < Duration::from_secs(1) {
+            return bad("lease", "must be at least 1 s (it is renewed every third of it)");
+        }
+        if self.poll_interval.is_zero() {
+            return bad("poll_interval", "must be longer than zero");
+        }
+        if self.retry.max_attempts == 0 {
+            return bad("retry.max_attempts", "must be at least 1");
+        }
+        if self.retry.initial_backoff > self.retry.max_backoff {
+            return bad("retry", "initial_backoff must not exceed max_backoff");
+        }
+        let (first, max) = self.unavailable_backoff;
+        if first.is_zero() || first > max {
+            return bad(
+                "unavailable_backoff",
+                "the first pause must be longer than zero and not exceed the longest",
+            );
+        }
+        if self.stats_interval.is_some_and(|i| i.is_zero()) {
+            return bad("stats_interval", "must be longer than zero (or None)");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,64 @@
+//! The processor's metrics, through the [`metrics`] facade: install any
+//! recorder (Prometheus, StatsD, ...) and they appear; without one they
+//! cost nothing.
+//!
+//! | name | kind | meaning |
+//! |---|---|---|
+//! | `outbox_published_total` | counter | messages the broker acknowledged |
+//! | `outbox_duplicates_total` | counter | of those, acks for a message the broker had already (deduplicated re-publish) |
+//! | `outbox_failed_total` | counter, label `kind` = `rejected` \| `permanent` | publishes the broker refused (each spends an attempt) |
+//! | `outbox_dead_total` | counter | messages that went `dead` |
+//! | `outbox_released_total` | counter | claimed messages given back unpublished (broker unavailable, shutdown, an earlier message of the aggregate failed) |
+//! | `outbox_broker_unavailable_total` | counter | times the processor paused because the broker was unavailable |
+//! | `outbox_stale_settlements_total` | counter | settlements refused because the lease had passed to another processor |
+//! | `outbox_commit_to_ack_seconds` | histogram | from the event's `occurred_at` (recorded just before commit) to the broker's ack |
+//! | `outbox_batch_size` | histogram | messages per claimed batch |
+//! | `outbox_pending` | gauge | unpublished messages (refreshed every `stats_interval`) |
+//! | `outbox_dead` | gauge | dead messages |
+//! | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest unpublished message: alarm on it, a stuck outbox shows here first |
+
+use chrono::Utc;
+
+use crate::message::OutboxMessage;
+use crate::store::OutboxStats;
+
+/// `outbox_published_total`.
+pub const PUBLISHED: &str = "outbox_published_total";
+/// `outbox_duplicates_total`.
+pub const DUPLICATES: &str = "outbox_duplicates_total";
+/// `outbox_failed_total`.
+pub const FAILED: &str = "outbox_failed_total";
+/// `outbox_dead_total`.
+pub const DEAD: &str = "outbox_dead_total";
+/// `outbox_released_total`.
+pub const RELEASED: &str = "outbox_released_total";
+/// `outbox_broker_unavailable_total`.
+pub const BROKER_UNAVAILABLE: &str = "outbox_broker_unavailable_total";
+/// `outbox_stale_settlements_total`.
+pub const STALE: &str = "outbox_stale_settlements_total";
+/// `outbox_commit_to_ack_seconds`.
+pub const COMMIT_TO_ACK: &str = "outbox_commit_to_ack_seconds";
+/// `outbox_batch_size`.
+pub const BATCH_SIZE: &str = "outbox_batch_size";
+/// `outbox_pending`.
+pub const PENDING: &str = "outbox_pending";
+/// `outbox_dead`.
+pub const DEAD_GAUGE: &str = "outbox_dead";
+/// `outbox_oldest_pending_age_seconds`.
+pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
+
+pub(crate) fn acked(message: &OutboxMessage, duplicate: bool) {
+    metrics::counter!(PUBLISHED).increment(1);
+    if duplicate {
+        metrics::counter!(DUPLICATES).increment(1);
+    }
+    let age = (Utc::now() - message.occurred_at).to_std().unwrap_or_default();
+    metrics::histogram!(COMMIT_TO_ACK).record(age.as_secs_f64());
+}
+
+pub(crate) fn gauges(stats: &OutboxStats) {
+    metrics::gauge!(PENDING).set(stats.pending as f64);
+    metrics::gauge!(DEAD_GAUGE).set(stats.dead as f64);
+    let age = stats.oldest_pending_age.unwrap_or_default();
+    metrics::gauge!(OLDEST_PENDING_AGE).set(age.as_secs_f64());
+}

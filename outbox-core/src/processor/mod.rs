@@ -1,0 +1,185 @@
+//! The processor: takes committed outbox messages to the broker, at least
+//! once, in per-aggregate order, without losing any.
+//!
+//! It is generic over the [`OutboxStore`] (the outbox table: `outbox-sea-orm`
+//! for PostgreSQL, MySQL/MariaDB and SQLite) and the [`Publisher`] (the
+//! broker: `outbox-nats` for JetStream). Run as many as you like, in one or
+//! many processes, on one outbox: leases with fencing tokens decide who
+//! publishes what; there is no leader.
+//!
+//! # How it works
+//!
+//! - **Wake-ups, not polling load.** [`WakeSource`]s push into a
+//!   [`WakeHandle`]: in this process, the ids of just-committed messages
+//!   (leased by primary key, no query to find them); across processes, a
+//!   database notification; a fallback claim every `poll_interval`.
+//! - **Overlapped batches.** One claim statement leases up to `batch_size`
+//!   messages; while a batch is being published the next one is claimed, and
+//!   the previous one completed with one statement.
+//! - **Order.** Messages of one aggregate are published one after another
+//!   (the next only after the broker acknowledged the previous); aggregates
+//!   in parallel, with up to `max_in_flight` acks outstanding. The store never
+//!   hands out a message while an earlier one of its aggregate is
+//!   unpublished, so a failed message holds back only its own aggregate.
+//! - **Failures.** An unavailable broker releases the batch without
+//!   spending attempts and pauses the processor until the publisher says the
+//!   broker is back; a rejected message spends an attempt, backs off
+//!   exponentially with jitter, and goes `dead` with its reason when the
+//!   attempts run out.
+//! - **Shutdown** stops claiming, waits for the acks in flight up to
+//!   `shutdown_timeout`, records them, and releases everything else: no row is
+//!   left leased.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # use outbox_core::{OutboxStore, Publisher};
+//! # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
+//! use outbox_core::processor::Processor;
+//! use std::time::Duration;
+//!
+//! let processor = Processor::builder(store, publisher)
+//!     .batch_size(500)
+//!     .poll_interval(Duration::from_millis(500))
+//!     .build()?
+//!     .spawn();
+//! // ... serve requests ...
+//! let report = processor.shutdown().await?;
+//! println!("published {}", report.published);
+//! # Ok(()) }
+//! ```
+
+mod batch;
+mod builder;
+mod config;
+mod engine;
+pub mod metrics;
+mod wake;
+
+pub use builder::ProcessorBuilder;
+pub use config::{ConfigError, ProcessorConfig};
+pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::publisher::Publisher;
+use crate::store::OutboxStore;
+
+type SourceTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Takes committed outbox messages to the broker. Build one with
+/// [`Processor::builder`], then [`spawn`](Processor::spawn) it or
+/// [`run`](Processor::run) it until a cancellation token fires.
+pub struct Processor<S, P> {
+    store: Arc<S>,
+    publisher: Arc<P>,
+    config: ProcessorConfig,
+    wake: WakeHandle,
+    sources: Vec<SourceTask>,
+}
+
+impl<S, P> std::fmt::Debug for Processor<S, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor")
+            .field("config", &self.config)
+            .field("wake_sources", &self.sources.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a processor did, returned when it stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessorReport {
+    /// Batches claimed (empty claims not counted).
+    pub batches: u64,
+    /// Messages the broker acknowledged.
+    pub published: u64,
+    /// Publishes the broker rejected (each spent an attempt).
+    pub failed: u64,
+    /// Messages that went `dead`.
+    pub dead: u64,
+    /// Claimed messages given back unpublished.
+    pub released: u64,
+}
+
+/// The processor's task stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessorError {
+    /// The task panicked or was aborted; leased messages become claimable
+    /// again when their lease runs out.
+    #[error("the outbox processor task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
+    /// A builder with the [default settings](ProcessorConfig).
+    pub fn builder(store: S, publisher: P) -> ProcessorBuilder<S, P> {
+        ProcessorBuilder::new(store, publisher)
+    }
+
+    /// The handle that wakes this processor, for wake-ups the application
+    /// sends itself (e.g. after committing messages on its own transaction).
+    pub fn wake_handle(&self) -> WakeHandle {
+        self.wake.clone()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ProcessorConfig {
+        &self.config
+    }
+
+    /// Runs until `shutdown` is cancelled, then stops gracefully (see the
+    /// [module docs](self)).
+    pub async fn run(self, shutdown: CancellationToken) -> ProcessorReport {
+        engine::run(self, shutdown).await
+    }
+
+    /// Runs on a new tokio task.
+    pub fn spawn(self) -> ProcessorHandle {
+        let shutdown = CancellationToken::new();
+        let wake = self.wake.clone();
+        let task = tokio::spawn(self.run(shutdown.clone()));
+        ProcessorHandle {
+            shutdown,
+            wake,
+            task,
+        }
+    }
+}
+
+/// A running processor, from [`Processor::spawn`].
+#[derive(Debug)]
+pub struct ProcessorHandle {
+    shutdown: CancellationToken,
+    wake: WakeHandle,
+    task: JoinHandle<ProcessorReport>,
+}
+
+impl ProcessorHandle {
+    /// Stops claiming, waits for acks in flight (up to the shutdown
+    /// timeout), records them and releases the rest.
+    pub async fn shutdown(self) -> Result<ProcessorReport, ProcessorError> {
+        self.shutdown.cancel();
+        Ok(self.task.await?)
+    }
+
+    /// The token that stops the processor when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Wakes the processor (see [`Processor::wake_handle`]).
+    pub fn wake_handle(&self) -> WakeHandle {
+        self.wake.clone()
+    }
+
+    /// Whether the processor's task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}

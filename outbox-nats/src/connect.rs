@@ -1,0 +1,181 @@
+//! Connecting to NATS with the options production needs, and reconnects
+//! observed through `tracing`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::{Client, ConnectOptions, Event};
+
+/// How to authenticate.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// No credentials (default).
+    #[default]
+    None,
+    /// A `.creds` file (JWT + nkey seed), as issued by `nsc`.
+    CredentialsFile(PathBuf),
+    /// An nkey seed (`SU...`).
+    NKey(String),
+    /// A token.
+    Token(String),
+    /// User and password.
+    UserPassword {
+        /// The user.
+        user: String,
+        /// The password.
+        password: String,
+    },
+}
+
+/// TLS settings. The server's certificate is verified against the system
+/// roots plus `root_certificates`.
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// Require TLS even if the server does not ask for it.
+    pub required: bool,
+    /// Extra CA certificates (PEM).
+    pub root_certificates: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for mutual TLS.
+    pub client_certificate: Option<(PathBuf, PathBuf)>,
+}
+
+/// Connection settings for the publisher and subscribers.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use outbox_nats::{Auth, NatsConnect};
+/// let client = NatsConnect::new("nats://127.0.0.1:4222")
+///     .name("orders-outbox")
+///     .auth(Auth::CredentialsFile("/etc/nats/orders.creds".into()))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct NatsConnect {
+    url: String,
+    name: Option<String>,
+    auth: Auth,
+    tls: Tls,
+    connection_timeout: Duration,
+    retry_initial_connect: bool,
+}
+
+/// Connecting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The credentials file could not be read.
+    #[error("reading NATS credentials file {path}: {source}")]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server could not be reached or refused the connection.
+    #[error("connecting to NATS at {url}: {source}")]
+    Connect {
+        /// The server URL(s).
+        url: String,
+        /// The cause.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+}
+
+impl NatsConnect {
+    /// Settings for `url` (comma-separated for a cluster).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            name: None,
+            auth: Auth::None,
+            tls: Tls::default(),
+            connection_timeout: Duration::from_secs(5),
+            retry_initial_connect: false,
+        }
+    }
+
+    /// The connection's name, shown by the server's monitoring.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How to authenticate (default: not at all).
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// TLS settings.
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// How long one connection attempt may take (default 5 s).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// Keep trying when the server is down at start, instead of failing
+    /// (default: fail). The outbox keeps every message meanwhile.
+    pub fn retry_initial_connect(mut self) -> Self {
+        self.retry_initial_connect = true;
+        self
+    }
+
+    /// Connects. Reconnects afterwards are async-nats's, logged here and
+    /// observed by the processor through the connection state.
+    pub async fn connect(self) -> Result<Client, ConnectError> {
+        let mut options = match &self.auth {
+            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path.clone())
+                .await
+                .map_err(|source| ConnectError::Credentials {
+                    path: path.clone(),
+                    source,
+                })?,
+            Auth::NKey(seed) => ConnectOptions::with_nkey(seed.clone()),
+            Auth::Token(token) => ConnectOptions::with_token(token.clone()),
+            Auth::UserPassword { user, password } => {
+                ConnectOptions::with_user_and_password(user.clone(), password.clone())
+            }
+            Auth::None => ConnectOptions::new(),
+        };
+        options = options
+            .connection_timeout(self.connection_timeout)
+            .require_tls(self.tls.required)
+            .event_callback(|event| async move { log_event(&event) });
+        if let Some(name) = &self.name {
+            options = options.name(name);
+        }
+        if let Some(roots) = &self.tls.root_certificates {
+            options = options.add_root_certificates(roots.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client_certificate {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        if self.retry_initial_connect {
+            options = options.retry_on_initial_connect();
+        }
+        options
+            .connect(self.url.as_str())
+            .await
+            .map_err(|source| ConnectError::Connect {
+                url: self.url.clone(),
+                source,
+            })
+    }
+}
+
+fn log_event(event: &Event) {
+    match event {
+        Event::Connected => tracing::info!("NATS connected"),
+        Event::Disconnected => tracing::warn!("NATS disconnected; reconnecting"),
+        Event::Closed => tracing::warn!("NATS connection closed"),
+        other => tracing::debug!(event = %other, "NATS event"),
+    }
+}

@@ -1,0 +1,202 @@
+//! [`JetStreamPublisher`]: the [`Publisher`] that sends outbox messages to
+//! NATS JetStream.
+
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_nats::jetstream::context::{
+    GetStreamByNameErrorKind, PublishErrorKind as JsErrorKind,
+};
+use async_nats::jetstream::{self, message::PublishMessage};
+use async_nats::{Client, HeaderMap};
+use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
+
+/// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
+/// [`outbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
+/// published twice inside the stream's duplicate window is stored once (a
+/// `duplicate` ack counts as success).
+///
+/// Acks are pipelined: `publish` is called concurrently by the processor,
+/// each call sends at once and waits only for its own ack.
+///
+/// How failures are classified (see [`outbox_core::PublishErrorKind`]):
+///
+/// | what happened | kind |
+/// |---|---|
+/// | not connected, ack timed out, connection lost | `Unavailable`: no attempt spent |
+/// | no responders, but a stream does capture the subject (JetStream not ready) | `Unavailable` |
+/// | no stream captures the subject | `Rejected` |
+/// | message over the server's `max_payload` | `Rejected` |
+/// | any error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
+/// | invalid subject | `Permanent` |
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use outbox_nats::JetStreamPublisher;
+/// let client = async_nats::connect("127.0.0.1:4222").await?;
+/// let publisher = JetStreamPublisher::new(client, "/orders-service");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct JetStreamPublisher {
+    client: Client,
+    jetstream: jetstream::Context,
+    source: String,
+}
+
+/// How long an ack may take by default before the broker counts as
+/// unavailable.
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Publishes in flight per connection by default (JetStream acks awaited).
+pub const DEFAULT_MAX_ACKS_IN_FLIGHT: usize = 4096;
+
+impl JetStreamPublisher {
+    /// A publisher on `client`; `source` becomes every message's `ce-source`
+    /// (the producing service, e.g. `/orders-service`).
+    pub fn new(client: Client, source: impl Into<String>) -> Self {
+        let jetstream = jetstream::ContextBuilder::new()
+            .timeout(DEFAULT_ACK_TIMEOUT)
+            .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
+            .backpressure_on_inflight(true)
+            .build(client.clone());
+        Self {
+            client,
+            jetstream,
+            source: source.into(),
+        }
+    }
+
+    /// Uses a JetStream context configured by the application (domain, API
+    /// prefix, timeouts).
+    pub fn with_context(mut self, jetstream: jetstream::Context) -> Self {
+        self.jetstream = jetstream;
+        self
+    }
+
+    /// The JetStream context.
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    /// The `ce-source` written on every message.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn headers(&self, message: &OutboxMessage) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in wire::encode(message, &self.source) {
+            headers.insert(name.as_ref(), value);
+        }
+        headers
+    }
+
+    /// Classifies a failed publish of `message`.
+    async fn classify(
+        &self,
+        message: &OutboxMessage,
+        err: jetstream::context::PublishError,
+        acked: bool,
+    ) -> PublishError {
+        let subject = &message.subject;
+        match err.kind() {
+            JsErrorKind::MaxPayloadExceeded => PublishError::rejected(format!(
+                "message {} is larger than the server's max_payload ({} bytes): {err}",
+                message.id,
+                self.client.server_info().max_payload
+            )),
+            JsErrorKind::StreamNotFound => self.no_responders(subject).await,
+            JsErrorKind::TimedOut | JsErrorKind::BrokenPipe | JsErrorKind::MaxAckPending => {
+                PublishError::unavailable(format!("publishing on `{subject}`: {err}"))
+            }
+            JsErrorKind::WrongLastMessageId | JsErrorKind::WrongLastSequence => {
+                PublishError::rejected(format!("the stream refused the message on `{subject}`: {err}"))
+            }
+            JsErrorKind::Other if acked => PublishError::rejected(format!(
+                "the stream refused the message on `{subject}`: {err}"
+            )),
+            JsErrorKind::Other if !is_valid_subject(subject) => {
+                PublishError::permanent(format!("`{subject}` is not a valid NATS subject"))
+            }
+            JsErrorKind::Other => {
+                PublishError::unavailable(format!("publishing on `{subject}`: {err}"))
+            }
+        }
+        .with_source(err)
+    }
+
+    /// "No responders": either no stream captures the subject (the
+    /// message's problem) or JetStream is not ready (the broker's). One
+    /// lookup tells them apart; it runs only on this error.
+    async fn no_responders(&self, subject: &str) -> PublishError {
+        match self.jetstream.stream_by_subject(subject).await {
+            Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => PublishError::rejected(
+                format!("no JetStream stream captures subject `{subject}`"),
+            ),
+            Ok(stream) => PublishError::unavailable(format!(
+                "stream `{stream}` captures `{subject}` but did not answer (JetStream not ready)"
+            )),
+            Err(err) => PublishError::unavailable(format!(
+                "no responders on `{subject}` and the stream lookup failed: {err}"
+            )),
+        }
+    }
+}
+
+/// A subject JetStream accepts for publishing: non-empty tokens, no
+/// whitespace, no wildcards.
+fn is_valid_subject(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.split('.').all(|token| {
+            !token.is_empty()
+                && token != "*"
+                && token != ">"
+                && !token.contains(|c: char| c.is_whitespace())
+        })
+}
+
+impl Publisher for JetStreamPublisher {
+    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        if self.client.connection_state() != State::Connected {
+            return Err(PublishError::unavailable("not connected to NATS"));
+        }
+        let publish = PublishMessage::build()
+            .headers(self.headers(message))
+            .payload(message.payload.as_str().to_owned().into());
+        let pending = match self
+            .jetstream
+            .send_publish(message.subject.clone(), publish)
+            .await
+        {
+            Ok(pending) => pending,
+            Err(err) => return Err(self.classify(message, err, false).await),
+        };
+        match pending.await {
+            Ok(ack) => Ok(PublishAck {
+                stream_sequence: Some(ack.sequence),
+                duplicate: ack.duplicate,
+            }),
+            Err(err) => Err(self.classify(message, err, true).await),
+        }
+    }
+
+    fn is_available(&self) -> bool {
+        self.client.connection_state() == State::Connected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_valid_subject;
+
+    #[test]
+    fn subjects() {
+        assert!(is_valid_subject("events.order.placed"));
+        assert!(!is_valid_subject(""));
+        assert!(!is_valid_subject("events..placed"));
+        assert!(!is_valid_subject("events.*"));
+        assert!(!is_valid_subject("events.>"));
+        assert!(!is_valid_subject("events.order placed"));
+    }
+}

@@ -1,0 +1,212 @@
+//! Creating or verifying the JetStream stream the outbox publishes into.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{
+    self,
+    context::{CreateStreamErrorKind, GetStreamErrorKind},
+    stream::{Config, StorageType},
+};
+
+/// JetStream's default duplicate window.
+pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// The stream the outbox's subjects are stored in.
+///
+/// ```
+/// use outbox_nats::StreamSpec;
+/// use std::time::Duration;
+/// let spec = StreamSpec::new("EVENTS", ["events.>"])
+///     .duplicate_window(Duration::from_secs(300));
+/// assert_eq!(spec.name(), "EVENTS");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSpec {
+    name: String,
+    subjects: Vec<String>,
+    duplicate_window: Duration,
+    storage: StorageType,
+    replicas: usize,
+    max_age: Duration,
+}
+
+impl StreamSpec {
+    /// A file-backed, single-replica stream `name` capturing `subjects`, with
+    /// JetStream's default 2-minute duplicate window and no age limit.
+    pub fn new<S: Into<String>>(name: impl Into<String>, subjects: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            name: name.into(),
+            subjects: subjects.into_iter().map(Into::into).collect(),
+            duplicate_window: DEFAULT_DUPLICATE_WINDOW,
+            storage: StorageType::File,
+            replicas: 1,
+            max_age: Duration::ZERO,
+        }
+    }
+
+    /// How long JetStream remembers message ids to drop re-publishes
+    /// (default 2 min). Must exceed the processor's lease.
+    pub fn duplicate_window(mut self, window: Duration) -> Self {
+        self.duplicate_window = window;
+        self
+    }
+
+    /// File (default) or memory storage.
+    pub fn storage(mut self, storage: StorageType) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    /// Replicas in a cluster (default 1; use 3 in production clusters).
+    pub fn replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// How long messages are kept (default: no limit).
+    pub fn max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = max_age;
+        self
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The subjects it captures.
+    pub fn subjects(&self) -> &[String] {
+        &self.subjects
+    }
+
+    fn config(&self) -> Config {
+        Config {
+            name: self.name.clone(),
+            subjects: self.subjects.clone(),
+            duplicate_window: self.duplicate_window,
+            storage: self.storage,
+            num_replicas: self.replicas,
+            max_age: self.max_age,
+            ..Config::default()
+        }
+    }
+
+    /// Creates the stream, or checks that the existing one fits: it must
+    /// capture every configured subject and keep message ids for longer than
+    /// `lease` (so a batch re-published after a crashed processor's lease ran
+    /// out is still deduplicated). A different storage type or replica count
+    /// is logged as a warning, not changed.
+    pub async fn ensure(
+        &self,
+        jetstream: &jetstream::Context,
+        lease: Duration,
+    ) -> Result<jetstream::stream::Info, StreamError> {
+        if self.duplicate_window <= lease {
+            return Err(StreamError::WindowTooShort {
+                stream: self.name.clone(),
+                window: self.duplicate_window,
+                lease,
+            });
+        }
+        let existing = match jetstream.get_stream(&self.name).await {
+            Ok(mut stream) => Some(stream.info().await.map_err(|e| self.failed(e))?.clone()),
+            Err(err) => match err.kind() {
+                GetStreamErrorKind::JetStream(js)
+                    if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    None
+                }
+                _ => return Err(self.failed(err)),
+            },
+        };
+        let Some(info) = existing else {
+            return match jetstream.create_stream(self.config()).await {
+                Ok(mut stream) => {
+                    tracing::info!(stream = %self.name, subjects = ?self.subjects, "outbox stream created");
+                    Ok(stream.info().await.map_err(|e| self.failed(e))?.clone())
+                }
+                Err(err) if err.kind() == CreateStreamErrorKind::JetStreamUnavailable => {
+                    Err(StreamError::JetStreamUnavailable(err.to_string()))
+                }
+                Err(err) => Err(self.failed(err)),
+            };
+        };
+        self.verify(&info.config, lease)?;
+        Ok(info)
+    }
+
+    fn verify(&self, actual: &Config, lease: Duration) -> Result<(), StreamError> {
+        let missing: Vec<String> = self
+            .subjects
+            .iter()
+            .filter(|s| !actual.subjects.contains(s))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(StreamError::SubjectsMissing {
+                stream: self.name.clone(),
+                missing,
+                actual: actual.subjects.clone(),
+            });
+        }
+        if actual.duplicate_window <= lease {
+            return Err(StreamError::WindowTooShort {
+                stream: self.name.clone(),
+                window: actual.duplicate_window,
+                lease,
+            });
+        }
+        if actual.duplicate_window != self.duplicate_window {
+            tracing::warn!(stream = %self.name, existing = ?actual.duplicate_window, configured = ?self.duplicate_window, "outbox stream has another duplicate window; keeping the existing one");
+        }
+        if actual.storage != self.storage || actual.num_replicas != self.replicas {
+            tracing::warn!(stream = %self.name, storage = ?actual.storage, replicas = actual.num_replicas, "outbox stream differs in storage or replicas from the configuration; keeping it as it is");
+        }
+        Ok(())
+    }
+
+    fn failed(&self, err: impl std::error::Error + Send + Sync + 'static) -> StreamError {
+        StreamError::Request {
+            stream: self.name.clone(),
+            source: Box::new(err),
+        }
+    }
+}
+
+/// The stream could not be created or does not fit.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The stream exists but does not capture every configured subject.
+    #[error("stream `{stream}` does not capture {missing:?} (it captures {actual:?})")]
+    SubjectsMissing {
+        /// The stream.
+        stream: String,
+        /// Configured subjects it lacks.
+        missing: Vec<String>,
+        /// The subjects it has.
+        actual: Vec<String>,
+    },
+    /// The duplicate window would not cover the processor's lease, so a
+    /// re-publish after a crash could be stored twice.
+    #[error("stream `{stream}` keeps message ids for {window:?}, not longer than the processor's lease of {lease:?}: re-publishes after a crash would not be deduplicated")]
+    WindowTooShort {
+        /// The stream.
+        stream: String,
+        /// Its duplicate window.
+        window: Duration,
+        /// The lease it must exceed.
+        lease: Duration,
+    },
+    /// The server has JetStream disabled.
+    #[error("JetStream is not enabled on the server: {0}")]
+    JetStreamUnavailable(String),
+    /// A JetStream API request failed.
+    #[error("JetStream request about stream `{stream}` failed: {source}")]
+    Request {
+        /// The stream.
+        stream: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}

@@ -1,0 +1,249 @@
+//! [`Inbox`]: exactly-once effects for at-least-once deliveries.
+//!
+//! A broker delivers each message at least once: a producer re-publishes
+//! after the deduplication window, an ack is lost, a consumer crashes after
+//! its commit. The inbox makes the *effects* of a handler happen once: it
+//! records `(consumer, message id)` in the inbox table **in the same
+//! transaction** as the handler's own writes, so the handler's changes and
+//! the "processed" mark commit together or not at all, and a repeat finds the
+//! mark and is acknowledged without running the handler again.
+//!
+//! The handler gets a [`UnitOfWork`] begun with the context of the message it
+//! handles ([`Delivery::caused_context`]): events it records (a consumer that
+//! is also a producer) carry the same correlation id, are caused by the
+//! handled message, and are committed in that same transaction.
+
+mod sql;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::{Delivery, HandlerError, MessageId};
+use sea_orm::{DbErr, SqlErr};
+
+use crate::error::OutboxError;
+use crate::outbox::Outbox;
+use crate::unit_of_work::UnitOfWork;
+
+/// The future an inbox handler returns; it may borrow the unit of work.
+pub type InboxFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send + 'a>>;
+
+/// What [`Inbox::process`] did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processed {
+    /// The handler ran and its effects committed with the inbox row.
+    Applied,
+    /// The message was processed before (or is being processed by a
+    /// transaction that has since committed); the handler did not run.
+    Duplicate,
+}
+
+/// The inbox of one consumer: runs each message's handler at most once to
+/// completion, in one transaction with the record that it did.
+///
+/// Hand a transactional handler to a typed subscriber with
+/// [`handler`](Inbox::handler):
+///
+/// ```no_run
+/// # use outbox_core::IntegrationEvent;
+/// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+/// # #[event(name = "order.placed")] struct OrderPlaced { order_id: String, total_cents: i64 }
+/// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+/// # #[event(name = "invoice.requested")] struct InvoiceRequested { order_id: String }
+/// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+/// use outbox_core::{Delivery, HandlerError};
+/// use outbox_sea_orm::{Inbox, UnitOfWork};
+/// use sea_orm::ConnectionTrait;
+///
+/// let inbox = Inbox::new(&outbox, "billing")?;
+/// let on_placed = inbox.handler(|event: OrderPlaced, _delivery: Delivery, uow: &mut UnitOfWork| {
+///     Box::pin(async move {
+///         uow.connection()
+///             .execute_unprepared("UPDATE revenue SET cents = cents + 1")
+///             .await?;                                           // the handler's effect ...
+///         uow.enqueue(&InvoiceRequested { order_id: event.order_id })?; // ... a new event ...
+///         Ok::<(), HandlerError>(())                               // ... and the inbox row: one commit
+///     })
+/// });
+/// // `on_placed` is a plain `Fn(OrderPlaced, Delivery) -> Future` handler:
+/// // `Subscriber::builder(..).on(on_placed)` in outbox-nats.
+/// # let _ = on_placed; Ok(()) }
+/// ```
+///
+/// Rows are kept until [`purge`](Inbox::purge)d; keep them at least as long
+/// as a repeat can still arrive: the longest redelivery span of the
+/// consumer, and the time the producer may take to re-publish a message
+/// (e.g. after the processor crashed between publishing and marking it).
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    outbox: Outbox,
+    consumer: Arc<str>,
+}
+
+impl Inbox {
+    /// The inbox of `consumer` (1-128 bytes; usually the durable consumer's
+    /// name) in `outbox`'s database, in the table
+    /// [`OutboxConfig::inbox_table`](crate::OutboxConfig::inbox_table).
+    pub fn new(outbox: &Outbox, consumer: impl Into<String>) -> Result<Self, OutboxError> {
+        let consumer = consumer.into();
+        if consumer.is_empty() || consumer.len() > 128 {
+            return Err(OutboxError::InvalidConfig(format!(
+                "inbox consumer name `{consumer}` must be 1-128 bytes"
+            )));
+        }
+        Ok(Self {
+            outbox: outbox.clone(),
+            consumer: consumer.into(),
+        })
+    }
+
+    /// The consumer name rows are recorded under.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// The outbox whose database holds the inbox (and whose units of work
+    /// handlers get).
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn table(&self) -> &str {
+        self.outbox.config().inbox_table().as_str()
+    }
+
+    /// Processes one delivered message exactly once for this consumer:
+    ///
+    /// 1. begins a unit of work with the message's
+    ///    [caused context](Delivery::caused_context);
+    /// 2. inserts the inbox row; if it exists, rolls back and returns
+    ///    [`Processed::Duplicate`] without running `handler` (a concurrent
+    ///    transaction holding the same row is waited for first);
+    /// 3. runs `handler` with the unit of work;
+    /// 4. commits: the handler's writes, the events it queued and the inbox
+    ///    row, together.
+    ///
+    /// A handler error, or any database error, rolls everything back and is
+    /// returned, so the message is redelivered and tried again.
+    pub async fn process<E, F>(
+        &self,
+        event: E,
+        delivery: Delivery,
+        handler: F,
+    ) -> Result<Processed, HandlerError>
+    where
+        F: for<'a> FnOnce(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a>,
+    {
+        let id = delivery.message_id();
+        let mut uow = self.outbox.begin_with(delivery.caused_context()).await?;
+        let recorded = sql::insert(
+            uow.connection(),
+            self.table(),
+            &self.consumer,
+            id,
+            delivery.event_name(),
+        )
+        .await;
+        match recorded {
+            Ok(()) => {}
+            Err(err) if is_unique_violation(&err) => {
+                // Discard the transaction (PostgreSQL aborted it anyway).
+                drop(uow);
+                tracing::debug!(consumer = %self.consumer, message_id = %id, "inbox: duplicate, handler skipped");
+                self.count("duplicate");
+                return Ok(Processed::Duplicate);
+            }
+            Err(err) => return Err(OutboxError::from(err).into()),
+        }
+        handler(event, delivery, &mut uow).await?;
+        uow.commit().await?;
+        self.count("applied");
+        Ok(Processed::Applied)
+    }
+
+    /// Wraps a transactional handler into a plain typed handler,
+    /// `Fn(E, Delivery) -> Future<Output = Result<(), HandlerError>>`, that
+    /// [processes](Inbox::process) each message through this inbox. A
+    /// duplicate resolves to `Ok(())`, so the subscriber acknowledges it.
+    pub fn handler<E, F>(
+        &self,
+        handler: F,
+    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    where
+        E: Send + 'static,
+        F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,
+    {
+        let inbox = self.clone();
+        let handler = Arc::new(handler);
+        move |event: E, delivery: Delivery| -> InboxFuture<'static> {
+            let (inbox, handler) = (inbox.clone(), Arc::clone(&handler));
+            Box::pin(async move {
+                inbox
+                    .process(event, delivery, |event, delivery, uow| {
+                        handler(event, delivery, uow)
+                    })
+                    .await
+                    .map(|_| ())
+            })
+        }
+    }
+
+    /// Whether this consumer has processed the message `id` (and its inbox
+    /// row has not been purged).
+    pub async fn contains(&self, id: MessageId) -> Result<bool, OutboxError> {
+        Ok(sql::contains(self.outbox.db(), self.table(), &self.consumer, id).await?)
+    }
+
+    /// Deletes this consumer's inbox rows processed more than `older_than`
+    /// ago (by the database clock), `batch_size` rows per statement so no
+    /// statement holds many locks or runs long. Returns how many it deleted.
+    ///
+    /// Run it periodically:
+    ///
+    /// ```no_run
+    /// # async fn run(inbox: outbox_sea_orm::Inbox) {
+    /// use std::time::Duration;
+    /// let mut every = tokio::time::interval(Duration::from_secs(3600));
+    /// loop {
+    ///     every.tick().await;
+    ///     if let Err(err) = inbox.purge(Duration::from_secs(7 * 24 * 3600), 1000).await {
+    ///         tracing::warn!(%err, "inbox purge failed");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn purge(&self, older_than: Duration, batch_size: u32) -> Result<u64, OutboxError> {
+        let batch = batch_size.max(1);
+        let mut purged = 0;
+        loop {
+            let deleted = sql::purge_batch(
+                self.outbox.db(),
+                self.table(),
+                &self.consumer,
+                older_than,
+                batch,
+            )
+            .await?;
+            purged += deleted;
+            if deleted < u64::from(batch) {
+                tracing::debug!(consumer = %self.consumer, purged, "inbox purged");
+                return Ok(purged);
+            }
+        }
+    }
+
+    fn count(&self, outcome: &'static str) {
+        metrics::counter!(
+            "outbox_inbox_messages_total",
+            "consumer" => self.consumer.to_string(),
+            "outcome" => outcome,
+        )
+        .increment(1);
+    }
+}
+
+fn is_unique_violation(err: &DbErr) -> bool {
+    matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}

@@ -1,0 +1,93 @@
+//! The inbox table's statements.
+
+use std::time::Duration;
+
+use outbox_core::MessageId;
+use sea_orm::{ConnectionTrait, DbErr};
+
+use crate::dialect::{Dialect, Sql};
+
+/// Records `(consumer, id)` as processed now. Fails with a unique violation
+/// when it already is (or, on PostgreSQL and MySQL/MariaDB, after waiting
+/// for a concurrent transaction that inserted it to commit).
+pub(super) async fn insert(
+    db: &impl ConnectionTrait,
+    table: &str,
+    consumer: &str,
+    id: MessageId,
+    event_name: &str,
+) -> Result<(), DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    let mut sql = Sql::new(dialect);
+    sql.push(&format!(
+        "INSERT INTO {} (consumer, message_id, event_name, processed_at) VALUES (",
+        dialect.quote(table)
+    ));
+    sql.bind(consumer).push(", ");
+    sql.bind(*id.as_uuid()).push(", ");
+    sql.bind(event_name);
+    sql.push(&format!(", {})", dialect.now()));
+    db.execute_raw(sql.build()).await.map(|_| ())
+}
+
+/// Whether `(consumer, id)` is recorded.
+pub(super) async fn contains(
+    db: &impl ConnectionTrait,
+    table: &str,
+    consumer: &str,
+    id: MessageId,
+) -> Result<bool, DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    let mut sql = Sql::new(dialect);
+    sql.push(&format!(
+        "SELECT 1 AS found FROM {} WHERE consumer = ",
+        dialect.quote(table)
+    ));
+    sql.bind(consumer).push(" AND message_id = ").bind(*id.as_uuid());
+    Ok(db.query_one_raw(sql.build()).await?.is_some())
+}
+
+/// Deletes up to `batch` of `consumer`'s rows processed more than
+/// `older_than` ago (by the database clock); returns how many it deleted.
+pub(super) async fn purge_batch(
+    db: &impl ConnectionTrait,
+    table: &str,
+    consumer: &str,
+    older_than: Duration,
+    batch: u32,
+) -> Result<u64, DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    let table = dialect.quote(table);
+    let ago = -i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+    let mut sql = Sql::new(dialect);
+    // Placeholders are bound in the order they appear (`?` is positional).
+    let filter = |sql: &mut Sql| {
+        let owner = sql.param(consumer);
+        let ago = sql.param(ago);
+        format!(
+            "consumer = {owner} AND processed_at < {}",
+            dialect.now_plus_millis(&ago)
+        )
+    };
+    match dialect {
+        // MySQL cannot delete from a table it selects from in a subquery,
+        // but has DELETE ... ORDER BY ... LIMIT.
+        Dialect::MySql => {
+            let filter = filter(&mut sql);
+            let limit = sql.param(i64::from(batch));
+            sql.push(&format!(
+                "DELETE FROM {table} WHERE {filter} ORDER BY processed_at LIMIT {limit}"
+            ));
+        }
+        _ => {
+            let owner = sql.param(consumer);
+            let filter = filter(&mut sql);
+            let limit = sql.param(i64::from(batch));
+            sql.push(&format!(
+                "DELETE FROM {table} WHERE consumer = {owner} AND message_id IN \
+                 (SELECT message_id FROM {table} WHERE {filter} LIMIT {limit})"
+            ));
+        }
+    }
+    Ok(db.execute_raw(sql.build()).await?.rows_affected())
+}

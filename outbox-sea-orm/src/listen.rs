@@ -1,0 +1,95 @@
+//! Wake-up sources for the processor: commits of this process, and
+//! PostgreSQL notifications from other processes.
+
+use std::time::Duration;
+
+use outbox_core::{WakeHandle, WakeSource};
+
+use crate::wake::{CommitListener, Wake};
+
+impl WakeSource for CommitListener {
+    /// Hands the ids of just-committed messages to the processor's fast path.
+    async fn run(mut self, wake: WakeHandle) {
+        while let Some(event) = self.recv().await {
+            match event {
+                Wake::Committed(messages) => wake.committed(messages.iter().map(|m| m.id)),
+                Wake::Missed => wake.claim(),
+            }
+        }
+    }
+}
+
+/// Wakes a processor when another process commits outbox messages: `LISTEN`
+/// on the outbox's channel (PostgreSQL only; see
+/// [`OutboxConfig::notify_channel`](crate::OutboxConfig::notify_channel)).
+/// After every (re)connection it asks for a catch-up claim, so
+/// notifications missed while disconnected cost nothing but a short delay.
+#[derive(Debug, Clone)]
+pub struct PgNotifications {
+    #[cfg(feature = "postgres")]
+    pool: sea_orm::sqlx::PgPool,
+    channel: String,
+}
+
+/// Pause before listening again after the connection failed.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
+impl PgNotifications {
+    /// Notifications on `db`'s outbox channel, or `None` when `db` is not
+    /// PostgreSQL or notifications are disabled.
+    pub fn new(db: &sea_orm::DatabaseConnection, config: &crate::OutboxConfig) -> Option<Self> {
+        let channel = config.notify_channel()?.to_owned();
+        #[cfg(feature = "postgres")]
+        if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+            return Some(Self {
+                pool: db.get_postgres_connection_pool().clone(),
+                channel,
+            });
+        }
+        let _ = (db, channel);
+        None
+    }
+
+    /// The channel listened on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
+impl WakeSource for PgNotifications {
+    async fn run(self, wake: WakeHandle) {
+        #[cfg(feature = "postgres")]
+        loop {
+            use sea_orm::sqlx::postgres::PgListener;
+            let mut listener = match PgListener::connect_with(&self.pool).await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::warn!(error = %err, "outbox LISTEN connection failed; retrying");
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                    continue;
+                }
+            };
+            if let Err(err) = listener.listen(&self.channel).await {
+                tracing::warn!(error = %err, channel = %self.channel, "outbox LISTEN failed; retrying");
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+            tracing::debug!(channel = %self.channel, "outbox listening for notifications");
+            wake.claim(); // catch up with what was committed while not listening
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(_)) => wake.claim(),
+                    // The connection dropped; the next call reconnects.
+                    Ok(None) => wake.claim(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "outbox LISTEN connection lost; reconnecting");
+                        tokio::time::sleep(RECONNECT_PAUSE).await;
+                        break;
+                    }
+                }
+            }
+        }
+        #[cfg(not(feature = "postgres"))]
+        let _ = wake;
+    }
+}

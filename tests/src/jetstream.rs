@@ -1,0 +1,108 @@
+//! JetStream helpers for tests on the machine's shared nats-server: a
+//! stream of the test's own (unique name and subject prefix, deleted on
+//! drop) and reading back what it stored.
+
+use async_nats::jetstream::{self, stream::StorageType};
+use outbox_core::{OutboxMessage, wire};
+use outbox_nats::StreamSpec;
+
+/// The shared server, from `OUTBOX_TEST_NATS_URL` (default `127.0.0.1:4222`).
+pub fn nats_url() -> String {
+    std::env::var("OUTBOX_TEST_NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".to_owned())
+}
+
+/// A stream stored by this test alone.
+#[derive(Debug)]
+pub struct TestStream {
+    /// The JetStream context.
+    pub jetstream: jetstream::Context,
+    /// The stream's name.
+    pub name: String,
+    /// The subject prefix the stream captures (`<prefix>.>`).
+    pub prefix: String,
+}
+
+impl TestStream {
+    /// Creates a fresh memory stream capturing `<unique prefix>.>` on
+    /// `client`'s server.
+    ///
+    /// # Panics
+    /// When the server is unreachable or refuses the stream.
+    pub async fn new(client: async_nats::Client) -> Self {
+        let tag = &uuid::Uuid::now_v7().simple().to_string()[16..];
+        let (name, prefix) = (format!("T_{tag}"), format!("t{tag}"));
+        let jetstream = jetstream::new(client);
+        StreamSpec::new(&name, [format!("{prefix}.>")])
+            .storage(StorageType::Memory)
+            // Leftovers of a test that could not delete its stream expire.
+            .max_age(std::time::Duration::from_secs(600))
+            .ensure(&jetstream, std::time::Duration::from_secs(30))
+            .await
+            .expect("create the test stream");
+        Self {
+            jetstream,
+            name,
+            prefix,
+        }
+    }
+
+    /// Every message in the stream, decoded, in stream order, with its
+    /// stream sequence.
+    ///
+    /// # Panics
+    /// When a stored message is not a valid envelope.
+    pub async fn messages(&self) -> Vec<(u64, OutboxMessage)> {
+        let mut stream = self
+            .jetstream
+            .get_stream(&self.name)
+            .await
+            .expect("the stream exists");
+        let last = stream.info().await.expect("stream info").state.last_sequence;
+        let mut out = Vec::new();
+        for sequence in 1..=last {
+            let Ok(raw) = stream.get_raw_message(sequence).await else {
+                continue; // deleted
+            };
+            let headers: Vec<(String, String)> = raw
+                .headers
+                .iter()
+                .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
+                .collect();
+            let message = wire::decode(
+                &raw.subject,
+                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                &raw.payload,
+            )
+            .expect("every stored message is an envelope");
+            out.push((sequence, message));
+        }
+        out
+    }
+
+    /// How many messages the stream holds.
+    ///
+    /// # Panics
+    /// When the server is unreachable.
+    pub async fn count(&self) -> u64 {
+        let mut stream = self.jetstream.get_stream(&self.name).await.expect("stream");
+        stream.info().await.expect("stream info").state.messages
+    }
+}
+
+impl TestStream {
+    /// Deletes the stream (tests call it at the end; drop only tries).
+    pub async fn delete(self) {
+        let _ = self.jetstream.delete_stream(&self.name).await;
+    }
+}
+
+impl Drop for TestStream {
+    fn drop(&mut self) {
+        let (jetstream, name) = (self.jetstream.clone(), self.name.clone());
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = jetstream.delete_stream(&name).await;
+            });
+        }
+    }
+}
