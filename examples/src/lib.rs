@@ -5,3 +5,4 @@
 //! and `OrderCancelled`.
 
 pub mod orders;
+pub mod support;

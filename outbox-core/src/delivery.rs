@@ -1,5 +1,7 @@
 //! [`Delivery`]: what a consumer knows about the message it is handling.
 
+use std::sync::Arc;
+
 use crate::context::MessageContext;
 use crate::headers::Headers;
 use crate::id::MessageId;
@@ -31,8 +33,8 @@ use crate::trace::TraceParent;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     message: OutboxMessage,
-    consumer: String,
-    stream: String,
+    consumer: Arc<str>,
+    stream: Arc<str>,
     stream_sequence: u64,
     delivery_count: u64,
 }
@@ -43,21 +45,21 @@ impl Delivery {
     pub fn new(message: OutboxMessage) -> Self {
         Self {
             message,
-            consumer: String::new(),
-            stream: String::new(),
+            consumer: Arc::from(""),
+            stream: Arc::from(""),
             stream_sequence: 0,
             delivery_count: 1,
         }
     }
 
     /// Sets the name of the consumer (the durable) it was delivered to.
-    pub fn with_consumer(mut self, consumer: impl Into<String>) -> Self {
+    pub fn with_consumer(mut self, consumer: impl Into<Arc<str>>) -> Self {
         self.consumer = consumer.into();
         self
     }
 
     /// Sets the stream it was read from and its sequence in that stream.
-    pub fn with_stream(mut self, stream: impl Into<String>, sequence: u64) -> Self {
+    pub fn with_stream(mut self, stream: impl Into<Arc<str>>, sequence: u64) -> Self {
         self.stream = stream.into();
         self.stream_sequence = sequence;
         self

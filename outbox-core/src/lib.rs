@@ -17,6 +17,8 @@
 //!   as one NATS message ([`wire`] names its headers);
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
 //!   registered Rust type, upcasting older versions.
+//! - [`Delivery`] and [`HandlerError`]: what a consumer's handler is given
+//!   and how it fails (typed subscribers and the inbox share them).
 //!
 //! # Example
 //!
@@ -82,13 +84,15 @@ pub mod wire;
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
 pub use context::MessageContext;
 pub use delivery::Delivery;
-pub use handler::{BoxError, HandlerError};
 pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};
+pub use handler::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
 pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
+pub use processor::{Processor, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource};
+pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use registry::{
     DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,
     RegistryError,
@@ -97,8 +101,6 @@ pub use store::{
     ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
     LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
 };
-pub use processor::{Processor, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource};
-pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use trace::{InvalidTraceParent, TraceParent};
 
 /// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and

@@ -74,7 +74,10 @@ impl PublishError {
     }
 
     /// Attaches the underlying error.
-    pub fn with_source(mut self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         self.source = Some(source.into());
         self
     }

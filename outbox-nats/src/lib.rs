@@ -9,6 +9,9 @@
 //! - [`StreamSpec`]: creates the stream or verifies the existing one
 //!   (subjects, a duplicate window longer than the processor's lease).
 //! - [`NatsConnect`]: credentials file, nkey, token, user/password, TLS.
+//! - [`Subscriber`]: typed handlers (`on::<OrderPlaced>(..)`) on a durable
+//!   pull consumer, with upcasts, retries with backoff, dead letters,
+//!   per-aggregate order and graceful shutdown (see [`subscriber`]).
 //!
 //! # Durability of an ack
 //!
@@ -25,10 +28,12 @@
 mod connect;
 mod publisher;
 mod stream;
+pub mod subscriber;
 
 pub use connect::{Auth, ConnectError, NatsConnect, Tls};
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{DEFAULT_DUPLICATE_WINDOW, StreamError, StreamSpec};
+pub use subscriber::{RunningSubscriber, Subscriber};
 
 pub use async_nats;
 pub use outbox_core;

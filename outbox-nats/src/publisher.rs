@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use async_nats::connection::State;
-use async_nats::jetstream::context::{
-    GetStreamByNameErrorKind, PublishErrorKind as JsErrorKind,
-};
+use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind as JsErrorKind};
 use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::{Client, HeaderMap};
 use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
@@ -27,7 +25,8 @@ use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
 /// | no responders, but a stream does capture the subject (JetStream not ready) | `Unavailable` |
 /// | no stream captures the subject | `Rejected` |
 /// | message over the server's `max_payload` | `Rejected` |
-/// | any error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
+/// | the stream answered 503: it cannot store now (full with `discard: new`, storage exhausted, JetStream temporarily unavailable) | `Unavailable` |
+/// | any other error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
 /// | invalid subject | `Permanent` |
 ///
 /// ```no_run
@@ -111,7 +110,14 @@ impl JetStreamPublisher {
                 PublishError::unavailable(format!("publishing on `{subject}`: {err}"))
             }
             JsErrorKind::WrongLastMessageId | JsErrorKind::WrongLastSequence => {
-                PublishError::rejected(format!("the stream refused the message on `{subject}`: {err}"))
+                PublishError::rejected(format!(
+                    "the stream refused the message on `{subject}`: {err}"
+                ))
+            }
+            JsErrorKind::Other if acked && is_server_unavailable(&err) => {
+                PublishError::unavailable(format!(
+                    "JetStream cannot store on `{subject}` right now: {err}"
+                ))
             }
             JsErrorKind::Other if acked => PublishError::rejected(format!(
                 "the stream refused the message on `{subject}`: {err}"
@@ -131,9 +137,9 @@ impl JetStreamPublisher {
     /// lookup tells them apart; it runs only on this error.
     async fn no_responders(&self, subject: &str) -> PublishError {
         match self.jetstream.stream_by_subject(subject).await {
-            Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => PublishError::rejected(
-                format!("no JetStream stream captures subject `{subject}`"),
-            ),
+            Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
+                PublishError::rejected(format!("no JetStream stream captures subject `{subject}`"))
+            }
             Ok(stream) => PublishError::unavailable(format!(
                 "stream `{stream}` captures `{subject}` but did not answer (JetStream not ready)"
             )),
@@ -142,6 +148,16 @@ impl JetStreamPublisher {
             )),
         }
     }
+}
+
+/// JetStream answered with a 503: it cannot store anything right now (the
+/// stream is full and discards new messages, the server's storage is
+/// exhausted, the store failed, JetStream is temporarily unavailable). The
+/// broker's condition, not the message's: no attempt may be spent on it.
+fn is_server_unavailable(err: &jetstream::context::PublishError) -> bool {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<jetstream::Error>())
+        .is_some_and(|error| error.code() == 503)
 }
 
 /// A subject JetStream accepts for publishing: non-empty tokens, no

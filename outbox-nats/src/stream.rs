@@ -33,7 +33,10 @@ pub struct StreamSpec {
 impl StreamSpec {
     /// A file-backed, single-replica stream `name` capturing `subjects`, with
     /// JetStream's default 2-minute duplicate window and no age limit.
-    pub fn new<S: Into<String>>(name: impl Into<String>, subjects: impl IntoIterator<Item = S>) -> Self {
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        subjects: impl IntoIterator<Item = S>,
+    ) -> Self {
         Self {
             name: name.into(),
             subjects: subjects.into_iter().map(Into::into).collect(),
@@ -188,7 +191,9 @@ pub enum StreamError {
     },
     /// The duplicate window would not cover the processor's lease, so a
     /// re-publish after a crash could be stored twice.
-    #[error("stream `{stream}` keeps message ids for {window:?}, not longer than the processor's lease of {lease:?}: re-publishes after a crash would not be deduplicated")]
+    #[error(
+        "stream `{stream}` keeps message ids for {window:?}, not longer than the processor's lease of {lease:?}: re-publishes after a crash would not be deduplicated"
+    )]
     WindowTooShort {
         /// The stream.
         stream: String,

@@ -10,6 +10,9 @@
 //!   column (optimistic concurrency).
 //! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](outbox_core::OutboxStore) the
 //!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite.
+//! - [`Inbox`]: exactly-once effects for consumers: a handler's writes, the
+//!   events it records and the "processed" mark commit in one transaction;
+//!   repeats are recognised and skipped; old rows are purged in batches.
 //! - [`migration`] (feature `migration`): the table as migrations;
 //!   [`create_schema`] creates it directly.
 //!

@@ -14,9 +14,9 @@ use crate::aggregate_entity::AggregateEntity;
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
 use crate::listen::PgNotifications;
-use crate::store::SeaOrmOutboxStore;
 use crate::repository::Repository;
 use crate::row::insert_messages;
+use crate::store::SeaOrmOutboxStore;
 use crate::unit_of_work::UnitOfWork;
 use crate::wake::{CommitListener, Wakers};
 

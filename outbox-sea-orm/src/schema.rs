@@ -190,7 +190,10 @@ pub async fn create_schema(
 ) -> Result<(), sea_orm::DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
     let inbox = create_inbox(dialect, config.inbox_table());
-    for statement in create_outbox(dialect, config.table()).into_iter().chain(inbox) {
+    for statement in create_outbox(dialect, config.table())
+        .into_iter()
+        .chain(inbox)
+    {
         match db.execute_unprepared(&statement).await {
             Ok(_) => {}
             // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index is fine.

@@ -57,7 +57,12 @@ impl TestStream {
             .get_stream(&self.name)
             .await
             .expect("the stream exists");
-        let last = stream.info().await.expect("stream info").state.last_sequence;
+        let last = stream
+            .info()
+            .await
+            .expect("stream info")
+            .state
+            .last_sequence;
         let mut out = Vec::new();
         for sequence in 1..=last {
             let Ok(raw) = stream.get_raw_message(sequence).await else {

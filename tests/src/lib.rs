@@ -3,7 +3,9 @@
 
 pub mod db;
 pub mod jetstream;
+pub mod nats;
 pub mod orders;
+pub mod subscriber;
 
 pub use db::{Backend, TestDb};
 

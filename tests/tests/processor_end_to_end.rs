@@ -1,6 +1,9 @@
-//! The processor end to end against the machine's PostgreSQL and
-//! nats-server: aggregates saved through the unit of work reach the stream
-//! with the right headers and payload, exactly once, in per-aggregate order.
+//! The processor end to end against the machine's PostgreSQL, MariaDB,
+//! SQLite and nats-server: aggregates saved through the unit of work reach
+//! the stream with the right headers and payload, exactly once, in
+//! per-aggregate order.
+
+mod processor_support;
 
 use std::time::Duration;
 
@@ -14,19 +17,39 @@ use outbox_tests::{Backend, TestDb};
 async fn wait_for(stream: &TestStream, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while stream.count().await < count {
-        assert!(tokio::time::Instant::now() < deadline, "only {} of {count} messages arrived", stream.count().await);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {count} messages arrived",
+            stream.count().await
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saved_events_reach_the_stream_once_in_order() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
+    saved_events_reach_the_stream_once_in_order_on(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_events_reach_the_stream_once_in_order_on_mariadb() {
+    saved_events_reach_the_stream_once_in_order_on(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_events_reach_the_stream_once_in_order_on_sqlite() {
+    saved_events_reach_the_stream_once_in_order_on(Backend::Sqlite).await;
+}
+
+async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
+    let test = TestDb::with_schema(backend).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let stream = TestStream::new(client.clone()).await;
     let outbox = Outbox::new(
         test.db.clone(),
-        OutboxConfig::default().with_subject_prefix(&stream.prefix).expect("prefix"),
+        OutboxConfig::default()
+            .with_subject_prefix(&stream.prefix)
+            .expect("prefix"),
     );
     let processor = outbox
         .processor(JetStreamPublisher::new(client, "/orders-test"))
@@ -44,38 +67,88 @@ async fn saved_events_reach_the_stream_once_in_order() {
     tokio::time::sleep(Duration::from_millis(200)).await; // nothing more comes
     let stored = stream.messages().await;
     assert_eq!(stored.len(), 40, "each event exactly once");
+    let rows = processor_support::row_ids(&test, outbox.config().table().as_str(), "1=1").await;
+    processor_support::assert_once_in_order(&stored, &rows);
 
     let saved = test
-        .count(outbox.config().table().as_str(), "status = 1 AND stream_sequence IS NOT NULL")
+        .count(
+            outbox.config().table().as_str(),
+            "status = 1 AND stream_sequence IS NOT NULL",
+        )
         .await;
-    assert_eq!(saved, 40, "rows marked published with their stream sequence");
+    assert_eq!(
+        saved, 40,
+        "rows marked published with their stream sequence"
+    );
 
     for i in 0..20 {
         let id = format!("o-{i}");
-        let of_order: Vec<_> = stored.iter().filter(|(_, m)| m.aggregate_id == id).collect();
+        let of_order: Vec<_> = stored
+            .iter()
+            .filter(|(_, m)| m.aggregate_id == id)
+            .collect();
         let sequences: Vec<u64> = of_order.iter().map(|(_, m)| m.sequence).collect();
         assert_eq!(sequences, [1, 2], "per-aggregate order of {id}");
         let (_, placed) = of_order[0];
         assert_eq!(placed.event_name, "test.order.placed");
-        assert_eq!(placed.subject, format!("{}.test.order.placed", stream.prefix));
+        assert_eq!(
+            placed.subject,
+            format!("{}.test.order.placed", stream.prefix)
+        );
         assert_eq!(placed.aggregate_type, "order");
-        let payload: serde_json::Value = serde_json::from_str(placed.payload.as_str()).expect("json");
-        assert_eq!(payload["total_cents"], 100 + i);
+        let payload: serde_json::Value =
+            serde_json::from_str(placed.payload.as_str()).expect("json");
+        assert_eq!(
+            payload,
+            serde_json::json!({"order_id": id, "total_cents": 100 + i})
+        );
+        let (_, amended) = of_order[1];
+        assert_eq!(amended.event_name, "test.order.amended");
+        assert_eq!(
+            amended.subject,
+            format!("{}.test.order.amended", stream.prefix)
+        );
+        let payload: serde_json::Value =
+            serde_json::from_str(amended.payload.as_str()).expect("json");
+        assert_eq!(
+            payload,
+            serde_json::json!({"order_id": id, "total_cents": 200 + i})
+        );
     }
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!(report.published, 40);
-    assert_eq!(test.count(outbox.config().table().as_str(), "lease_token IS NOT NULL").await, 0);
+    assert_eq!(
+        test.count(outbox.config().table().as_str(), "lease_token IS NOT NULL")
+            .await,
+        0
+    );
     stream.delete().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headers_carry_the_wire_contract() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
+    headers_carry_the_wire_contract_on(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_carry_the_wire_contract_on_mariadb() {
+    headers_carry_the_wire_contract_on(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_carry_the_wire_contract_on_sqlite() {
+    headers_carry_the_wire_contract_on(Backend::Sqlite).await;
+}
+
+async fn headers_carry_the_wire_contract_on(backend: Backend) {
+    let test = TestDb::with_schema(backend).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let stream = TestStream::new(client.clone()).await;
     let outbox = Outbox::new(
         test.db.clone(),
-        OutboxConfig::default().with_subject_prefix(&stream.prefix).expect("prefix"),
+        OutboxConfig::default()
+            .with_subject_prefix(&stream.prefix)
+            .expect("prefix"),
     );
     let processor = outbox
         .processor(JetStreamPublisher::new(client, "/orders-test"))
@@ -83,7 +156,11 @@ async fn headers_carry_the_wire_contract() {
         .expect("valid settings")
         .spawn();
     let mut order = Order::place("o-h", 7).expect("record");
-    outbox.repository::<Order>().save(&mut order).await.expect("save");
+    outbox
+        .repository::<Order>()
+        .save(&mut order)
+        .await
+        .expect("save");
     wait_for(&stream, 1).await;
 
     let raw = stream
@@ -104,7 +181,10 @@ async fn headers_carry_the_wire_contract() {
     assert_eq!(header(wire::AGGREGATE_TYPE).as_deref(), Some("order"));
     assert_eq!(header(wire::SEQUENCE).as_deref(), Some("1"));
     assert_eq!(header(wire::EVENT_VERSION).as_deref(), Some("1"));
-    assert_eq!(header(wire::CONTENT_TYPE).as_deref(), Some("application/json"));
+    assert_eq!(
+        header(wire::CONTENT_TYPE).as_deref(),
+        Some("application/json")
+    );
     processor.shutdown().await.expect("clean stop");
     stream.delete().await;
 }

@@ -992,7 +992,12 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(!table_exists(&test, "outbox_messages").await);
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert!(table_exists(&test, "outbox_messages").await);
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 1);
+    assert!(table_exists(&test, "outbox_inbox").await);
+    assert_eq!(
+        test.count("outbox_migrations", "1=1").await,
+        2,
+        "the outbox table, then the inbox table"
+    );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
         "the application's history table is left alone"
@@ -1008,7 +1013,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 1);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 2);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
@@ -1043,7 +1048,11 @@ impl MigrationTrait for CreateOrders {
 }
 
 fn custom_config() -> OutboxConfig {
-    OutboxConfig::default().with_table("custom_outbox").unwrap()
+    OutboxConfig::default()
+        .with_table("custom_outbox")
+        .unwrap()
+        .with_inbox_table("custom_inbox")
+        .unwrap()
 }
 
 /// An application's own migrator (default history table) that includes the
@@ -1064,9 +1073,11 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     let test = TestDb::new(backend).await;
     AppMigrator::up(&test.db, None).await.unwrap();
     assert!(table_exists(&test, "custom_outbox").await);
+    assert!(table_exists(&test, "custom_inbox").await);
     assert!(!table_exists(&test, "outbox_messages").await);
+    assert!(!table_exists(&test, "outbox_inbox").await);
     assert!(!table_exists(&test, "outbox_migrations").await);
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 2);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 3);
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
     outbox
@@ -1079,9 +1090,15 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 2);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 3);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(
+        !table_exists(&test, "custom_inbox").await,
+        "the inbox goes first"
+    );
+    assert!(table_exists(&test, "custom_outbox").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(!table_exists(&test, "custom_outbox").await);
     assert!(table_exists(&test, "orders").await);

@@ -105,7 +105,9 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
         lease_lost
     };
 
-    let outcomes = outcomes.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let outcomes = outcomes
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     let broker_unavailable = unavailable.into_inner();
     let report = BatchReport {
         claimed,
@@ -148,8 +150,12 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
     let record = |f: &mut dyn FnMut(&mut Outcomes)| {
         f(&mut outcomes.lock().unwrap_or_else(PoisonError::into_inner));
     };
-    let release_from =
-        |index: usize| record(&mut |o| o.released.extend(chain[index..].iter().map(|c| c.message.id)));
+    let release_from = |index: usize| {
+        record(&mut |o| {
+            o.released
+                .extend(chain[index..].iter().map(|c| c.message.id))
+        })
+    };
     for (index, claimed) in chain.iter().enumerate() {
         let lease_left = *valid_until.lock().unwrap_or_else(PoisonError::into_inner);
         if stop.is_cancelled() || Instant::now() >= lease_left {
@@ -191,7 +197,11 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
                 };
                 let dead = kind == FailureKind::Permanent
                     || claimed.attempts.saturating_add(1) >= ctx.retry.max_attempts;
-                let label = if kind == FailureKind::Permanent { "permanent" } else { "rejected" };
+                let label = if kind == FailureKind::Permanent {
+                    "permanent"
+                } else {
+                    "rejected"
+                };
                 ::metrics::counter!(metrics::FAILED, "kind" => label).increment(1);
                 if dead {
                     ::metrics::counter!(metrics::DEAD).increment(1);
@@ -233,9 +243,24 @@ async fn settle<S: OutboxStore, P: Publisher>(
     if !outcomes.released.is_empty() {
         ::metrics::counter!(metrics::RELEASED).increment(outcomes.released.len() as u64);
     }
-    retrying("completing", || store.complete(token, &outcomes.published), !outcomes.published.is_empty()).await;
-    retrying("recording failures", || store.fail(token, &outcomes.failures, &ctx.retry), !outcomes.failures.is_empty()).await;
-    retrying("releasing", || store.release(token, &outcomes.released), !outcomes.released.is_empty()).await;
+    retrying(
+        "completing",
+        || store.complete(token, &outcomes.published),
+        !outcomes.published.is_empty(),
+    )
+    .await;
+    retrying(
+        "recording failures",
+        || store.fail(token, &outcomes.failures, &ctx.retry),
+        !outcomes.failures.is_empty(),
+    )
+    .await;
+    retrying(
+        "releasing",
+        || store.release(token, &outcomes.released),
+        !outcomes.released.is_empty(),
+    )
+    .await;
 }
 
 async fn retrying<F, Fut>(what: &'static str, mut op: F, needed: bool)
@@ -252,7 +277,11 @@ where
             Ok(outcome) => {
                 if outcome.stale > 0 {
                     ::metrics::counter!(metrics::STALE).increment(outcome.stale);
-                    tracing::warn!(stale = outcome.stale, what, "outbox lease passed to another processor; its settlement was refused");
+                    tracing::warn!(
+                        stale = outcome.stale,
+                        what,
+                        "outbox lease passed to another processor; its settlement was refused"
+                    );
                 }
                 return;
             }

@@ -112,7 +112,10 @@ impl ProcessorConfig {
             return bad("max_in_flight", "must be at least 1");
         }
         if self.lease < Duration::from_secs(1) {
-            return bad("lease", "must be at least 1 s (it is renewed every third of it)");
+            return bad(
+                "lease",
+                "must be at least 1 s (it is renewed every third of it)",
+            );
         }
         if self.poll_interval.is_zero() {
             return bad("poll_interval", "must be longer than zero");

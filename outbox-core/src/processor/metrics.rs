@@ -52,7 +52,9 @@ pub(crate) fn acked(message: &OutboxMessage, duplicate: bool) {
     if duplicate {
         metrics::counter!(DUPLICATES).increment(1);
     }
-    let age = (Utc::now() - message.occurred_at).to_std().unwrap_or_default();
+    let age = (Utc::now() - message.occurred_at)
+        .to_std()
+        .unwrap_or_default();
     metrics::histogram!(COMMIT_TO_ACK).record(age.as_secs_f64());
 }
 

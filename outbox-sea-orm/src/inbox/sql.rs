@@ -43,7 +43,9 @@ pub(super) async fn contains(
         "SELECT 1 AS found FROM {} WHERE consumer = ",
         dialect.quote(table)
     ));
-    sql.bind(consumer).push(" AND message_id = ").bind(*id.as_uuid());
+    sql.bind(consumer)
+        .push(" AND message_id = ")
+        .bind(*id.as_uuid());
     Ok(db.query_one_raw(sql.build()).await?.is_some())
 }
 

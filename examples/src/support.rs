@@ -1,0 +1,138 @@
+//! What every example needs before the interesting part: a database and a
+//! NATS server with JetStream, found or started.
+//!
+//! - Database: `DATABASE_URL` if set (PostgreSQL, MySQL/MariaDB or SQLite),
+//!   else an SQLite file in the system's temp directory.
+//! - NATS: `NATS_URL` if set, else `127.0.0.1:4222` if something answers
+//!   there, else a private `nats-server` with JetStream on a free port and a
+//!   temporary store directory, stopped when the [`Nats`] guard is dropped.
+//!   When `nats-server` is not installed, the error says which package to
+//!   install.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Something the examples could not set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `nats-server` is neither reachable nor installed.
+    #[error(
+        "no NATS server answers at {tried} and `nats-server` is not installed: \
+         install it with `apt-get install -y nats-server`, or set NATS_URL"
+    )]
+    NatsMissing {
+        /// The address tried.
+        tried: String,
+    },
+    /// The private nats-server did not come up.
+    #[error("the private nats-server did not accept connections on {0} within 10 s")]
+    NatsDidNotStart(SocketAddr),
+    /// An I/O error while starting it.
+    #[error("starting nats-server: {0}")]
+    Io(#[from] std::io::Error),
+    /// Connecting failed.
+    #[error("connecting to NATS at {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+}
+
+/// The NATS server the example uses, and the private one it started, if any.
+#[derive(Debug)]
+pub struct Nats {
+    /// The URL to connect to.
+    pub url: String,
+    private: Option<(Child, tempfile::TempDir)>,
+}
+
+impl Nats {
+    /// Finds a NATS server or starts a private one (see the module docs).
+    pub fn find_or_start() -> Result<Self, SetupError> {
+        if let Ok(url) = std::env::var("NATS_URL") {
+            return Ok(Self { url, private: None });
+        }
+        let default: SocketAddr = (Ipv4Addr::LOCALHOST, 4222).into();
+        if TcpStream::connect_timeout(&default, Duration::from_millis(300)).is_ok() {
+            return Ok(Self {
+                url: default.to_string(),
+                private: None,
+            });
+        }
+        let binary = nats_server_binary().ok_or_else(|| SetupError::NatsMissing {
+            tried: default.to_string(),
+        })?;
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        let store = tempfile::tempdir()?;
+        let child = Command::new(binary)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let address: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        let nats = Self {
+            url: address.to_string(),
+            private: Some((child, store)),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                return Err(SetupError::NatsDidNotStart(address));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::info!(%address, "started a private nats-server with JetStream");
+        Ok(nats)
+    }
+
+    /// Whether this example started its own server.
+    pub fn is_private(&self) -> bool {
+        self.private.is_some()
+    }
+
+    /// Connects a client.
+    pub async fn connect(&self) -> Result<async_nats::Client, SetupError> {
+        async_nats::connect(self.url.as_str())
+            .await
+            .map_err(|source| SetupError::Connect {
+                url: self.url.clone(),
+                source,
+            })
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        if let Some((child, _store)) = &mut self.private {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn nats_server_binary() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").into_iter().flat_map(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nats-server"))
+            .collect::<Vec<_>>()
+    });
+    on_path
+        .chain([PathBuf::from("/usr/sbin/nats-server")])
+        .find(|path| path.is_file())
+}
+
+/// `DATABASE_URL`, or an SQLite file named `name` in the temp directory.
+pub fn database_url(name: &str) -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        let path = std::env::temp_dir().join(format!("{name}.sqlite"));
+        format!("sqlite://{}?mode=rwc", path.display())
+    })
+}

@@ -1,0 +1,352 @@
+//! [`SubscriberBuilder`]: handlers and settings of a [`Subscriber`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{
+    self,
+    consumer::{AckPolicy, DeliverPolicy, pull},
+};
+use outbox_core::{Delivery, EventRegistry, HandlerError, IntegrationEvent};
+use tokio::sync::Semaphore;
+
+use super::Subscriber;
+use super::backoff::Backoff;
+use super::consumer;
+use super::dead_letter::DeadLetterPolicy;
+use super::error::BuildError;
+use super::handler::{ErasedHandler, Handlers, Typed};
+use super::shared::Shared;
+
+/// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
+/// or verifies its durable consumer.
+///
+/// | setting | default |
+/// |---|---|
+/// | [`stream`](Self::stream) | required |
+/// | [`filter_subject`](Self::filter_subject) | every subject of the stream |
+/// | [`deliver_policy`](Self::deliver_policy) | `All` (from the start of the stream) |
+/// | [`max_in_flight`](Self::max_in_flight) | 64 |
+/// | [`max_deliver`](Self::max_deliver) | 5 |
+/// | [`ack_wait`](Self::ack_wait) | 30 s |
+/// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]) |
+/// | [`dead_letter`](Self::dead_letter) | publish to `dlq.<durable>` |
+/// | [`ignore_unhandled`](Self::ignore_unhandled) | off: unhandled events are dead-lettered |
+/// | [`registry`](Self::registry) | the inventory plus every handler's type |
+/// | [`shutdown_timeout`](Self::shutdown_timeout) | 30 s |
+#[must_use = "a builder does nothing until `build` is awaited"]
+pub struct SubscriberBuilder {
+    context: jetstream::Context,
+    durable: String,
+    stream: Option<String>,
+    filter_subject: String,
+    deliver_policy: DeliverPolicy,
+    max_in_flight: usize,
+    max_deliver: u64,
+    ack_wait: Duration,
+    backoff: Backoff,
+    dead_letter: DeadLetterPolicy,
+    ignore_unhandled: bool,
+    registry: Option<Arc<EventRegistry>>,
+    shutdown_timeout: Duration,
+    handlers: Vec<Box<dyn ErasedHandler>>,
+}
+
+impl std::fmt::Debug for SubscriberBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriberBuilder")
+            .field("durable", &self.durable)
+            .field("stream", &self.stream)
+            .field("filter_subject", &self.filter_subject)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("max_deliver", &self.max_deliver)
+            .field("ack_wait", &self.ack_wait)
+            .field("handlers", &self.handlers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubscriberBuilder {
+    pub(super) fn new(context: jetstream::Context, durable: String) -> Self {
+        Self {
+            context,
+            durable,
+            stream: None,
+            filter_subject: String::new(),
+            deliver_policy: DeliverPolicy::All,
+            max_in_flight: 64,
+            max_deliver: 5,
+            ack_wait: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            dead_letter: DeadLetterPolicy::default(),
+            ignore_unhandled: false,
+            registry: None,
+            shutdown_timeout: Duration::from_secs(30),
+            handlers: Vec::new(),
+        }
+    }
+
+    /// The stream to consume (required).
+    pub fn stream(mut self, stream: impl Into<String>) -> Self {
+        self.stream = Some(stream.into());
+        self
+    }
+
+    /// Only messages on subjects matching `subject` (wildcards allowed,
+    /// e.g. `events.order.>`). One filter: several filter subjects on one
+    /// consumer need nats-server 2.10.
+    pub fn filter_subject(mut self, subject: impl Into<String>) -> Self {
+        self.filter_subject = subject.into();
+        self
+    }
+
+    /// Where a new consumer starts (`All` by default). Only used when the
+    /// consumer is created; an existing one must agree.
+    pub fn deliver_policy(mut self, policy: DeliverPolicy) -> Self {
+        self.deliver_policy = policy;
+        self
+    }
+
+    /// How many messages the subscriber holds at once: running, or waiting
+    /// behind an earlier message of their aggregate (at least 1). The client
+    /// may buffer up to as many again that it pulled ahead.
+    pub fn max_in_flight(mut self, max: usize) -> Self {
+        self.max_in_flight = max;
+        self
+    }
+
+    /// How many times JetStream delivers a message (at least 1). A message
+    /// whose handler fails on the last delivery is dead-lettered, never
+    /// silently dropped.
+    pub fn max_deliver(mut self, max: u64) -> Self {
+        self.max_deliver = max;
+        self
+    }
+
+    /// How long JetStream waits for an ack before redelivering. Messages
+    /// that run or wait longer are kept alive with progress acks every third
+    /// of it, so it bounds how long a crashed subscriber's messages stay
+    /// unavailable rather than how long a handler may run.
+    pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+
+    /// The delays before a failed message's next delivery (sent as the
+    /// delay of its nak, so JetStream holds it back; the consumer's own
+    /// `backoff` list, which only applies to ack timeouts, is not used).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// What happens to messages that cannot be handled (see
+    /// [`dead_letter`](super::dead_letter)).
+    pub fn dead_letter(mut self, policy: DeadLetterPolicy) -> Self {
+        self.dead_letter = policy;
+        self
+    }
+
+    /// Acks, instead of dead-lettering, well-formed messages whose event no
+    /// handler takes (counted as `outcome="ignored"`): for a consumer whose
+    /// filter subject covers events it does not care about. Invalid
+    /// envelopes and undecodable payloads of handled events are still
+    /// dead-lettered.
+    pub fn ignore_unhandled(mut self) -> Self {
+        self.ignore_unhandled = true;
+        self
+    }
+
+    /// Decodes payloads with this registry. It must contain every type a
+    /// handler takes. By default the subscriber builds one from the
+    /// inventory plus every handler's type (and the versions it upcasts
+    /// from), so the linker can never leave a handled type out.
+    pub fn registry(mut self, registry: impl Into<Arc<EventRegistry>>) -> Self {
+        self.registry = Some(registry.into());
+        self
+    }
+
+    /// How long shutdown waits for running handlers before abandoning them
+    /// (their messages are nakked and delivered again).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Handles events of type `E`, and of every older version of its event
+    /// that upcasts to it. One handler per event name.
+    ///
+    /// The handler gets the decoded event and its [`Delivery`]. `Ok` acks
+    /// the message; an error naks it for a later delivery
+    /// ([`HandlerError::retry`], or `?` on any error) or dead-letters it at
+    /// once ([`HandlerError::permanent`]). A panic counts as a retryable
+    /// error.
+    pub fn on<E, F, Fut>(mut self, handler: F) -> Self
+    where
+        E: IntegrationEvent,
+        F: Fn(E, Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    {
+        self.handlers.push(Box::new(Typed::<E, F>::new(handler)));
+        self
+    }
+
+    /// Checks the settings, creates the durable pull consumer or verifies
+    /// that the existing one has the same settings (explicit ack, ack wait,
+    /// max deliver, filter subject, deliver policy), and returns the
+    /// subscriber, ready to [`run`](Subscriber::run).
+    pub async fn build(self) -> Result<Subscriber, BuildError> {
+        let stream_name = self.check()?;
+        let handlers = Handlers::new(self.handlers)?;
+        let registry = match self.registry {
+            Some(registry) => {
+                for registration in handlers.registrations() {
+                    let present = registry
+                        .get(registration.name(), registration.version())
+                        .is_some_and(|found| found.type_id() == registration.type_id());
+                    if !present {
+                        return Err(BuildError::Unregistered {
+                            name: registration.name(),
+                            version: registration.version(),
+                            rust_type: registration.rust_type(),
+                        });
+                    }
+                }
+                registry
+            }
+            None => Arc::new(
+                handlers
+                    .registrations()
+                    .fold(EventRegistry::builder().with_inventory(), |b, r| {
+                        b.register_registration(r)
+                    })
+                    .build()?,
+            ),
+        };
+        let stream = self
+            .context
+            .get_stream(&stream_name)
+            .await
+            .map_err(|source| BuildError::Stream {
+                stream: stream_name.clone(),
+                source,
+            })?;
+        if let Some(subject) = self.dead_letter.subject(&self.durable) {
+            let captured_here = self.filter_subject.is_empty()
+                && stream
+                    .cached_info()
+                    .config
+                    .subjects
+                    .iter()
+                    .any(|pattern| subject_matches(pattern, &subject));
+            if captured_here {
+                return Err(BuildError::InvalidConfig(format!(
+                    "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
+                     which this consumer reads unfiltered: dead letters would come back to it"
+                )));
+            }
+        }
+        let max_deliver = i64::try_from(self.max_deliver).unwrap_or(i64::MAX);
+        let consumer = consumer::ensure(
+            &stream,
+            pull::Config {
+                durable_name: Some(self.durable.clone()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: self.ack_wait,
+                max_deliver,
+                filter_subject: self.filter_subject,
+                deliver_policy: self.deliver_policy,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let shared = Shared {
+            consumer: self.durable.into(),
+            stream: stream_name.into(),
+            client: self.context.client(),
+            context: self.context,
+            registry,
+            handlers,
+            max_deliver: self.max_deliver,
+            ack_wait: self.ack_wait,
+            max_in_flight: self.max_in_flight,
+            permits: Arc::new(Semaphore::new(self.max_in_flight)),
+            backoff: self.backoff,
+            dead_letter: self.dead_letter,
+            ignore_unhandled: self.ignore_unhandled,
+            shutdown_timeout: self.shutdown_timeout,
+        };
+        Ok(Subscriber {
+            shared: Arc::new(shared),
+            consumer,
+        })
+    }
+
+    /// Validates the settings; returns the stream name.
+    fn check(&self) -> Result<String, BuildError> {
+        let invalid = |what: String| Err(BuildError::InvalidConfig(what));
+        let durable = &self.durable;
+        let bad_char = |c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>' | '/' | '\\');
+        if durable.is_empty() || durable.chars().any(bad_char) {
+            return invalid(format!(
+                "durable name `{durable}` must be non-empty, without whitespace, `.`, `*`, `>`, `/` or `\\`"
+            ));
+        }
+        let Some(stream) = self.stream.clone() else {
+            return invalid("the stream is required: call `stream(..)`".into());
+        };
+        if self.max_in_flight == 0 {
+            return invalid("max_in_flight must be at least 1".into());
+        }
+        if self.max_deliver == 0 {
+            return invalid("max_deliver must be at least 1".into());
+        }
+        if self.ack_wait < Duration::from_millis(100) {
+            return invalid("ack_wait must be at least 100 ms".into());
+        }
+        if let Some(subject) = self.dead_letter.subject(durable)
+            && subject_matches(&self.filter_subject, &subject)
+        {
+            return invalid(format!(
+                "the dead-letter subject `{subject}` matches the consumer's filter `{}`: \
+                 dead letters would come back to it",
+                self.filter_subject
+            ));
+        }
+        Ok(stream)
+    }
+}
+
+/// Whether NATS subject `filter` (with `*` and `>` wildcards; empty = all)
+/// matches `subject`.
+fn subject_matches(filter: &str, subject: &str) -> bool {
+    if filter.is_empty() {
+        return false; // the stream's own subjects decide; checked by JetStream
+    }
+    let mut subject_tokens = subject.split('.');
+    for token in filter.split('.') {
+        match (token, subject_tokens.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (literal, Some(actual)) if literal == actual => {}
+            _ => return false,
+        }
+    }
+    subject_tokens.next().is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_matches;
+
+    #[test]
+    fn wildcards() {
+        assert!(subject_matches("dlq.>", "dlq.orders"));
+        assert!(subject_matches("*.orders", "dlq.orders"));
+        assert!(!subject_matches("events.>", "dlq.orders"));
+        assert!(!subject_matches("dlq", "dlq.orders"));
+        assert!(!subject_matches("dlq.orders.x", "dlq.orders"));
+        assert!(!subject_matches("", "dlq.orders"));
+    }
+}

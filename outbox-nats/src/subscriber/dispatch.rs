@@ -1,0 +1,198 @@
+//! From a JetStream message to a decision: rebuild the envelope, pick the
+//! handler by event name, decode into its type, run it.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use futures::FutureExt;
+use outbox_core::{DecodeError, Delivery, EventRegistry, OutboxMessage, wire};
+use tracing::Span;
+
+use super::dead_letter::DeadLetterKind;
+use super::metrics::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};
+use super::shared::Shared;
+
+/// A message as the subscriber holds it.
+pub(crate) struct Incoming {
+    /// The JetStream message (to ack).
+    pub(crate) message: jetstream::Message,
+    /// How many times JetStream delivered it, this time included.
+    pub(crate) deliveries: u64,
+    /// Its stream sequence.
+    pub(crate) stream_sequence: u64,
+}
+
+/// What to do with a message.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Ack it; `outcome` is the metrics label (`handled`, `ignored`).
+    Ack { outcome: &'static str },
+    /// Nak it for redelivery after `delay`.
+    Retry { delay: Duration, reason: String },
+    /// It can never be handled here.
+    Dead {
+        kind: DeadLetterKind,
+        reason: String,
+    },
+}
+
+/// A decision and the `event` label of the message.
+pub(crate) struct Verdict {
+    pub(crate) decision: Decision,
+    pub(crate) event: &'static str,
+}
+
+/// The `(name, value)` pairs of a message's headers.
+pub(crate) fn header_pairs(message: &async_nats::Message) -> Vec<(&str, &str)> {
+    message
+        .headers
+        .iter()
+        .flat_map(|headers| headers.iter())
+        .flat_map(|(name, values)| {
+            let name: &str = name.as_ref();
+            values.iter().map(move |value| (name, value.as_str()))
+        })
+        .collect()
+}
+
+/// The first value of header `name` (any case).
+pub(crate) fn header<'a>(pairs: &[(&'a str, &'a str)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| *v)
+}
+
+/// Decides what to do with `incoming`, running its handler if it has one.
+/// Never panics, whatever the message or the handler does.
+pub(crate) async fn decide(shared: &Arc<Shared>, incoming: &Incoming, span: &Span) -> Verdict {
+    let message = &incoming.message;
+    let envelope = match wire::decode(&message.subject, header_pairs(message), &message.payload) {
+        Ok(envelope) => envelope,
+        Err(err) => return dead(DeadLetterKind::InvalidEnvelope, err.to_string(), None),
+    };
+    record(span, &envelope);
+    let Some(handler) = shared.handlers.get(&envelope.event_name) else {
+        return unhandled(shared, &envelope);
+    };
+    let event = handler.registration().name();
+    let delivery = Delivery::new(envelope)
+        .with_consumer(Arc::clone(&shared.consumer))
+        .with_stream(Arc::clone(&shared.stream), incoming.stream_sequence)
+        .with_delivery_count(incoming.deliveries);
+    let started = Instant::now();
+    // A handler may panic while creating its future, or while it runs.
+    let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        handler.call(&shared.registry, delivery)
+    }));
+    let result = match calling {
+        Ok(Ok(running)) => AssertUnwindSafe(running).catch_unwind().await,
+        Ok(Err(err)) => return dead(decode_kind(&err), err.to_string(), Some(event)),
+        Err(panic) => Err(panic),
+    };
+    ::metrics::histogram!(
+        HANDLER_DURATION_SECONDS,
+        "consumer" => Arc::clone(&shared.consumer),
+        "event" => event,
+    )
+    .record(started.elapsed().as_secs_f64());
+    let error = match result {
+        Ok(Ok(())) => {
+            return Verdict {
+                decision: Decision::Ack { outcome: "handled" },
+                event,
+            };
+        }
+        Ok(Err(err)) if err.is_permanent() => {
+            return dead(DeadLetterKind::Rejected, err.to_string(), Some(event));
+        }
+        Ok(Err(err)) => err.to_string(),
+        Err(panic) => format!("handler panicked: {}", panic_message(&*panic)),
+    };
+    if incoming.deliveries >= shared.max_deliver {
+        let reason = format!(
+            "handler failed on all {} deliveries; last error: {error}",
+            incoming.deliveries
+        );
+        return dead(DeadLetterKind::Exhausted, reason, Some(event));
+    }
+    Verdict {
+        decision: Decision::Retry {
+            delay: shared.backoff.delay(incoming.deliveries),
+            reason: error,
+        },
+        event,
+    }
+}
+
+fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
+    if shared.ignore_unhandled {
+        return Verdict {
+            decision: Decision::Ack { outcome: "ignored" },
+            event: UNKNOWN_EVENT,
+        };
+    }
+    let (name, version) = (&envelope.event_name, envelope.event_version);
+    let (kind, reason) = if known(&shared.registry, name) {
+        (
+            DeadLetterKind::NoHandler,
+            format!(
+                "no handler of consumer `{}` takes `{name}` (v{version})",
+                shared.consumer
+            ),
+        )
+    } else {
+        (
+            DeadLetterKind::UnknownEvent,
+            format!("no event type is registered as `{name}` (message has v{version})"),
+        )
+    };
+    dead(kind, reason, None)
+}
+
+fn known(registry: &EventRegistry, name: &str) -> bool {
+    !registry.versions(name).is_empty()
+}
+
+fn dead(kind: DeadLetterKind, reason: String, event: Option<&'static str>) -> Verdict {
+    Verdict {
+        decision: Decision::Dead { kind, reason },
+        event: event.unwrap_or(UNKNOWN_EVENT),
+    }
+}
+
+fn decode_kind(err: &DecodeError) -> DeadLetterKind {
+    match err {
+        DecodeError::UnknownEvent { .. } => DeadLetterKind::UnknownEvent,
+        DecodeError::UnknownVersion { .. } => DeadLetterKind::UnknownVersion,
+        DecodeError::Malformed { .. } => DeadLetterKind::Malformed,
+        _ => DeadLetterKind::NotConvertible,
+    }
+}
+
+/// Adds what the envelope tells to the message's span, including the
+/// producer's trace (there is no OpenTelemetry dependency: the ids are
+/// recorded as fields for a tracing layer to pick up).
+fn record(span: &Span, envelope: &OutboxMessage) {
+    span.record("event", envelope.event_name.as_str());
+    span.record("event_version", envelope.event_version);
+    span.record("message_id", tracing::field::display(envelope.id));
+    span.record("aggregate_type", envelope.aggregate_type.as_str());
+    span.record("aggregate_id", envelope.aggregate_id.as_str());
+    span.record("sequence", envelope.sequence);
+    span.record("correlation_id", envelope.correlation_id.as_str());
+    if let Some(traceparent) = &envelope.traceparent {
+        span.record("trace_id", traceparent.trace_id());
+        span.record("parent_span_id", traceparent.parent_id());
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string payload")
+}

@@ -1,0 +1,239 @@
+//! The subscriber's main loop: pull messages, admit them into their
+//! aggregate's lane within `max_in_flight`, and shut down in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::pull::{MessagesErrorKind, Stream};
+use async_nats::jetstream::consumer::{PullConsumer, StreamError};
+use futures::{FutureExt, StreamExt};
+use outbox_core::wire;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::{Incoming, header, header_pairs};
+use super::error::SubscriberError;
+use super::metrics::UNKNOWN_EVENT;
+use super::ordering::{Admission, LaneKey, Lanes, Queued, lane_key};
+use super::settle;
+use super::shared::Shared;
+use super::worker::{Stop, run_lane};
+
+/// How long one pull request waits for messages.
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// How often an idle pull request hears from the server.
+const PULL_HEARTBEAT: Duration = Duration::from_secs(10);
+/// Longest wait before reopening a failed message stream.
+const MAX_REOPEN_DELAY: Duration = Duration::from_secs(10);
+/// How often lanes left with only forgotten messages away are dropped.
+const LANE_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+/// How long abandoned handlers get to hand their messages back.
+const HARD_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs until `shutdown` is cancelled (then drains) or the consumer is deleted.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    consumer: PullConsumer,
+    shutdown: CancellationToken,
+) -> Result<(), SubscriberError> {
+    let lanes = Lanes::<Incoming>::new(shared.away_grace());
+    let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
+    let stop = Stop::default();
+    let mut workers = JoinSet::new();
+    let mut messages: Option<Stream> = None;
+    let mut reopen_delay = Duration::from_millis(100);
+    tracing::info!(consumer = %shared.consumer, stream = %shared.stream, "subscriber started");
+    let result = loop {
+        let Some(stream) = messages.as_mut() else {
+            match open(&consumer, &shared).await {
+                Ok(stream) => {
+                    messages = Some(stream);
+                    reopen_delay = Duration::from_millis(100);
+                }
+                Err(err) => {
+                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?reopen_delay, "cannot pull messages");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break Ok(()),
+                        () = tokio::time::sleep(reopen_delay) => {}
+                    }
+                    reopen_delay = (reopen_delay * 2).min(MAX_REOPEN_DELAY);
+                }
+            }
+            continue;
+        };
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break Ok(()),
+            _ = sweep.tick() => lanes.sweep(),
+            Some(joined) = workers.join_next(), if !workers.is_empty() => {
+                if let Err(err) = joined {
+                    tracing::error!(consumer = %shared.consumer, error = %err, "lane worker failed");
+                }
+            }
+            next = stream.next() => match next {
+                Some(Ok(message)) => {
+                    if !admit(&shared, &lanes, &stop, &mut workers, message, &shutdown).await {
+                        break Ok(());
+                    }
+                }
+                Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
+                    break Err(SubscriberError::ConsumerDeleted { consumer: shared.consumer.to_string() });
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(consumer = %shared.consumer, error = %err, "pulling messages");
+                }
+                None => {
+                    tracing::warn!(consumer = %shared.consumer, "message stream ended; reopening it");
+                    messages = None;
+                }
+            },
+        }
+    };
+    drain(&shared, &stop, &mut workers, messages).await;
+    tracing::info!(consumer = %shared.consumer, "subscriber stopped");
+    result
+}
+
+async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, StreamError> {
+    consumer
+        .stream()
+        .max_messages_per_batch(shared.max_in_flight)
+        .expires(PULL_EXPIRES)
+        .heartbeat(PULL_HEARTBEAT)
+        .messages()
+        .await
+}
+
+/// Puts `message` in its aggregate's lane once it has a permit, or defers
+/// it behind an earlier message of its aggregate that is away. Returns
+/// false when shutdown came first; the message is then handed back.
+async fn admit(
+    shared: &Arc<Shared>,
+    lanes: &Lanes<Incoming>,
+    stop: &Stop,
+    workers: &mut JoinSet<()>,
+    message: jetstream::Message,
+    shutdown: &CancellationToken,
+) -> bool {
+    let (stream_sequence, deliveries) = match message.info() {
+        Ok(info) => (
+            info.stream_sequence,
+            u64::try_from(info.delivered).unwrap_or(1).max(1),
+        ),
+        Err(err) => {
+            tracing::warn!(consumer = %shared.consumer, error = %err, "not a JetStream message; ignored");
+            return true;
+        }
+    };
+    let key = aggregate_of(&message, stream_sequence);
+    let incoming = Incoming {
+        message,
+        deliveries,
+        stream_sequence,
+    };
+    let permit = match Arc::clone(&shared.permits).try_acquire_owned() {
+        Ok(permit) => Some(permit),
+        Err(_) => wait_for_permit(shared, &incoming, shutdown).await,
+    };
+    let Some(permit) = permit else {
+        settle::abandon(shared, &incoming, UNKNOWN_EVENT).await;
+        return false;
+    };
+    let queued = Queued {
+        item: incoming,
+        sequence: stream_sequence,
+        last_delivery: deliveries >= shared.max_deliver,
+        permit: Some(permit),
+    };
+    match lanes.admit(&key, queued) {
+        Admission::Start => {
+            workers.spawn(run_lane(
+                Arc::clone(shared),
+                lanes.clone(),
+                key,
+                stop.clone(),
+            ));
+        }
+        Admission::Queued => {}
+        Admission::Defer(queued, delay) => {
+            settle::defer(shared, &queued.item, delay).await;
+        }
+    }
+    shared.report_in_flight();
+    true
+}
+
+/// Waits for an in-flight permit, keeping `incoming` alive meanwhile;
+/// `None` if shutdown comes first.
+async fn wait_for_permit(
+    shared: &Arc<Shared>,
+    incoming: &Incoming,
+    shutdown: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    let period = shared.progress_interval();
+    let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let acquire = Arc::clone(&shared.permits).acquire_owned();
+    tokio::pin!(acquire);
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return None,
+            permit = &mut acquire => return permit.ok(),
+            _ = progress.tick() => settle::progress(shared, incoming.message.reply.clone()).await,
+        }
+    }
+}
+
+/// The lane of the message's aggregate; a message without one (it will be
+/// dead-lettered) gets a lane of its own.
+fn aggregate_of(message: &jetstream::Message, stream_sequence: u64) -> LaneKey {
+    let pairs = header_pairs(message);
+    match (
+        header(&pairs, wire::AGGREGATE_TYPE),
+        header(&pairs, wire::SUBJECT),
+    ) {
+        (Some(aggregate_type), Some(aggregate_id)) => lane_key(aggregate_type, aggregate_id),
+        _ => format!("\u{0}{stream_sequence}").into(),
+    }
+}
+
+/// Stops in order: hand back what the client buffered, let running
+/// handlers finish until the deadline (waiting messages are handed back),
+/// then abandon the rest.
+async fn drain(shared: &Shared, stop: &Stop, workers: &mut JoinSet<()>, messages: Option<Stream>) {
+    stop.draining.cancel();
+    if let Some(mut stream) = messages {
+        while let Some(Some(Ok(message))) = stream.next().now_or_never() {
+            let incoming = Incoming {
+                message,
+                deliveries: 0,
+                stream_sequence: 0,
+            };
+            settle::abandon(shared, &incoming, UNKNOWN_EVENT).await;
+        }
+    }
+    if tokio::time::timeout(shared.shutdown_timeout, join_all(workers))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            consumer = %shared.consumer,
+            timeout = ?shared.shutdown_timeout,
+            "handlers still running at the shutdown deadline; abandoning them"
+        );
+        stop.hard.cancel();
+        if tokio::time::timeout(HARD_STOP_GRACE, join_all(workers))
+            .await
+            .is_err()
+        {
+            workers.abort_all();
+        }
+    }
+    shared.report_in_flight();
+}
+
+async fn join_all(workers: &mut JoinSet<()>) {
+    while workers.join_next().await.is_some() {}
+}

@@ -1,0 +1,36 @@
+//! The subscriber's metrics, through the [`metrics`] facade.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `outbox_consumer_handled_total` | counter | `consumer`, `event`, `outcome` | messages settled, by outcome |
+//! | `outbox_consumer_handler_duration_seconds` | histogram | `consumer`, `event` | time spent in the handler |
+//! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held (running or waiting behind their aggregate) |
+//! | `outbox_consumer_ack_failures_total` | counter | `consumer` | acks/naks that could not be sent (the message will be redelivered) |
+//!
+//! `event` is the wire name of a handled event, or `unknown` for messages
+//! no handler takes (so garbage cannot create label values). `outcome` is
+//! one of:
+//!
+//! | outcome | what happened |
+//! |---|---|
+//! | `handled` | the handler succeeded; acked |
+//! | `ignored` | no handler takes it and the subscriber ignores unhandled events; acked |
+//! | `retried` | the handler failed; nakked with a backoff delay |
+//! | `deferred` | nakked, unhandled, to come back after an earlier message of its aggregate that is away for a retry |
+//! | `dead_lettered` | published to the dead-letter subject, then terminated |
+//! | `dead_letter_failed` | the dead-letter publish failed; nakked to try again |
+//! | `terminated` | terminated without a copy (dead-letter policy `terminate`) |
+//! | `redelivered` | nakked for later (dead-letter policy `redeliver`) |
+//! | `abandoned` | nakked without delay at shutdown |
+
+/// Messages settled, by consumer, event and outcome.
+pub const HANDLED_TOTAL: &str = "outbox_consumer_handled_total";
+/// Time spent in handlers, in seconds.
+pub const HANDLER_DURATION_SECONDS: &str = "outbox_consumer_handler_duration_seconds";
+/// Messages held by the subscriber.
+pub const IN_FLIGHT: &str = "outbox_consumer_in_flight";
+/// Acks and naks that could not be sent.
+pub const ACK_FAILURES_TOTAL: &str = "outbox_consumer_ack_failures_total";
+
+/// The `event` label of messages no handler takes.
+pub(crate) const UNKNOWN_EVENT: &str = "unknown";

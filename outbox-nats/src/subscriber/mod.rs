@@ -1,0 +1,296 @@
+//! Typed subscribers: consume what the outbox publishes with handlers of
+//! Rust event types, over a durable JetStream pull consumer.
+//!
+//! ```no_run
+//! # use outbox_core::IntegrationEvent;
+//! # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+//! # #[event(name = "order.placed", version = 2)] struct OrderPlaced { order_id: String }
+//! # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+//! # #[event(name = "order.paid")] struct OrderPaid { order_id: String }
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use outbox_core::{Delivery, HandlerError};
+//! use outbox_nats::subscriber::Subscriber;
+//!
+//! let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+//! let subscriber = Subscriber::builder(async_nats::jetstream::new(client), "orders-projection")
+//!     .stream("EVENTS")
+//!     .filter_subject("events.order.>")
+//!     .max_in_flight(64)
+//!     .max_deliver(5)
+//!     .ack_wait(Duration::from_secs(30))
+//!     .on(|event: OrderPlaced, delivery: Delivery| async move {
+//!         tracing::info!(order = %event.order_id, seq = delivery.sequence(), "placed");
+//!         Ok(())
+//!     })
+//!     .on(|event: OrderPaid, _: Delivery| async move {
+//!         if event.order_id.is_empty() {
+//!             return Err(HandlerError::permanent("an order without an id"));
+//!         }
+//!         Ok(())
+//!     })
+//!     .build()                  // creates or verifies the durable consumer
+//!     .await?;
+//! let running = subscriber.spawn();
+//! // ... serve ...
+//! running.shutdown().await?;    // stop fetching, finish handlers, nak the rest
+//! # Ok(()) }
+//! ```
+//!
+//! # Dispatch
+//!
+//! Each message's envelope is rebuilt from its headers with
+//! [`outbox_core::wire::decode`]; the event name picks the handler, and the
+//! [`EventRegistry`](outbox_core::EventRegistry) decodes the payload into the
+//! handler's type, applying the declared upcasts, so a handler of the newest
+//! version receives older versions too. The handler also gets a
+//! [`Delivery`](outbox_core::Delivery): message id, aggregate type and id,
+//! sequence, correlation and causation ids, headers, delivery count, stream
+//! sequence.
+//!
+//! # Outcomes
+//!
+//! | the handler / the message | the subscriber |
+//! |---|---|
+//! | `Ok(())` | acks |
+//! | retryable error (or a panic) | naks with the [`Backoff`] delay for its delivery count |
+//! | retryable error on delivery `max_deliver` | dead-letters it, with the last error (kind `exhausted`) |
+//! | [permanent](outbox_core::HandlerError::permanent) error | dead-letters it (kind `rejected`) |
+//! | invalid envelope, unknown event, no handler, payload that does not fit | dead-letters it, with the reason |
+//!
+//! "Dead-letters" follows the [`DeadLetterPolicy`]: by default a copy with
+//! the reason is published to `dlq.<durable>` and the original terminated
+//! (see [`dead_letter`]); a copy that cannot be published is nakked instead,
+//! never lost. Nothing a message contains can stop the subscriber.
+//!
+//! # Order and concurrency
+//!
+//! Up to `max_in_flight` messages are held at once. Messages of one
+//! aggregate (the `ce-aggregatetype` and `ce-subject` headers) are handled
+//! one after another, in stream order; different aggregates run in
+//! parallel. A message waiting behind its aggregate counts against
+//! `max_in_flight`, and it, the running one, and one waiting for a slot are
+//! kept alive with progress acks (`+WPI`, every third of `ack_wait`).
+//!
+//! Retries keep the order too. When a handler fails, its message is nakked
+//! with its backoff delay and is *away*; later messages of that aggregate —
+//! those waiting behind it and those that arrive meanwhile — are nakked
+//! (*deferred*, `outcome="deferred"`) to come back just after it, instead of
+//! being handled before it or held in memory, so a failing aggregate never
+//! takes the capacity of the others. If the message away does not come back
+//! within its delay plus `min(ack_wait, 5 s)` (another process took it),
+//! the aggregate goes on without it. Each deferral is a delivery: a message
+//! deferred behind a failing one uses up its own `max_deliver`; on its last
+//! delivery it waits in memory instead.
+//!
+//! Order is per process: JetStream may hand one aggregate's messages to
+//! different processes bound to the same durable. Where that matters, run
+//! one process per durable, or give each process its own filter subject.
+//!
+//! # Shutdown
+//!
+//! [`RunningSubscriber::shutdown`] (or cancelling the token given to
+//! [`Subscriber::run`]) stops fetching, naks at once what the client had
+//! buffered and what waits behind a running handler, lets running handlers
+//! finish until [`shutdown_timeout`](SubscriberBuilder::shutdown_timeout),
+//! then drops the rest (a transaction they held rolls back) and naks their
+//! messages. Messages the server had sent but the client not yet received
+//! are redelivered after `ack_wait`.
+//!
+//! A nats-server 2.9 behaviour to know: when a handed-back message is due
+//! while the only pull requests the server holds belong to a client that
+//! has gone (this subscriber, just stopped), the server delivers the
+//! consumer's last new message once more and leaves the handed-back one to
+//! its `ack_wait`. Nothing is lost, but a restart may see a message twice
+//! or out of order; the inbox makes the duplicate harmless.
+//!
+//! # Exactly-once effects
+//!
+//! Delivery is at least once. Handlers whose effects must happen once
+//! record each message id in an inbox in the same transaction as their
+//! effects: `outbox_sea_orm::Inbox::handler` turns a handler that takes a
+//! SeaORM unit of work into a handler for [`on`](SubscriberBuilder::on).
+//!
+//! # Tracing and metrics
+//!
+//! Each message is handled in an `outbox.consume` span with the fields
+//! `consumer`, `stream_sequence`, `delivery`, `event`, `event_version`,
+//! `message_id`, `aggregate_type`, `aggregate_id`, `sequence`,
+//! `correlation_id`, `outcome`, and, when the producer sent a
+//! `traceparent`, `trace_id` and `parent_span_id`: the producer's trace
+//! continues on the consumer side. This crate does not depend on
+//! OpenTelemetry; a `tracing` layer can map these fields to a remote parent.
+//! Metrics are listed in [`metrics`].
+
+mod backoff;
+mod builder;
+mod consumer;
+pub mod dead_letter;
+mod dispatch;
+mod error;
+mod fetch;
+mod handler;
+pub mod metrics;
+mod ordering;
+mod settle;
+mod shared;
+mod worker;
+
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::PullConsumer;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use backoff::Backoff;
+pub use builder::SubscriberBuilder;
+pub use dead_letter::{DeadLetterKind, DeadLetterPolicy};
+pub use error::{BuildError, SubscriberError};
+
+use shared::Shared;
+
+/// A typed subscriber on a durable JetStream pull consumer, built and
+/// ready to run (see the [module docs](self)).
+pub struct Subscriber {
+    shared: Arc<Shared>,
+    consumer: PullConsumer,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("consumer", &self.shared.consumer)
+            .field("stream", &self.shared.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscriber {
+    /// A builder for a subscriber of the durable consumer `durable`.
+    ///
+    /// With an inbox (`outbox-sea-orm`), so each message's effects are
+    /// applied once, and run until a token is cancelled:
+    ///
+    /// ```no_run
+    /// # use outbox_core::IntegrationEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "payment.received")] struct PaymentReceived { order_id: String, cents: i64 }
+    /// # async fn run(outbox: outbox_sea_orm::Outbox, jetstream: async_nats::jetstream::Context)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
+    /// use outbox_sea_orm::Inbox;
+    /// use sea_orm::ConnectionTrait;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let inbox = Inbox::new(&outbox, "billing")?;
+    /// let subscriber = Subscriber::builder(jetstream, "billing")
+    ///     .stream("EVENTS")
+    ///     .filter_subject("events.payment.>")
+    ///     .dead_letter(DeadLetterPolicy::publish_to("dlq.billing"))
+    ///     .on(inbox.handler(|event: PaymentReceived, _delivery, uow| {
+    ///         Box::pin(async move {
+    ///             let sql = format!("UPDATE ledger SET cents = cents + {}", event.cents);
+    ///             uow.connection().execute_unprepared(&sql).await?;
+    ///             Ok(())
+    ///         })
+    ///     }))
+    ///     .build()
+    ///     .await?;
+    /// let shutdown = CancellationToken::new(); // cancel it on SIGTERM
+    /// subscriber.run(shutdown).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(jetstream: jetstream::Context, durable: impl Into<String>) -> SubscriberBuilder {
+        SubscriberBuilder::new(jetstream, durable.into())
+    }
+
+    /// The durable consumer's name.
+    pub fn durable(&self) -> &str {
+        &self.shared.consumer
+    }
+
+    /// The stream it reads.
+    pub fn stream(&self) -> &str {
+        &self.shared.stream
+    }
+
+    /// Where dead letters are published, if the policy publishes them.
+    pub fn dead_letter_subject(&self) -> Option<String> {
+        self.shared.dead_letter.subject(&self.shared.consumer)
+    }
+
+    /// Handles messages until `shutdown` is cancelled, then shuts down in
+    /// order (see [Shutdown](self#shutdown)). Returns an error only if the
+    /// consumer is deleted under it; connection trouble is logged and
+    /// retried. Dropping the future stops everything at once, without
+    /// handing messages back (they are redelivered after `ack_wait`).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
+        fetch::run(self.shared, self.consumer, shutdown).await
+    }
+
+    /// Runs on a task of its own.
+    pub fn spawn(self) -> RunningSubscriber {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(self.run(shutdown.clone()));
+        RunningSubscriber {
+            shutdown,
+            task: Some(task),
+        }
+    }
+}
+
+/// A [`Subscriber`] running on its own task. Dropping it starts a graceful
+/// shutdown that completes in the background.
+#[derive(Debug)]
+pub struct RunningSubscriber {
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<(), SubscriberError>>>,
+}
+
+impl RunningSubscriber {
+    /// Shuts down in order and waits until it has.
+    pub async fn shutdown(mut self) -> Result<(), SubscriberError> {
+        self.shutdown.cancel();
+        match self.task.take() {
+            Some(task) => task.await?,
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the subscriber stops on its own (its consumer was deleted)
+    /// or is shut down through its [token](Self::shutdown_token).
+    pub async fn stopped(mut self) -> Result<(), SubscriberError> {
+        match self.task.take() {
+            Some(task) => task.await?,
+            None => Ok(()),
+        }
+    }
+
+    /// The token that shuts it down, to share with other shutdown logic.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Whether it has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stops it at once, as a crash would: running handlers are dropped
+    /// (their transactions roll back) and no message is acked or nakked;
+    /// JetStream redelivers them after `ack_wait`.
+    pub fn abort(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for RunningSubscriber {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.shutdown.cancel();
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Acting on a decision: ack, nak with a delay, or dead-letter.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use tracing::Span;
+
+use super::dead_letter::{self, DeadLetterKind, Origin};
+use super::dispatch::{Decision, Incoming, Verdict};
+use super::metrics::{ACK_FAILURES_TOTAL, HANDLED_TOTAL, UNKNOWN_EVENT};
+use super::shared::Shared;
+
+/// Settles a message as `verdict` says and counts the outcome.
+pub(crate) async fn settle(shared: &Shared, incoming: &Incoming, verdict: Verdict, span: &Span) {
+    let (ack, outcome) = match verdict.decision {
+        Decision::Ack { outcome } => (AckKind::Ack, outcome),
+        Decision::Retry { delay, reason } => {
+            tracing::warn!(
+                parent: span,
+                error = %reason,
+                retry_in = ?delay,
+                "handler failed; the message will be delivered again"
+            );
+            (nak(delay), "retried")
+        }
+        Decision::Dead { kind, reason } => dead(shared, incoming, kind, &reason, span).await,
+    };
+    send(shared, &incoming.message, ack).await;
+    count(shared, verdict.event, outcome);
+    span.record("outcome", outcome);
+}
+
+fn nak(delay: Duration) -> AckKind {
+    AckKind::Nak(Some(delay))
+}
+
+/// Hands a message back without handling it (shutdown): redelivered at once.
+pub(crate) async fn abandon(shared: &Shared, incoming: &Incoming, event: &'static str) {
+    send(shared, &incoming.message, AckKind::Nak(None)).await;
+    count(shared, event, "abandoned");
+}
+
+/// Hands a message back to be delivered after `delay`, behind an earlier
+/// message of its aggregate that is away for a retry.
+pub(crate) async fn defer(shared: &Shared, incoming: &Incoming, delay: Duration) {
+    send(shared, &incoming.message, nak(delay)).await;
+    count(shared, UNKNOWN_EVENT, "deferred");
+}
+
+async fn dead(
+    shared: &Shared,
+    incoming: &Incoming,
+    kind: DeadLetterKind,
+    reason: &str,
+    span: &Span,
+) -> (AckKind, &'static str) {
+    let retry_later = nak(shared.backoff.delay(incoming.deliveries));
+    if let Some(subject) = shared.dead_letter.subject(&shared.consumer) {
+        let origin = Origin {
+            consumer: &shared.consumer,
+            stream: &shared.stream,
+            stream_sequence: incoming.stream_sequence,
+            deliveries: incoming.deliveries,
+        };
+        let published = dead_letter::publish(
+            &shared.context,
+            &subject,
+            &incoming.message,
+            kind,
+            reason,
+            &origin,
+        )
+        .await;
+        match published {
+            Ok(()) => {
+                tracing::error!(parent: span, %kind, %reason, dead_letter_subject = %subject, "message dead-lettered");
+                (AckKind::Term, "dead_lettered")
+            }
+            Err(err) => {
+                tracing::error!(
+                    parent: span,
+                    %kind,
+                    %reason,
+                    dead_letter_subject = %subject,
+                    error = %err,
+                    last_delivery = incoming.deliveries >= shared.max_deliver,
+                    "dead-letter publish failed; the message is nakked, not terminated \
+                     (on its last delivery it stays in the stream, undelivered)"
+                );
+                (retry_later, "dead_letter_failed")
+            }
+        }
+    } else if shared.dead_letter.redelivers() {
+        tracing::warn!(parent: span, %kind, %reason, "message cannot be handled; redelivering later");
+        (retry_later, "redelivered")
+    } else {
+        tracing::error!(parent: span, %kind, %reason, "message cannot be handled; terminated");
+        (AckKind::Term, "terminated")
+    }
+}
+
+/// Tells JetStream the message is still being worked on (`+WPI`), which
+/// restarts its ack wait.
+pub(crate) async fn progress(shared: &Shared, reply: Option<async_nats::Subject>) {
+    if let Some(reply) = reply
+        && let Err(err) = shared.client.publish(reply, "+WPI".into()).await
+    {
+        tracing::debug!(error = %err, "progress ack not sent");
+    }
+}
+
+async fn send(shared: &Shared, message: &jetstream::Message, ack: AckKind) {
+    if let Err(err) = message.ack_with(ack).await {
+        tracing::warn!(error = %err, ?ack, "could not settle the message; JetStream will redeliver it");
+        ::metrics::counter!(ACK_FAILURES_TOTAL, "consumer" => std::sync::Arc::clone(&shared.consumer)).increment(1);
+    }
+}
+
+fn count(shared: &Shared, event: &'static str, outcome: &'static str) {
+    ::metrics::counter!(
+        HANDLED_TOTAL,
+        "consumer" => std::sync::Arc::clone(&shared.consumer),
+        "event" => event,
+        "outcome" => outcome,
+    )
+    .increment(1);
+}

@@ -1,0 +1,521 @@
+//! The inbox on PostgreSQL, MariaDB and SQLite: a message's effects are
+//! applied once per consumer, together with the events the handler records;
+//! duplicates (a second publish, a lost ack, a crash mid-handler with a
+//! broker restart) are acknowledged without running the handler again; old
+//! rows are purged; the migration adds the table to existing databases.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::stream::StorageType;
+use outbox_core::{
+    AggregateRef, Delivery, HandlerError, IntegrationEvent, MessageContext, OutboxMessage,
+    PendingMessage, SubjectPrefix, wire,
+};
+use outbox_sea_orm::migration::OutboxMigrator;
+use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, Processed, UnitOfWork};
+use outbox_tests::nats::NatsServer;
+use outbox_tests::orders::Order;
+use outbox_tests::subscriber::{SubscriberFixture, eventually};
+use outbox_tests::{Backend, TestDb};
+use sea_orm::ConnectionTrait;
+use sea_orm_migration::MigratorTrait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "inbox.payment.received")]
+struct PaymentReceived {
+    order_id: String,
+    cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "inbox.invoice.requested")]
+struct InvoiceRequested {
+    order_id: String,
+}
+
+fn payment(order_id: &str) -> PaymentReceived {
+    PaymentReceived {
+        order_id: order_id.to_owned(),
+        cents: 100,
+    }
+}
+
+/// `event` as message `sequence` of `payment/<aggregate_id>`, correlation `corr-1`.
+fn message<E: IntegrationEvent>(event: &E, aggregate_id: &str, sequence: u64) -> OutboxMessage {
+    OutboxMessage::seal(
+        PendingMessage::new(event).unwrap(),
+        AggregateRef {
+            aggregate_type: "payment".into(),
+            aggregate_id: aggregate_id.into(),
+            sequence,
+        },
+        &MessageContext::new().with_correlation_id("corr-1"),
+        &SubjectPrefix::default(),
+    )
+}
+
+/// The handler's effect: one row in `effects` per run that committed.
+async fn create_effects(test: &TestDb) {
+    test.db
+        .execute_unprepared(
+            "CREATE TABLE effects (message_id VARCHAR(64) NOT NULL, \
+             order_id VARCHAR(64) NOT NULL, delivery BIGINT NOT NULL)",
+        )
+        .await
+        .unwrap();
+}
+
+async fn apply_effect(
+    uow: &UnitOfWork,
+    event: &PaymentReceived,
+    delivery: &Delivery,
+) -> Result<(), HandlerError> {
+    uow.connection()
+        .execute_unprepared(&format!(
+            "INSERT INTO effects (message_id, order_id, delivery) VALUES ('{}', '{}', {})",
+            delivery.message_id(),
+            event.order_id,
+            delivery.delivery_count()
+        ))
+        .await?;
+    Ok(())
+}
+
+async fn effects_of(test: &TestDb, message: &OutboxMessage) -> i64 {
+    test.count("effects", &format!("message_id = '{}'", message.id))
+        .await
+}
+
+fn outbox(test: &TestDb) -> Outbox {
+    Outbox::new(test.db.clone(), OutboxConfig::default().without_notify())
+}
+
+// ------------------------------------------------------------ the inbox
+
+/// A message is applied once per consumer; a repeat does not run the handler.
+async fn applies_a_message_once_per_consumer(test: TestDb) {
+    create_effects(&test).await;
+    let outbox = outbox(&test);
+    let (billing, shipping) = (
+        Inbox::new(&outbox, "billing").unwrap(),
+        Inbox::new(&outbox, "shipping").unwrap(),
+    );
+    let m = message(&payment("o-1"), "p-1", 1);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let process = |inbox: &Inbox| {
+        let (inbox, runs, m) = (inbox.clone(), Arc::clone(&runs), m.clone());
+        async move {
+            inbox
+                .process(payment("o-1"), Delivery::new(m), |event, delivery, uow| {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Box::pin(async move { apply_effect(uow, &event, &delivery).await })
+                })
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(process(&billing).await, Processed::Applied);
+    assert_eq!(process(&billing).await, Processed::Duplicate);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(effects_of(&test, &m).await, 1);
+    assert!(billing.contains(m.id).await.unwrap());
+    assert!(!shipping.contains(m.id).await.unwrap());
+
+    assert_eq!(process(&shipping).await, Processed::Applied, "per consumer");
+    assert_eq!(effects_of(&test, &m).await, 2);
+    assert_eq!(test.count("outbox_inbox", "1=1").await, 2);
+}
+
+/// A failing handler commits nothing (effects, events, inbox row); the
+/// retry applies it.
+async fn a_failed_handler_commits_nothing(test: TestDb) {
+    create_effects(&test).await;
+    let inbox = Inbox::new(&outbox(&test), "billing").unwrap();
+    let m = message(&payment("o-1"), "p-1", 1);
+    let failed = inbox
+        .process(
+            payment("o-1"),
+            Delivery::new(m.clone()),
+            |event, delivery, uow| {
+                Box::pin(async move {
+                    apply_effect(uow, &event, &delivery).await?;
+                    uow.enqueue(&InvoiceRequested {
+                        order_id: event.order_id,
+                    })?;
+                    Err(HandlerError::retry("the ledger is down"))
+                })
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failed.to_string(), "the ledger is down");
+    assert_eq!(effects_of(&test, &m).await, 0);
+    assert_eq!(test.count("outbox_messages", "1=1").await, 0);
+    assert!(!inbox.contains(m.id).await.unwrap());
+
+    let retried = inbox
+        .process(
+            payment("o-1"),
+            Delivery::new(m.clone()).with_delivery_count(2),
+            |event, delivery, uow| {
+                Box::pin(async move { apply_effect(uow, &event, &delivery).await })
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(retried, Processed::Applied);
+    assert_eq!(effects_of(&test, &m).await, 1);
+}
+
+/// A consumer that is also a producer: what its handler records is caused
+/// by the handled message, keeps its correlation, and commits with the
+/// inbox row — once.
+async fn events_recorded_by_a_handler_continue_the_chain(test: TestDb) {
+    let inbox = Inbox::new(&outbox(&test), "orders").unwrap();
+    let m = message(&payment("o-9"), "p-9", 1);
+    for _ in 0..2 {
+        inbox
+            .process(payment("o-9"), Delivery::new(m.clone()), |event, _, uow| {
+                Box::pin(async move {
+                    let mut order = Order::place(event.order_id.clone(), event.cents)?;
+                    uow.save(&mut order).await?;
+                    uow.enqueue(&InvoiceRequested {
+                        order_id: event.order_id,
+                    })?;
+                    Ok(())
+                })
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(test.count("orders", "id = 'o-9'").await, 1);
+    assert_eq!(test.count("outbox_messages", "1=1").await, 2);
+    let chained = format!("causation_id = '{}' AND correlation_id = 'corr-1'", m.id);
+    assert_eq!(
+        test.count("outbox_messages", &chained).await,
+        2,
+        "both new events are caused by the handled message, in its correlation"
+    );
+}
+
+/// Two deliveries of one message handled at the same time: one applies it,
+/// the other waits for that commit and is recognised as a duplicate.
+async fn concurrent_duplicates_run_the_handler_once(test: TestDb) {
+    create_effects(&test).await;
+    let inbox = Inbox::new(&outbox(&test), "billing").unwrap();
+    let m = message(&payment("o-1"), "p-1", 1);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let process = || {
+        let (inbox, runs, m) = (inbox.clone(), Arc::clone(&runs), m.clone());
+        tokio::spawn(async move {
+            inbox
+                .process(payment("o-1"), Delivery::new(m), |event, delivery, uow| {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Box::pin(async move {
+                        apply_effect(uow, &event, &delivery).await?;
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        Ok(())
+                    })
+                })
+                .await
+        })
+    };
+    let (a, b) = (process(), process());
+    let mut outcomes = [a.await.unwrap().unwrap(), b.await.unwrap().unwrap()];
+    outcomes.sort_by_key(|p| *p == Processed::Duplicate);
+    assert_eq!(outcomes, [Processed::Applied, Processed::Duplicate]);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(effects_of(&test, &m).await, 1);
+}
+
+/// Purge deletes this consumer's rows older than the retention, in batches.
+async fn purge_deletes_old_rows_in_batches(test: TestDb) {
+    let outbox = outbox(&test);
+    let (billing, other) = (
+        Inbox::new(&outbox, "billing").unwrap(),
+        Inbox::new(&outbox, "other").unwrap(),
+    );
+    for (inbox, count) in [(&billing, 25), (&other, 3)] {
+        for n in 0..count {
+            let m = message(&payment("o"), &format!("p-{n}"), 1);
+            inbox
+                .process(payment("o"), Delivery::new(m), |_, _, _| {
+                    Box::pin(async { Ok(()) })
+                })
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        billing.purge(Duration::from_secs(3600), 10).await.unwrap(),
+        0
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        billing.purge(Duration::from_millis(20), 10).await.unwrap(),
+        25
+    );
+    assert_eq!(test.count("outbox_inbox", "consumer = 'billing'").await, 0);
+    assert_eq!(
+        test.count("outbox_inbox", "consumer = 'other'").await,
+        3,
+        "another consumer's rows stay"
+    );
+    assert_eq!(other.purge(Duration::from_millis(20), 2).await.unwrap(), 3);
+}
+
+/// A database migrated before the inbox existed gets it from the migrator.
+async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
+    let test = TestDb::new(backend).await;
+    OutboxMigrator::up(&test.db, Some(1)).await.unwrap();
+    let inbox = Inbox::new(&outbox(&test), "billing").unwrap();
+    let m = message(&payment("o-1"), "p-1", 1);
+    let process = || {
+        inbox.process(payment("o-1"), Delivery::new(m.clone()), |_, _, _| {
+            Box::pin(async { Ok(()) })
+        })
+    };
+    assert!(process().await.is_err(), "no inbox table yet");
+    assert_eq!(
+        OutboxMigrator::get_pending_migrations(&test.db)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    OutboxMigrator::up(&test.db, None).await.unwrap();
+    assert_eq!(process().await.unwrap(), Processed::Applied);
+    assert_eq!(process().await.unwrap(), Processed::Duplicate);
+}
+
+// ------------------------------------------------- through the subscriber
+
+/// Counts the subscriber's calls, and applies the effect through the inbox.
+struct Probe {
+    calls: Arc<AtomicUsize>,
+    runs: Arc<AtomicUsize>,
+    deliveries: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Probe {
+    fn new() -> Self {
+        Self {
+            calls: Arc::default(),
+            runs: Arc::default(),
+            deliveries: Arc::default(),
+        }
+    }
+
+    /// A subscriber handler: counts, then processes through `inbox`.
+    fn handler(
+        &self,
+        inbox: &Inbox,
+    ) -> impl Fn(PaymentReceived, Delivery) -> outbox_sea_orm::InboxFuture<'static> + Send + Sync + 'static
+    {
+        let runs = Arc::clone(&self.runs);
+        let applied = inbox.handler(move |event: PaymentReceived, delivery, uow| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move { apply_effect(uow, &event, &delivery).await })
+        });
+        let (calls, deliveries) = (Arc::clone(&self.calls), Arc::clone(&self.deliveries));
+        move |event, delivery| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            deliveries.lock().unwrap().push(delivery.delivery_count());
+            applied(event, delivery)
+        }
+    }
+}
+
+/// The same message id published twice past JetStream's deduplication
+/// (the second copy without `Nats-Msg-Id`): delivered twice, applied once.
+async fn a_message_published_twice_is_applied_once(test: TestDb) {
+    create_effects(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
+    let m = fx.message(&payment("o-1"), "p-1", 1);
+    fx.publish(&m).await;
+    let bypass: Vec<(String, String)> = wire::encode(&m, "/tests")
+        .into_iter()
+        .filter(|(k, _)| k != wire::NATS_MSG_ID)
+        .map(|(k, v)| (k.into_owned(), v))
+        .collect();
+    fx.publish_raw(&m.subject, bypass, m.payload.as_bytes())
+        .await;
+    let mut stream = fx.jetstream.get_stream(&fx.stream).await.unwrap();
+    assert_eq!(
+        stream.info().await.unwrap().state.messages,
+        2,
+        "stored twice"
+    );
+
+    let probe = Probe::new();
+    let running = fx
+        .subscriber()
+        .on(probe.handler(&inbox))
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    eventually("both copies", Duration::from_secs(10), || async {
+        probe.calls.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    fx.settled(Duration::from_secs(5)).await;
+    running.shutdown().await.unwrap();
+    assert_eq!(probe.runs.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!(test.count("effects", "1=1").await, 1);
+    fx.delete().await;
+}
+
+/// The handler's transaction commits, then the subscriber dies before its
+/// ack: JetStream redelivers, and the inbox acks without applying again.
+async fn a_redelivery_after_a_lost_ack_is_applied_once(test: TestDb) {
+    create_effects(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
+    let m = fx.message(&payment("o-1"), "p-1", 1);
+    fx.publish(&m).await;
+
+    // First subscriber: commits through the inbox, then never returns, so
+    // it never acks; it is then killed.
+    let committed = Arc::new(Notify::new());
+    let first = Probe::new();
+    let commit_then_hang = {
+        let (applied, committed) = (first.handler(&inbox), Arc::clone(&committed));
+        move |event: PaymentReceived, delivery: Delivery| {
+            let (applying, committed) = (applied(event, delivery), Arc::clone(&committed));
+            async move {
+                applying.await?;
+                committed.notify_one();
+                std::future::pending::<Result<(), HandlerError>>().await
+            }
+        }
+    };
+    let crashed = fx
+        .subscriber()
+        .on(commit_then_hang)
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    committed.notified().await;
+    assert_eq!(effects_of(&test, &m).await, 1, "committed, not acked");
+    crashed.abort();
+
+    let second = Probe::new();
+    let running = fx
+        .subscriber()
+        .on(second.handler(&inbox))
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    eventually("the redelivery", Duration::from_secs(10), || async {
+        second.calls.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    fx.settled(Duration::from_secs(5)).await;
+    running.shutdown().await.unwrap();
+    assert_eq!(second.deliveries.lock().unwrap().clone(), [2]);
+    assert_eq!(
+        second.runs.load(Ordering::SeqCst),
+        0,
+        "recognised as a duplicate"
+    );
+    assert_eq!(effects_of(&test, &m).await, 1);
+    fx.delete().await;
+}
+
+/// A subscriber killed while a handler sleeps inside its transaction, the
+/// broker killed with it and restarted, a new subscriber on the durable:
+/// every message is applied, none twice.
+async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestDb) {
+    create_effects(&test).await;
+    let mut server = NatsServer::start().await;
+    let fx = SubscriberFixture::new(server.connect().await, StorageType::File).await;
+    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
+    const MESSAGES: u64 = 30;
+    let mut slow = None;
+    for n in 1..=MESSAGES {
+        let aggregate = format!("p-{}", n % 3);
+        let m = fx.message(&payment(&format!("o-{n}")), &aggregate, n);
+        if n == 10 {
+            slow = Some(m.clone());
+        }
+        fx.publish(&m).await;
+    }
+    let slow = slow.unwrap();
+
+    // Sleeps inside its transaction on the first delivery of message 10.
+    let stuck = Arc::new(Notify::new());
+    let sleeper = {
+        let stuck = Arc::clone(&stuck);
+        let slow_id = slow.id;
+        inbox.handler(move |event: PaymentReceived, delivery, uow| {
+            let stuck = Arc::clone(&stuck);
+            Box::pin(async move {
+                apply_effect(uow, &event, &delivery).await?;
+                if delivery.message_id() == slow_id && delivery.delivery_count() == 1 {
+                    stuck.notify_one();
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok(())
+            })
+        })
+    };
+    let first = fx.subscriber().on(sleeper).build().await.unwrap().spawn();
+    stuck.notified().await;
+    first.abort();
+    server.kill();
+    server.restart().await;
+
+    let probe = Probe::new();
+    let second = fx
+        .subscriber()
+        .on(probe.handler(&inbox))
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    eventually("every message applied", Duration::from_secs(20), || async {
+        test.count("effects", "1=1").await >= MESSAGES as i64
+    })
+    .await;
+    fx.settled(Duration::from_secs(10)).await;
+    second.shutdown().await.unwrap();
+
+    assert_eq!(
+        test.count("effects", "1=1").await,
+        MESSAGES as i64,
+        "none twice"
+    );
+    let distinct = test
+        .count("(SELECT DISTINCT message_id FROM effects) AS d", "1=1")
+        .await;
+    assert_eq!(distinct, MESSAGES as i64, "none lost");
+    assert_eq!(effects_of(&test, &slow).await, 1);
+    assert!(
+        probe.deliveries.lock().unwrap().iter().any(|d| *d >= 2),
+        "the interrupted message was delivered again"
+    );
+    fx.delete().await;
+}
+
+outbox_tests::each_backend!(
+    applies_a_message_once_per_consumer,
+    a_failed_handler_commits_nothing,
+    events_recorded_by_a_handler_continue_the_chain,
+    concurrent_duplicates_run_the_handler_once,
+    purge_deletes_old_rows_in_batches,
+    a_message_published_twice_is_applied_once,
+    a_redelivery_after_a_lost_ack_is_applied_once,
+    a_crash_mid_handler_loses_nothing_and_applies_nothing_twice,
+);
+
+outbox_tests::each_backend!(empty: the_migrator_adds_the_inbox_to_an_existing_outbox);

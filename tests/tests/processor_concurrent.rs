@@ -1,0 +1,123 @@
+//! Three processors on one PostgreSQL (and one MariaDB) outbox while
+//! writers keep adding events: every event reaches the stream exactly once,
+//! each aggregate's in order, and all three processors do a fair part of the
+//! work (leases and `SKIP LOCKED` spread it; there is no leader).
+
+mod processor_support;
+
+use std::time::{Duration, Instant};
+
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_tests::{Backend, TestDb};
+use processor_support::{
+    amend_order, assert_once_in_order, read_all, row_ids, wait_until, write_orders,
+};
+
+const PROCESSORS: usize = 3;
+const WRITERS: usize = 2;
+/// Units of work per writer: each places 10 new orders (2 events each) and
+/// amends 5 earlier ones (3 events each).
+const ROUNDS: usize = 60;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processors_share_one_outbox_under_load() {
+    three_processors_share_one_outbox(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processors_share_one_outbox_under_load_on_mariadb() {
+    three_processors_share_one_outbox(Backend::MySql).await;
+}
+
+async fn three_processors_share_one_outbox(backend: Backend) {
+    let test = TestDb::with_schema(backend).await;
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let stream = TestStream::new(client.clone()).await;
+    let config = OutboxConfig::default()
+        .with_subject_prefix(&stream.prefix)
+        .expect("prefix");
+    let table = config.table().as_str().to_owned();
+    // The writers' outbox: no processor in its process, so the processors
+    // learn of commits as separate processes would (NOTIFY, polling).
+    let writer_outbox = Outbox::new(test.db.clone(), config.clone());
+
+    // A backlog to start with, then writers while the processors run.
+    let backlog = write_orders(&writer_outbox, "b", 500, 4, 100).await;
+    let mut processors = Vec::new();
+    for _ in 0..PROCESSORS {
+        // Each with its own pool and its own NATS connection, like a process.
+        let outbox = Outbox::new(test.connect_again().await, config.clone());
+        let client = async_nats::connect(nats_url()).await.expect("nats");
+        processors.push(
+            outbox
+                .processor(JetStreamPublisher::new(client, "/concurrency-test"))
+                .batch_size(100)
+                .poll_interval(Duration::from_millis(200))
+                .build()
+                .expect("valid settings")
+                .spawn(),
+        );
+    }
+    let started = Instant::now();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let outbox = writer_outbox.clone();
+            tokio::spawn(async move {
+                let mut written = 0;
+                for round in 0..ROUNDS {
+                    written += write_orders(&outbox, &format!("w{w}-r{round}"), 10, 2, 10).await;
+                    if round > 0 {
+                        for n in 0..5 {
+                            amend_order(&outbox, &format!("w{w}-r{}-{n}", round - 1), 3).await;
+                            written += 3;
+                        }
+                    }
+                }
+                written
+            })
+        })
+        .collect();
+    let mut total = backlog;
+    for writer in writers {
+        total += writer.await.expect("writer");
+    }
+    let wrote_for = started.elapsed();
+    wait_until(
+        Duration::from_secs(30),
+        "every row is published",
+        || async { test.count(&table, "status = 1").await as usize == total },
+    )
+    .await;
+    let drained_after = started.elapsed();
+
+    let mut reports = Vec::new();
+    for processor in processors {
+        reports.push(processor.shutdown().await.expect("clean stop"));
+    }
+    println!(
+        "{backend:?}: {total} events, written in {wrote_for:?}, all published after {drained_after:?}; \
+         published per processor: {:?}",
+        reports.iter().map(|r| r.published).collect::<Vec<_>>()
+    );
+    assert_once_in_order(
+        &read_all(&stream).await,
+        &row_ids(&test, &table, "1=1").await,
+    );
+    assert_eq!(
+        reports.iter().map(|r| r.published).sum::<u64>(),
+        total as u64,
+        "no message acknowledged twice (a lease would have been broken): {reports:?}"
+    );
+    for (i, report) in reports.iter().enumerate() {
+        assert!(
+            report.published as usize >= total / 6,
+            "processor {i} published only {} of {total}: the work is not spread ({reports:?})",
+            report.published
+        );
+        assert_eq!(report.dead + report.failed, 0, "{report:?}");
+    }
+    assert_eq!(test.count(&table, "lease_token IS NOT NULL").await, 0);
+    stream.delete().await;
+}

@@ -1,0 +1,179 @@
+//! A poison message: an event larger than the server's `max_payload` (a
+//! private nats-server started with `max_payload: 4096`). It is rejected on
+//! every attempt, backs off, and goes `dead` with the reason after the
+//! configured attempts; the messages of other aggregates are published
+//! meanwhile, and the later messages of the poisoned aggregate are held back.
+
+mod processor_support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use outbox_core::{AggregateRoot, IntegrationEvent, RetryPolicy};
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::nats::NatsServer;
+use outbox_tests::orders::Order;
+use outbox_tests::{Backend, TestDb};
+use processor_support::{
+    amend_order, assert_once_in_order, file_stream, read_all, row_ids, wait_until, write_orders,
+};
+use sea_orm::{ConnectionTrait, Statement};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// An event whose payload is as large as its `data`.
+#[derive(Debug, Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "test.order.attachment")]
+struct AttachmentAdded {
+    data: String,
+}
+
+const MAX_ATTEMPTS: u32 = 3;
+
+async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: Backend) {
+    let server = NatsServer::builder()
+        .config("max_payload: 4096")
+        .start()
+        .await;
+    let test = TestDb::with_schema(backend).await;
+    let stream = file_stream(server.connect().await, "poison").await;
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(&stream.prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    let processor = outbox
+        .processor(JetStreamPublisher::new(
+            server.connect().await,
+            "/poison-test",
+        ))
+        .retry(RetryPolicy {
+            max_attempts: MAX_ATTEMPTS,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+        })
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .expect("valid settings")
+        .spawn();
+
+    // The poisoned aggregate: placed (fine), an attachment over max_payload,
+    // then amended (fine, but behind the poison). Others around it.
+    write_orders(&outbox, "before", 10, 2, 5).await;
+    let mut poisoned = Order::place("poisoned", 1).expect("record");
+    poisoned
+        .record(AttachmentAdded {
+            data: "x".repeat(8_000),
+        })
+        .expect("record");
+    poisoned.amend(2).expect("record");
+    outbox
+        .repository::<Order>()
+        .save(&mut poisoned)
+        .await
+        .expect("save");
+    write_orders(&outbox, "after", 10, 2, 5).await;
+
+    let poison = "aggregate_id = 'poisoned' AND sequence = 2";
+    wait_until(
+        Duration::from_secs(15),
+        "the poison message is dead",
+        || async {
+            test.count(&table, &format!("{poison} AND status = 2"))
+                .await
+                == 1
+        },
+    )
+    .await;
+    assert_eq!(
+        test.count(&table, &format!("{poison} AND attempts = {MAX_ATTEMPTS}"))
+            .await,
+        1,
+        "dead after exactly the configured attempts"
+    );
+    let error = last_error(&test, &table, poison).await;
+    assert!(
+        error.contains("max_payload"),
+        "the reason is kept on the row: {error:?}"
+    );
+
+    // Everyone else is published: 40 messages and the poisoned order's first.
+    wait_until(
+        Duration::from_secs(15),
+        "the other aggregates are published",
+        || async { test.count(&table, "status = 1").await == 41 },
+    )
+    .await;
+    assert_eq!(
+        test.count(
+            &table,
+            "aggregate_id = 'poisoned' AND sequence = 1 AND status = 1"
+        )
+        .await,
+        1
+    );
+
+    // Later messages of the poisoned aggregate, old and new, stay behind it
+    // while new work of other aggregates flows.
+    amend_order(&outbox, "poisoned", 1).await;
+    write_orders(&outbox, "later", 5, 2, 5).await;
+    wait_until(
+        Duration::from_secs(15),
+        "later work is published",
+        || async { test.count(&table, "status = 1").await == 51 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // several claims
+    assert_eq!(
+        test.count(
+            &table,
+            "aggregate_id = 'poisoned' AND sequence > 2 AND status = 0 AND attempts = 0 \
+             AND lease_token IS NULL"
+        )
+        .await,
+        2,
+        "the poisoned aggregate's later messages are held back, untried"
+    );
+
+    let report = processor.shutdown().await.expect("clean stop");
+    assert_eq!(
+        (report.published, report.failed, report.dead),
+        (51, u64::from(MAX_ATTEMPTS), 1),
+        "{report:?}"
+    );
+    let published: HashSet<Uuid> = row_ids(&test, &table, "status = 1").await;
+    assert_once_in_order(&read_all(&stream).await, &published);
+    stream.delete().await;
+}
+
+async fn last_error(test: &TestDb, table: &str, filter: &str) -> String {
+    test.db
+        .query_one_raw(Statement::from_string(
+            test.db_backend(),
+            format!("SELECT last_error FROM {table} WHERE {filter}"),
+        ))
+        .await
+        .expect("select")
+        .expect("the row")
+        .try_get::<Option<String>>("", "last_error")
+        .expect("last_error")
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_goes_dead_on_postgres() {
+    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_goes_dead_on_mariadb() {
+    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_goes_dead_on_sqlite() {
+    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::Sqlite).await;
+}

@@ -1,0 +1,418 @@
+//! The stream and the broker as the processor meets them: `StreamSpec::ensure`
+//! creates the stream or refuses one that does not fit (typed errors);
+//! publishing on a subject no stream captures is the message's problem
+//! (rejected, spends attempts, ends dead with the reason), while a broker
+//! that is down is nobody's (no attempt spent).
+
+mod processor_support;
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream::Config, stream::StorageType};
+use outbox_core::RetryPolicy;
+use outbox_nats::{JetStreamPublisher, StreamError, StreamSpec};
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_tests::nats::NatsServer;
+use outbox_tests::orders::Order;
+use outbox_tests::{Backend, TestDb};
+use processor_support::{file_stream, wait_until};
+use sea_orm::{ConnectionTrait, Statement};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn tag() -> String {
+    uuid::Uuid::now_v7().simple().to_string()[16..].to_owned()
+}
+
+/// A memory stream created directly (not through `StreamSpec`), with
+/// `config` on top of its name and subjects, deleted at the end.
+async fn raw_stream(
+    jetstream: &jetstream::Context,
+    name: &str,
+    subjects: &[String],
+    duplicate_window: Duration,
+) {
+    jetstream
+        .create_stream(Config {
+            name: name.to_owned(),
+            subjects: subjects.to_vec(),
+            duplicate_window,
+            storage: StorageType::Memory,
+            max_age: Duration::from_secs(600),
+            ..Config::default()
+        })
+        .await
+        .expect("create the stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_creates_the_stream_then_accepts_it() {
+    let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
+    let t = tag();
+    let spec = StreamSpec::new(format!("E_{t}"), [format!("e{t}.>")])
+        .storage(StorageType::Memory)
+        .duplicate_window(Duration::from_secs(90))
+        .max_age(Duration::from_secs(600));
+    let created = spec.ensure(&jetstream, LEASE).await.expect("created");
+    assert_eq!(created.config.subjects, [format!("e{t}.>")]);
+    assert_eq!(created.config.duplicate_window, Duration::from_secs(90));
+    let again = spec
+        .ensure(&jetstream, LEASE)
+        .await
+        .expect("accepted as is");
+    assert_eq!(
+        again.created, created.created,
+        "the same stream, not a new one"
+    );
+    jetstream.delete_stream(spec.name()).await.expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_refuses_a_stream_without_the_subjects() {
+    let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
+    let t = tag();
+    let name = format!("E_{t}");
+    raw_stream(
+        &jetstream,
+        &name,
+        &[format!("e{t}.orders.>")],
+        Duration::from_secs(120),
+    )
+    .await;
+    let result = StreamSpec::new(&name, [format!("e{t}.orders.>"), format!("e{t}.>")])
+        .ensure(&jetstream, LEASE)
+        .await;
+    jetstream.delete_stream(&name).await.expect("delete");
+    match result {
+        Err(StreamError::SubjectsMissing {
+            stream,
+            missing,
+            actual,
+        }) => {
+            assert_eq!(stream, name);
+            assert_eq!(missing, [format!("e{t}.>")]);
+            assert_eq!(actual, [format!("e{t}.orders.>")]);
+        }
+        other => panic!("expected SubjectsMissing, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
+    let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
+    let t = tag();
+    let name = format!("E_{t}");
+    let subjects = [format!("e{t}.>")];
+
+    // Configured too short: refused before asking the server.
+    match StreamSpec::new(&name, subjects.clone())
+        .duplicate_window(LEASE)
+        .ensure(&jetstream, LEASE)
+        .await
+    {
+        Err(StreamError::WindowTooShort { window, lease, .. }) => {
+            assert_eq!((window, lease), (LEASE, LEASE));
+        }
+        other => panic!("expected WindowTooShort, got {other:?}"),
+    }
+    assert!(
+        jetstream.get_stream(&name).await.is_err(),
+        "nothing was created"
+    );
+
+    // An existing stream with a short window: refused, left as it is.
+    raw_stream(&jetstream, &name, &subjects, Duration::from_secs(10)).await;
+    let result = StreamSpec::new(&name, subjects)
+        .ensure(&jetstream, LEASE)
+        .await;
+    let kept = jetstream
+        .get_stream(&name)
+        .await
+        .expect("stream")
+        .info()
+        .await
+        .expect("info")
+        .config
+        .duplicate_window;
+    jetstream.delete_stream(&name).await.expect("delete");
+    match result {
+        Err(StreamError::WindowTooShort {
+            stream,
+            window,
+            lease,
+        }) => {
+            assert_eq!(stream, name);
+            assert_eq!((window, lease), (Duration::from_secs(10), LEASE));
+        }
+        other => panic!("expected WindowTooShort, got {other:?}"),
+    }
+    assert_eq!(kept, Duration::from_secs(10), "the stream was not changed");
+}
+
+async fn row(test: &TestDb, table: &str) -> (i16, i32, Option<String>, bool) {
+    let row = test
+        .db
+        .query_one_raw(Statement::from_string(
+            test.db_backend(),
+            format!(
+                "SELECT status, attempts, last_error, \
+                 CASE WHEN lease_token IS NULL THEN 0 ELSE 1 END AS leased FROM {table}"
+            ),
+        ))
+        .await
+        .expect("select")
+        .expect("one row");
+    (
+        row.try_get("", "status").expect("status"),
+        row.try_get("", "attempts").expect("attempts"),
+        row.try_get("", "last_error").expect("last_error"),
+        row.try_get::<i32>("", "leased").expect("leased") == 1,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let prefix = format!("nostream{}", tag()); // no stream captures it
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(&prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    let processor = outbox
+        .processor(JetStreamPublisher::new(client, "/stream-test"))
+        .retry(RetryPolicy {
+            max_attempts: 2,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+        })
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .expect("valid settings")
+        .spawn();
+    let mut order = Order::place("o-1", 1).expect("record");
+    outbox
+        .repository::<Order>()
+        .save(&mut order)
+        .await
+        .expect("save");
+
+    wait_until(Duration::from_secs(10), "the message is dead", || async {
+        test.count(&table, "status = 2").await == 1
+    })
+    .await;
+    let (_, attempts, error, leased) = row(&test, &table).await;
+    assert_eq!(attempts, 2, "each rejection spent an attempt");
+    assert!(!leased);
+    let error = error.expect("the reason is kept");
+    assert!(
+        error.contains("no JetStream stream captures subject"),
+        "{error}"
+    );
+    let report = processor.shutdown().await.expect("clean stop");
+    assert_eq!((report.failed, report.dead, report.published), (2, 1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_message_is_published_once_its_stream_exists() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let prefix = format!("late{}", tag());
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(&prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    let processor = outbox
+        .processor(JetStreamPublisher::new(client.clone(), "/stream-test"))
+        .retry(RetryPolicy {
+            max_attempts: 100,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+        })
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .expect("valid settings")
+        .spawn();
+    let mut order = Order::place("o-1", 1).expect("record");
+    outbox
+        .repository::<Order>()
+        .save(&mut order)
+        .await
+        .expect("save");
+    wait_until(
+        Duration::from_secs(10),
+        "a rejection is recorded",
+        || async { test.count(&table, "attempts >= 1").await == 1 },
+    )
+    .await;
+
+    let name = format!("L_{prefix}");
+    let jetstream = jetstream::new(client);
+    raw_stream(
+        &jetstream,
+        &name,
+        &[format!("{prefix}.>")],
+        Duration::from_secs(120),
+    )
+    .await;
+    let stream = TestStream {
+        jetstream,
+        name,
+        prefix,
+    };
+    wait_until(
+        Duration::from_secs(10),
+        "the message is published",
+        || async { test.count(&table, "status = 1").await == 1 },
+    )
+    .await;
+    assert_eq!(stream.count().await, 1);
+    let report = processor.shutdown().await.expect("clean stop");
+    assert!(report.failed >= 1 && report.dead == 0, "{report:?}");
+    assert_eq!(report.published, 1);
+    stream.delete().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_is_down_spends_no_attempt() {
+    let mut server = NatsServer::start().await;
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let stream = file_stream(server.connect().await, "down").await;
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(&stream.prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    let processor = outbox
+        .processor(JetStreamPublisher::new(
+            server.connect().await,
+            "/stream-test",
+        ))
+        .retry(RetryPolicy {
+            max_attempts: 1, // one spent attempt would kill it
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+        })
+        .poll_interval(Duration::from_millis(100))
+        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        .build()
+        .expect("valid settings")
+        .spawn();
+    server.kill();
+    let mut order = Order::place("o-1", 1).expect("record");
+    outbox
+        .repository::<Order>()
+        .save(&mut order)
+        .await
+        .expect("save");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        row(&test, &table).await,
+        (0, 0, None, false),
+        "pending, untried, unleased while the broker is down"
+    );
+
+    server.restart().await;
+    wait_until(
+        Duration::from_secs(15),
+        "the message is published",
+        || async { test.count(&table, "status = 1").await == 1 },
+    )
+    .await;
+    assert_eq!(row(&test, &table).await.1, 0, "no attempt spent");
+    assert_eq!(stream.count().await, 1);
+    let report = processor.shutdown().await.expect("clean stop");
+    assert_eq!((report.published, report.failed, report.dead), (1, 0, 0));
+    stream.delete().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_stream_spends_no_attempt() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let prefix = format!("full{}", tag());
+    let name = format!("F_{prefix}");
+    let jetstream = jetstream::new(client.clone());
+    // Room for 3 messages, and new ones refused when full: JetStream
+    // answers 503 "maximum messages exceeded", the broker's condition, not
+    // the message's.
+    let config = Config {
+        name: name.clone(),
+        subjects: vec![format!("{prefix}.>")],
+        storage: StorageType::Memory,
+        max_messages: 3,
+        discard: async_nats::jetstream::stream::DiscardPolicy::New,
+        max_age: Duration::from_secs(600),
+        ..Config::default()
+    };
+    jetstream
+        .create_stream(config.clone())
+        .await
+        .expect("create the stream");
+    let stream = TestStream {
+        jetstream: jetstream.clone(),
+        name: name.clone(),
+        prefix: prefix.clone(),
+    };
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(&prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    let processor = outbox
+        .processor(JetStreamPublisher::new(client, "/stream-test"))
+        .retry(RetryPolicy {
+            max_attempts: 2,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+        })
+        .poll_interval(Duration::from_millis(100))
+        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        .build()
+        .expect("valid settings")
+        .spawn();
+    processor_support::write_orders(&outbox, "o", 5, 2, 5).await;
+    wait_until(Duration::from_secs(10), "the stream is full", || async {
+        stream.count().await == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await; // many tries
+    assert_eq!(
+        test.count(&table, "status = 2 OR attempts <> 0").await,
+        0,
+        "a full stream spent attempts or killed messages"
+    );
+
+    // Room again: everything is published, once, in order.
+    jetstream
+        .update_stream(Config {
+            max_messages: -1,
+            ..config
+        })
+        .await
+        .expect("raise the limit");
+    wait_until(
+        Duration::from_secs(10),
+        "every row is published",
+        || async { test.count(&table, "status = 1").await == 10 },
+    )
+    .await;
+    let report = processor.shutdown().await.expect("clean stop");
+    assert_eq!((report.failed, report.dead), (0, 0), "{report:?}");
+    processor_support::assert_once_in_order(
+        &processor_support::read_all(&stream).await,
+        &processor_support::row_ids(&test, &table, "1=1").await,
+    );
+    stream.delete().await;
+}

@@ -1,0 +1,203 @@
+//! Shared by the processor acceptance tests (`processor_*.rs`): writing
+//! orders through the unit of work, reading a whole stream back, and the
+//! one check they all make: every outbox row is in the stream exactly once,
+//! and each aggregate's messages are stored in sequence order.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
+use futures::StreamExt;
+use outbox_core::{OutboxMessage, wire};
+use outbox_nats::StreamSpec;
+use outbox_sea_orm::Outbox;
+use outbox_tests::TestDb;
+use outbox_tests::jetstream::TestStream;
+use outbox_tests::orders::Order;
+use sea_orm::{ConnectionTrait, Statement};
+use uuid::Uuid;
+
+/// Saves `orders` new orders named `<tag>-<n>`, each with `events` events
+/// (placed, then amended `events - 1` times), `per_txn` orders per unit of
+/// work. Returns the number of outbox rows written.
+pub(crate) async fn write_orders(
+    outbox: &Outbox,
+    tag: &str,
+    orders: usize,
+    events: usize,
+    per_txn: usize,
+) -> usize {
+    assert!(events >= 1 && per_txn >= 1);
+    let mut written = 0;
+    let mut next = 0;
+    while next < orders {
+        let mut uow = outbox.begin().await.expect("begin");
+        for n in next..(next + per_txn).min(orders) {
+            let mut order = Order::place(format!("{tag}-{n}"), 100).expect("record");
+            for k in 1..events {
+                order.amend(100 + k as i64).expect("record");
+            }
+            uow.save(&mut order).await.expect("save");
+            written += events;
+        }
+        uow.commit().await.expect("commit");
+        next += per_txn;
+    }
+    written
+}
+
+/// Amends the existing order `id` `times` times in one unit of work.
+pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
+    let mut uow = outbox.begin().await.expect("begin");
+    let mut order = uow
+        .load::<Order>(id.to_owned())
+        .await
+        .expect("load")
+        .expect("the order exists");
+    for k in 0..times {
+        order.amend(1_000 + k as i64).expect("record");
+    }
+    uow.save(&mut order).await.expect("save");
+    uow.commit().await.expect("commit");
+}
+
+/// The ids of the outbox rows matching `filter` (an SQL condition).
+pub(crate) async fn row_ids(test: &TestDb, table: &str, filter: &str) -> HashSet<Uuid> {
+    let rows = test
+        .db
+        .query_all_raw(Statement::from_string(
+            test.db_backend(),
+            format!("SELECT id FROM {table} WHERE {filter}"),
+        ))
+        .await
+        .expect("select ids");
+    rows.iter()
+        .map(|row| row.try_get::<Uuid>("", "id").expect("id"))
+        .collect()
+}
+
+/// Polls `check` every 50 ms until it holds; panics with `what` after
+/// `timeout`.
+pub(crate) async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates a file-backed stream capturing `<prefix>.>` on a private server
+/// (file storage survives the server's restarts) and wraps it as a
+/// [`TestStream`].
+pub(crate) async fn file_stream(client: async_nats::Client, prefix: &str) -> TestStream {
+    let jetstream = jetstream::new(client);
+    let name = format!("P_{prefix}");
+    StreamSpec::new(&name, [format!("{prefix}.>")])
+        .storage(StorageType::File)
+        .ensure(&jetstream, Duration::from_secs(30))
+        .await
+        .expect("create the stream");
+    TestStream {
+        jetstream,
+        name,
+        prefix: prefix.to_owned(),
+    }
+}
+
+/// Every message of `stream`, decoded, in stream order, with its stream
+/// sequence; read with one ordered consumer (fast for tens of thousands).
+pub(crate) async fn read_all(stream: &TestStream) -> Vec<(u64, OutboxMessage)> {
+    let handle = stream
+        .jetstream
+        .get_stream(&stream.name)
+        .await
+        .expect("the stream exists");
+    let count = stream.count().await as usize;
+    let mut out = Vec::with_capacity(count);
+    if count == 0 {
+        return out;
+    }
+    let consumer = handle
+        .create_consumer(pull::OrderedConfig::default())
+        .await
+        .expect("ordered consumer");
+    let mut messages = consumer.messages().await.expect("consume");
+    while out.len() < count {
+        let message = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .expect("reading the stream timed out")
+            .expect("the consumer ended")
+            .expect("a message");
+        let sequence = message.info().expect("jetstream metadata").stream_sequence;
+        let headers: Vec<(String, String)> = message
+            .headers
+            .iter()
+            .flat_map(|h| h.iter())
+            .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
+            .collect();
+        let decoded = wire::decode(
+            &message.subject,
+            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &message.payload,
+        )
+        .expect("every stored message is an envelope");
+        out.push((sequence, decoded));
+    }
+    out
+}
+
+/// The acceptance check: the stream holds exactly the messages `expected`
+/// (no id missing, none extra, none twice), and for every aggregate the
+/// sequence numbers in stream order are strictly increasing.
+pub(crate) fn assert_once_in_order(stored: &[(u64, OutboxMessage)], expected: &HashSet<Uuid>) {
+    let mut seen: HashSet<Uuid> = HashSet::with_capacity(stored.len());
+    let twice: Vec<Uuid> = stored
+        .iter()
+        .map(|(_, m)| *m.id.as_uuid())
+        .filter(|id| !seen.insert(*id))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{} message id(s) stored twice, e.g. {:?}",
+        twice.len(),
+        &twice[..twice.len().min(3)]
+    );
+    let missing = expected.difference(&seen).count();
+    let extra = seen.difference(expected).count();
+    assert!(
+        missing == 0 && extra == 0,
+        "stream and outbox differ: {missing} row(s) missing from the stream, {extra} unexpected \
+         message(s) in it ({} stored, {} expected)",
+        stored.len(),
+        expected.len()
+    );
+    let mut last: HashMap<(&str, &str), (u64, u64)> = HashMap::new();
+    for (stream_sequence, message) in stored {
+        let key = (
+            message.aggregate_type.as_str(),
+            message.aggregate_id.as_str(),
+        );
+        if let Some((previous, at)) = last.get(&key) {
+            assert!(
+                message.sequence > *previous,
+                "order broken for {key:?}: sequence {} stored at {stream_sequence} after \
+                 sequence {previous} at {at}",
+                message.sequence
+            );
+        }
+        last.insert(key, (message.sequence, *stream_sequence));
+    }
+}
