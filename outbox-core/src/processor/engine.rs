@@ -237,8 +237,10 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         } else if report.published > 0 {
             self.next_broker_pause = self.unavailable_backoff.0;
         }
-        // Messages held back behind this batch's may be publishable now.
+        // Messages held back behind this batch's may be publishable now: a
+        // full batch may have cut an aggregate's run in two.
         if std::mem::take(&mut self.recheck_after_batch)
+            || report.claimed >= self.batch_size as usize
             || report.released > 0
             || report.failed > 0
             || report.lease_lost
