@@ -1,8 +1,12 @@
 //! Runnable examples of the transactional outbox.
 //!
-//! The binaries in `src/bin/` share the orders domain in [`orders`]: an
-//! `Order` aggregate that records `OrderPlaced`, `OrderPaid`, `OrderShipped`
-//! and `OrderCancelled`.
+//! The binaries in `src/bin/` and the examples in `examples/` share the
+//! orders domain in [`orders`]: an `Order` aggregate that records
+//! `OrderPlaced`, `OrderPaid`, `OrderShipped` and `OrderCancelled`, stored
+//! through [`orders_table`] and read back by consumers into
+//! [`read_model`]. [`support`] finds (or starts) the database and NATS.
 
 pub mod orders;
+pub mod orders_table;
+pub mod read_model;
 pub mod support;

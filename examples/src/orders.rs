@@ -85,6 +85,29 @@ pub enum OrderStatus {
     Cancelled,
 }
 
+impl OrderStatus {
+    /// The status as stored in tables: `placed`, `paid`, `shipped`, `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Placed => "placed",
+            Self::Paid => "paid",
+            Self::Shipped => "shipped",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s output.
+    pub fn parse(status: &str) -> Option<Self> {
+        Some(match status {
+            "placed" => Self::Placed,
+            "paid" => Self::Paid,
+            "shipped" => Self::Shipped,
+            "cancelled" => Self::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
 /// A rule of the order's life was broken.
 #[derive(Debug, thiserror::Error)]
 pub enum OrderError {
@@ -188,6 +211,27 @@ impl Order {
     /// The current status.
     pub fn status(&self) -> OrderStatus {
         self.status
+    }
+
+    /// The order's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The total, in cents.
+    pub fn total_cents(&self) -> u64 {
+        self.total_cents
+    }
+
+    /// Rebuilds an order from stored state (no events recorded; `events`
+    /// carries the stored version). Used by the persistence mapping.
+    pub fn restore(id: String, total_cents: u64, status: OrderStatus, events: EventBuffer) -> Self {
+        Self {
+            id,
+            total_cents,
+            status,
+            events,
+        }
     }
 
     fn transition(

@@ -9,10 +9,15 @@
 //!   When `nats-server` is not installed, the error says which package to
 //!   install.
 
+use std::error::Error;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use outbox_sea_orm::migration::OutboxMigrator;
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use sea_orm_migration::MigratorTrait;
 
 /// Something the examples could not set up.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +132,128 @@ fn nats_server_binary() -> Option<PathBuf> {
     on_path
         .chain([PathBuf::from("/usr/sbin/nats-server")])
         .find(|path| path.is_file())
+}
+
+/// A private `nats-server` with JetStream on a port of its own, which can be
+/// stopped and started again (same port, same store): for showing what the
+/// outbox does while the broker is down. Stopped when dropped.
+#[derive(Debug)]
+pub struct PrivateNats {
+    binary: PathBuf,
+    address: SocketAddr,
+    store: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl PrivateNats {
+    /// Picks a free port and a temporary store directory; does not start
+    /// the server yet.
+    pub fn new() -> Result<Self, SetupError> {
+        let binary = nats_server_binary().ok_or_else(|| SetupError::NatsMissing {
+            tried: "a private server".to_owned(),
+        })?;
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        Ok(Self {
+            binary,
+            address: (Ipv4Addr::LOCALHOST, port).into(),
+            store: tempfile::tempdir()?,
+            child: None,
+        })
+    }
+
+    /// The URL clients connect to (whether or not the server is running).
+    pub fn url(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    pub fn start(&mut self) -> Result<(), SetupError> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let child = Command::new(&self.binary)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.address.port().to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&self.address, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                return Err(SetupError::NatsDidNotStart(self.address));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Stops the server (its store is kept for the next start).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivateNats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The stream the single-file examples publish to and consume from.
+pub const EXAMPLE_STREAM: &str = "OUTBOX_EXAMPLES";
+
+/// The subject prefix of the single-file examples' events (the stream
+/// captures `examples.>`).
+pub const EXAMPLE_PREFIX: &str = "examples";
+
+/// Logs of the libraries at WARN (`RUST_LOG` overrides), to stderr, so the
+/// examples' own output stays readable.
+pub fn init_logging() {
+    init_logging_at("warn");
+}
+
+/// Logs of the libraries at `default` (`RUST_LOG` overrides), to stderr.
+pub fn init_logging_at(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Connects to `url` and creates what the outbox needs (the outbox and
+/// inbox tables, through their migrations), returning an [`Outbox`] with
+/// `config`.
+pub async fn open_outbox(url: &str, config: OutboxConfig) -> Result<Outbox, Box<dyn Error>> {
+    let db = sea_orm::Database::connect(url).await?;
+    OutboxMigrator::up(&db, None).await?;
+    Ok(Outbox::new(db, config))
+}
+
+/// A printable form of a database URL without its password.
+pub fn display_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// `DATABASE_URL`, or an SQLite file named `name` in the temp directory.

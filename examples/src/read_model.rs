@@ -1,0 +1,121 @@
+//! The consumer side of the demo: the `order_summaries` read model, kept up
+//! to date by typed handlers for the four order events. Each handler runs
+//! through the [`Inbox`], so its update commits together with the record
+//! that the message was processed: a redelivered message changes nothing.
+
+use chrono::Utc;
+use outbox_core::{Delivery, HandlerError};
+use outbox_nats::Subscriber;
+use outbox_nats::async_nats::jetstream;
+use outbox_nats::subscriber::{Backoff, SubscriberBuilder};
+use outbox_sea_orm::{Inbox, UnitOfWork};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Schema, Set};
+use std::time::Duration;
+
+use crate::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped, OrderStatus};
+
+/// The `order_summaries` table: one row per order, as consumers see it.
+pub mod entity {
+    use sea_orm::entity::prelude::*;
+
+    /// One order's summary.
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "order_summaries")]
+    pub struct Model {
+        /// The order id.
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub order_id: String,
+        /// The customer.
+        pub customer: String,
+        /// `placed`, `paid`, `shipped` or `cancelled`.
+        pub status: String,
+        /// Total in cents.
+        pub total_cents: i64,
+        /// When the last event was applied.
+        pub updated_at: DateTimeUtc,
+    }
+
+    /// No relations.
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+/// The durable consumer's name, also the inbox's consumer name.
+pub const CONSUMER: &str = "order-summaries";
+
+/// Creates the `order_summaries` table if it does not exist, on any backend.
+pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
+    let schema = Schema::new(db.get_database_backend());
+    let mut statement = schema.create_table_from_entity(entity::Entity);
+    statement.if_not_exists();
+    db.execute(&statement).await?;
+    Ok(())
+}
+
+/// Moves an existing summary to `status`.
+async fn set_status(
+    uow: &UnitOfWork,
+    order_id: String,
+    status: OrderStatus,
+) -> Result<(), HandlerError> {
+    entity::ActiveModel {
+        order_id: Set(order_id),
+        status: Set(status.as_str().to_owned()),
+        updated_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .update(uow.connection())
+    .await?; // no row yet: an error, so the message is retried
+    Ok(())
+}
+
+/// The read model's subscriber: a durable pull consumer [`CONSUMER`] on
+/// `stream`, one typed handler per order event, each through `inbox`.
+pub fn subscriber(
+    jetstream: jetstream::Context,
+    inbox: &Inbox,
+    stream: &str,
+    filter_subject: &str,
+) -> SubscriberBuilder {
+    Subscriber::builder(jetstream, CONSUMER)
+        .stream(stream)
+        .filter_subject(filter_subject)
+        .backoff(Backoff::exponential(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+        ))
+        .shutdown_timeout(Duration::from_secs(5))
+        .on(
+            inbox.handler(|e: OrderPlaced, _: Delivery, uow: &mut UnitOfWork| {
+                Box::pin(async move {
+                    entity::ActiveModel {
+                        order_id: Set(e.order_id),
+                        customer: Set(e.customer),
+                        status: Set(OrderStatus::Placed.as_str().to_owned()),
+                        total_cents: Set(i64::try_from(e.total_cents).unwrap_or(i64::MAX)),
+                        updated_at: Set(Utc::now()),
+                    }
+                    .insert(uow.connection())
+                    .await?;
+                    Ok(())
+                })
+            }),
+        )
+        .on(
+            inbox.handler(|e: OrderPaid, _: Delivery, uow: &mut UnitOfWork| {
+                Box::pin(set_status(uow, e.order_id, OrderStatus::Paid))
+            }),
+        )
+        .on(
+            inbox.handler(|e: OrderShipped, _: Delivery, uow: &mut UnitOfWork| {
+                Box::pin(set_status(uow, e.order_id, OrderStatus::Shipped))
+            }),
+        )
+        .on(
+            inbox.handler(|e: OrderCancelled, _: Delivery, uow: &mut UnitOfWork| {
+                Box::pin(set_status(uow, e.order_id, OrderStatus::Cancelled))
+            }),
+        )
+}
