@@ -1,33 +1,139 @@
-//! Benchmarks of the outbox on this machine's real PostgreSQL.
+//! Benchmarks of the outbox on this machine's real PostgreSQL and nats-server.
 //!
 //! ```sh
-//! cargo run --release -p outbox-bench              # everything
-//! cargo run --release -p outbox-bench -- save-cost # one part
-//! cargo run --release -p outbox-bench -- writers
+//! cargo run --release -p outbox-bench              # the default parts
+//! cargo run --release -p outbox-bench -- drain     # one part (or several)
 //! ```
 //!
-//! Each part runs in a fresh schema that is dropped afterwards. Figures go to
-//! standard output; `BENCHMARKS.md` records them with the machine.
+//! | part | what |
+//! |---|---|
+//! | `save-cost` | saving an aggregate with its events vs. the aggregate alone |
+//! | `writers` | writer throughput with and without wake-ups |
+//! | `jetstream` | the broker's ceiling: pipelined publishes, no database |
+//! | `naive` | the naive relay loop (claim, publish, await, complete, repeat) |
+//! | `drain` | one processor draining 200,000 rows: rate, statements, memory |
+//! | `latency` | commit-to-ack latency at 1,000 and 5,000 events/s, both placements |
+//! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
+//! | `drain-tune` | the drain with several settings (not in the default run) |
+//!
+//! Each part runs in a fresh schema (and a fresh stream) deleted afterwards.
+//! Figures go to standard output; `BENCHMARKS.md` records them with the
+//! machine.
 
+mod backlog;
+mod child;
+mod drain;
+mod drain_child;
+mod fixture;
+mod jetstream_ceiling;
+mod latency;
+mod machine;
+mod memory;
+mod naive_relay;
+mod pgstats;
+mod record;
+mod report;
 mod save_cost;
 mod stats;
 mod writers;
 
-use std::error::Error;
+use std::time::Duration;
+
+use crate::backlog::Ceilings;
+use crate::report::Check;
+
+/// The error of every part.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Every part, in running order, and whether the default run includes it.
+const PARTS: [(&str, bool); 8] = [
+    ("save-cost", true),
+    ("writers", true),
+    ("jetstream", true),
+    ("naive", true),
+    ("drain", true),
+    ("latency", true),
+    ("drain-1m", false),
+    ("drain-tune", false),
+];
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
-    let parts: Vec<String> = std::env::args().skip(1).collect();
-    let wants = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
-    let known = ["save-cost", "writers"];
-    if let Some(unknown) = parts.iter().find(|p| !known.contains(&p.as_str())) {
-        return Err(format!("unknown part `{unknown}`; parts: {}", known.join(", ")).into());
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(child::PART) => return child::run(&args[1..]).await,
+        Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
+        _ => {}
     }
+    if let Some(unknown) = args.iter().find(|a| !PARTS.iter().any(|(p, _)| p == a)) {
+        let names: Vec<&str> = PARTS.iter().map(|(p, _)| *p).collect();
+        return Err(format!("unknown part `{unknown}`; parts: {}", names.join(", ")).into());
+    }
+    let wants = |part: &str| {
+        if args.is_empty() {
+            PARTS.iter().any(|(p, default)| *p == part && *default)
+        } else {
+            args.iter().any(|a| a == part)
+        }
+    };
+
+    machine::print().await?;
+    let mut summary: Vec<(&str, Vec<Check>)> = Vec::new();
+    let mut ceilings = Ceilings::default();
     if wants("save-cost") {
         save_cost::run().await?;
     }
     if wants("writers") {
         writers::run().await?;
     }
+    if wants("jetstream") {
+        ceilings.jetstream = Some(jetstream_ceiling::run().await?);
+        between_parts().await;
+    }
+    if wants("naive") {
+        ceilings.naive = Some(naive_relay::run().await?);
+        between_parts().await;
+    }
+    if wants("drain") {
+        let checks = backlog::run(ceilings).await?;
+        report::print("drain targets", &checks);
+        summary.push(("drain", checks));
+        between_parts().await;
+    }
+    if wants("latency") {
+        let checks = latency::run().await?;
+        report::print("latency targets", &checks);
+        summary.push(("latency", checks));
+        between_parts().await;
+    }
+    if wants("drain-1m") {
+        let checks = backlog::one_million().await?;
+        report::print("drain-1m targets", &checks);
+        summary.push(("drain-1m", checks));
+        between_parts().await;
+    }
+    if wants("drain-tune") {
+        backlog::tune().await?;
+    }
+    if !summary.is_empty() {
+        println!("== summary ==");
+        for (part, checks) in &summary {
+            report::print(part, checks);
+        }
+        println!(
+            "load after the run: {}",
+            machine::load_state(Duration::from_secs(1)).await
+        );
+    }
     Ok(())
+}
+
+/// Lets PostgreSQL's checkpointer and autovacuum catch up with the previous
+/// part's writes, and reports the load, before the next part measures.
+async fn between_parts() {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!(
+        "(load between parts: {})",
+        machine::load_state(Duration::from_secs(1)).await
+    );
 }

@@ -1,7 +1,7 @@
 //! The cost of saving an aggregate through the outbox compared to saving the
 //! aggregate alone, on PostgreSQL: median and p99 of sequential transactions.
 
-use std::error::Error;
+use crate::BoxError;
 use std::time::{Duration, Instant};
 
 use outbox_sea_orm::{Outbox, OutboxConfig};
@@ -14,7 +14,7 @@ use crate::stats::{ms, percentile};
 const SAVES: usize = 2000;
 const WARMUP: usize = 200;
 
-pub(crate) async fn run() -> Result<(), Box<dyn Error>> {
+pub(crate) async fn run() -> Result<(), BoxError> {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
     println!(

@@ -5,7 +5,7 @@
 //!   sent after commit by a background task;
 //! - the trap: `pg_notify` inside every writer transaction.
 
-use std::error::Error;
+use crate::BoxError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ impl Mode {
     }
 }
 
-pub(crate) async fn run() -> Result<(), Box<dyn Error>> {
+pub(crate) async fn run() -> Result<(), BoxError> {
     println!(
         "== writers on PostgreSQL: {WRITERS} writers offering {OFFERED_PER_SEC} one-event transactions/s for {}s ==",
         RUN.as_secs()
@@ -64,7 +64,7 @@ pub(crate) async fn run() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), Box<dyn Error>> {
+async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), BoxError> {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let config = match mode {
         Mode::Coalesced => OutboxConfig::default(),
@@ -102,12 +102,12 @@ async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), Box<dyn Error>> {
                 latencies.push(began.elapsed());
                 done.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, Box<dyn Error + Send + Sync>>(latencies)
+            Ok::<_, BoxError>(latencies)
         }));
     }
     let mut latencies = Vec::new();
     for task in tasks {
-        latencies.extend(task.await?.map_err(|e| e.to_string())?);
+        latencies.extend(task.await??);
     }
     let rate = done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
     drop(outbox);

@@ -1,0 +1,79 @@
+//! `outbox-bench processor-child --schema S --prefix P`: the processor in a
+//! process of its own, for the latency part's "other process" placement.
+//!
+//! It runs `Outbox::processor` (woken by PostgreSQL `NOTIFY`, as another
+//! process is) with a publisher that records each ack's wall-clock time and
+//! prints `ready`. Each `mark` line on its standard input snapshots the
+//! statements it sent; when its input closes it stops the processor and
+//! prints one `ack <message id> <unix nanoseconds>` line per ack, one
+//! `stmt <count> <kind>` line per kind of statement sent between the first
+//! two marks, then `done <published> <batches>`. Parent and child read the
+//! same clock.
+
+use std::io::Write;
+use std::time::UNIX_EPOCH;
+
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::Outbox;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::BoxError;
+use crate::fixture::{self, connect_schema};
+use crate::pgstats::{self, StatementLog};
+use crate::record::{Acks, RecordingPublisher};
+
+/// The part's name on the command line.
+pub(crate) const PART: &str = "processor-child";
+
+/// Connections of the child's pool.
+const POOL: u32 = 8;
+
+/// Runs the child with `args` (what follows the part's name).
+pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
+    let value = |flag: &str| -> Result<&str, BoxError> {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+            .ok_or_else(|| format!("{PART} needs {flag} <value>").into())
+    };
+    let (schema, prefix) = (value("--schema")?, value("--prefix")?);
+    let mut db = connect_schema(schema, POOL).await?;
+    let log = StatementLog::install(&mut db);
+    let outbox = Outbox::new(db, fixture::config(prefix)?);
+    let client = async_nats::connect(fixture::nats_url()).await?;
+    let acks = Acks::default();
+    let publisher = RecordingPublisher::new(
+        JetStreamPublisher::new(client, "/outbox-bench-child"),
+        acks.clone(),
+    );
+    let processor = outbox.processor(publisher).build()?.spawn();
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
+
+    let mut marks = Vec::new();
+    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = input.next_line().await? {
+        if line.trim() == "mark" {
+            marks.push(log.snapshot());
+        }
+    }
+    let report = processor.shutdown().await?;
+
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (id, at) in acks.take() {
+        let nanos = at.duration_since(UNIX_EPOCH)?.as_nanos();
+        writeln!(out, "ack {id} {nanos}")?;
+    }
+    if let [from, to, ..] = marks.as_slice() {
+        for (kind, count) in pgstats::between(from, to) {
+            writeln!(out, "stmt {count} {kind}")?;
+        }
+    }
+    writeln!(out, "done {} {}", report.published, report.batches)?;
+    out.flush()?;
+    Ok(())
+}

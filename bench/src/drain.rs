@@ -1,0 +1,299 @@
+//! Backlog drain by one processor: a fresh table with N pending ~300-byte
+//! events (each its own aggregate), drained by one processor running in a
+//! process of its own (`outbox-bench drain-child`, see [`crate::drain_child`]), so the memory
+//! figures are the processor's alone. Around it, this side counts the
+//! transactions PostgreSQL committed and the CPU time by process, and checks
+//! that every row was published and stored once.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::BoxError;
+use crate::drain_child::{self, Output};
+use crate::fixture::{self, BenchDb, BenchStream, fill};
+use crate::machine::CpuTimes;
+use crate::memory;
+use crate::pgstats;
+use crate::report::thousands;
+
+/// The processor settings a drain runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) batch_size: u32,
+    pub(crate) batches_in_flight: usize,
+    pub(crate) max_in_flight: usize,
+    /// `Retention::Delete` instead of the default `KeepPublished`.
+    pub(crate) delete_published: bool,
+    /// Processors side by side in the one process (1 but in `drain-tune`).
+    pub(crate) processors: usize,
+}
+
+impl Default for Settings {
+    /// The processor's defaults.
+    fn default() -> Self {
+        Self {
+            batch_size: 500,
+            batches_in_flight: 3,
+            max_in_flight: 2048,
+            delete_published: false,
+            processors: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "batch {:>4}, {} in flight, max_in_flight {:>4}",
+            self.batch_size, self.batches_in_flight, self.max_in_flight
+        )?;
+        if self.delete_published {
+            write!(f, ", Retention::Delete")?;
+        }
+        if self.processors > 1 {
+            write!(f, ", {} processors", self.processors)?;
+        }
+        Ok(())
+    }
+}
+
+/// What one drain measured.
+#[derive(Debug)]
+pub(crate) struct Drain {
+    pub(crate) settings: Settings,
+    pub(crate) rows: u64,
+    /// What the processor's process measured.
+    pub(crate) child: Output,
+    /// Transactions PostgreSQL counted on the database meanwhile.
+    pub(crate) transactions: i64,
+    /// Other clients connected to the database at the start.
+    pub(crate) other_clients: i64,
+    /// Whether `pg_stat_statements` is loaded on the server.
+    pub(crate) pg_stat_statements: bool,
+    pub(crate) cpu: String,
+    /// The table's row-change counters afterwards.
+    pub(crate) table: pgstats::TableStats,
+}
+
+impl Drain {
+    /// Events per second.
+    pub(crate) fn rate(&self) -> f64 {
+        self.rows as f64 / self.child.elapsed.as_secs_f64()
+    }
+
+    /// The calls, rows and time of one kind of store call.
+    fn op(&self, name: &str) -> (u64, u64, Duration) {
+        self.child
+            .ops
+            .iter()
+            .find(|op| op.name == name)
+            .map_or((0, 0, Duration::ZERO), |op| (op.calls, op.rows, op.total))
+    }
+
+    /// Claims, by age or by id: each a transaction of its own.
+    pub(crate) fn claims(&self) -> u64 {
+        self.op("claim").0 + self.op("claim_ids").0
+    }
+
+    /// Store calls of every kind.
+    pub(crate) fn store_calls(&self) -> u64 {
+        self.child.ops.iter().map(|op| op.calls).sum()
+    }
+
+    fn prepared(&self) -> u64 {
+        self.child.statements.iter().map(|(_, n, _)| n).sum()
+    }
+
+    /// Everything sent to PostgreSQL: the prepared statements plus, per claim,
+    /// the `BEGIN`, `SET LOCAL plan_cache_mode` and `COMMIT` around it.
+    pub(crate) fn statements_sent(&self) -> u64 {
+        self.prepared() + 3 * self.claims()
+    }
+
+    /// Prints the drain's line.
+    pub(crate) fn print(&self) {
+        let per_event = |n: f64| n / self.rows as f64;
+        let mean_ms = |(calls, _, total): (u64, u64, Duration)| {
+            total.as_secs_f64() * 1e3 / calls.max(1) as f64
+        };
+        let (claim_calls, claim_rows, claim_total) = self.op("claim");
+        println!(
+            "{}: {:>7} events/s in {:5.1} s | claim {:6.2} ms avg × {claim_calls}, complete {:5.2} ms avg | \
+             {:.4} stmts/event, {:.4} tx/event | peak RSS {}",
+            self.settings,
+            thousands(self.rate()),
+            self.child.elapsed.as_secs_f64(),
+            mean_ms((claim_calls, claim_rows, claim_total)),
+            mean_ms(self.op("complete")),
+            per_event(self.statements_sent() as f64),
+            per_event(self.transactions as f64),
+            memory::mib(self.child.peak),
+        );
+    }
+
+    /// Prints where the time and the statements went.
+    pub(crate) fn print_details(&self) {
+        let per_event = |n: u64| n as f64 / self.rows as f64;
+        let wall = self.child.elapsed.as_secs_f64();
+        println!("   processor report: {:?}", self.child.report);
+        println!(
+            "   store calls ({:.4}/event):",
+            per_event(self.store_calls())
+        );
+        for op in self.child.ops.iter().filter(|op| op.calls > 0) {
+            println!(
+                "     {:<10} {:>6} calls, {:>8} rows, {:8.1} ms total ({:5.1}% of the drain's wall time), {:.2} ms avg",
+                op.name,
+                op.calls,
+                op.rows,
+                op.total.as_secs_f64() * 1e3,
+                100.0 * op.total.as_secs_f64() / wall,
+                op.total.as_secs_f64() * 1e3 / op.calls as f64
+            );
+        }
+        let deciles: Vec<String> = self
+            .child
+            .claim_deciles
+            .iter()
+            .map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
+            .collect();
+        println!(
+            "   claim time (ms) by tenth of the drain, first to last: {}",
+            deciles.join(" ")
+        );
+        println!(
+            "   statements sent: {} ({:.4}/event) = prepared {} + BEGIN/SET LOCAL/COMMIT 3 × {} claims",
+            self.statements_sent(),
+            per_event(self.statements_sent()),
+            self.prepared(),
+            self.claims()
+        );
+        for (kind, count, time) in &self.child.statements {
+            println!(
+                "     {kind:<28} {count:>6}, {:8.1} ms total, {:.2} ms avg",
+                time.as_secs_f64() * 1e3,
+                time.as_secs_f64() * 1e3 / (*count).max(1) as f64
+            );
+        }
+        println!(
+            "   PostgreSQL transactions on the database (pg_stat_database): {} ({:.4}/event); other clients connected: {}",
+            self.transactions,
+            self.transactions as f64 / self.rows as f64,
+            self.other_clients
+        );
+        if !self.pg_stat_statements {
+            println!(
+                "   pg_stat_statements is not loaded on this server (it needs shared_preload_libraries and a \
+                 restart): statements are counted on the client"
+            );
+        }
+        println!(
+            "   {} (the processor's process: {:.1} s, {:.1} µs/event)",
+            self.cpu,
+            self.child.cpu_seconds,
+            self.child.cpu_seconds * 1e6 / self.rows as f64
+        );
+        println!("   outbox table afterwards: {}", self.table);
+        println!(
+            "   processor process memory: RSS {} at spawn, peak (VmHWM) {}",
+            memory::mib(self.child.rss_before),
+            memory::mib(self.child.peak)
+        );
+    }
+}
+
+/// Fills a fresh table with `rows` and drains it with one processor in a
+/// child process, which samples its `VmRSS` every `sample_every`.
+pub(crate) async fn drain(
+    settings: Settings,
+    rows: u64,
+    sample_every: Duration,
+) -> Result<Drain, BoxError> {
+    let bench = BenchDb::create().await?;
+    let stream = BenchStream::create().await?;
+    let fill_secs = fill(&bench, &stream.prefix, rows).await?;
+    println!(
+        "   ({} rows filled in {fill_secs:.1} s, not measured)",
+        thousands(rows as f64)
+    );
+
+    let admin = fixture::admin().await?;
+    let other_clients = pgstats::other_clients(&admin).await?;
+    let pg_stat_statements = pgstats::pg_stat_statements(&admin).await?;
+    let (commits_before, rollbacks_before) = pgstats::transactions(&admin).await?;
+    let cpu_before = CpuTimes::now();
+    let mut process = Command::new(std::env::current_exe()?)
+        .args(drain_child::args(
+            &bench.schema,
+            &stream.prefix,
+            rows,
+            settings,
+            sample_every,
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = process
+        .stdout
+        .take()
+        .ok_or("the drain child has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut text = String::new();
+    let mut cpu = None;
+    while let Some(line) = lines.next_line().await? {
+        if line == "drained" {
+            cpu = Some(CpuTimes::now().since(&cpu_before));
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let status = process.wait().await?;
+    if !status.success() {
+        return Err(format!("the drain child ended with {status}").into());
+    }
+    let cpu = cpu.ok_or("the drain child never said `drained`")?;
+    let child = drain_child::parse(&text)?;
+    // The child's backends flushed their counters when its pool closed.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (commits_after, rollbacks_after) = pgstats::transactions(&admin).await?;
+    let table = pgstats::table_stats(&admin, &bench.schema).await?;
+
+    let left = admin
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!(
+                "SELECT count(*) AS n FROM {}.outbox_messages WHERE status <> 1",
+                bench.schema
+            ),
+        ))
+        .await?
+        .ok_or("no count")?
+        .try_get::<i64>("", "n")?;
+    admin.close().await?;
+    let stored = stream.messages().await?;
+    if left != 0 || stored != rows {
+        return Err(format!(
+            "after the drain {left} rows are unpublished and the stream holds {stored} of {rows}"
+        )
+        .into());
+    }
+    stream.delete().await?;
+    drop(bench);
+    Ok(Drain {
+        settings,
+        rows,
+        child,
+        transactions: (commits_after - commits_before) + (rollbacks_after - rollbacks_before),
+        other_clients,
+        pg_stat_statements,
+        cpu,
+        table,
+    })
+}

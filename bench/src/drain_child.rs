@@ -1,0 +1,278 @@
+//! `outbox-bench drain-child --schema S --prefix P --rows N --batch B
+//! --batches F --max M --sample-ms T`: one processor draining a filled
+//! backlog in a process of its own, so its memory is the processor's alone.
+//!
+//! The processor is wired like `Outbox::processor` (commit listener +
+//! `LISTEN`) but with a [`CountingStore`]. The drain is timed from spawn until
+//! the store completed N rows. The figures go to standard output, one per
+//! line (see [`Output`]), for [`drain`](crate::drain) to read.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use outbox_core::ProcessorReport;
+use outbox_core::processor::Processor;
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::{Outbox, PgNotifications, Retention};
+
+use crate::BoxError;
+use crate::drain::Settings;
+use crate::fixture::{self, connect_schema};
+use crate::machine;
+use crate::memory::{self, Sampler};
+use crate::pgstats::StatementLog;
+use crate::record::{CountingStore, OpFigures, StoreCounts};
+
+/// The part's name on the command line.
+pub(crate) const PART: &str = "drain-child";
+
+/// Connections of the processor's pool.
+const POOL: u32 = 10;
+/// Longest a drain may take.
+const TIMEOUT: Duration = Duration::from_secs(900);
+
+/// What the child measured.
+#[derive(Debug, Default)]
+pub(crate) struct Output {
+    pub(crate) elapsed: Duration,
+    pub(crate) report: ProcessorReport,
+    pub(crate) ops: Vec<OpFigures>,
+    /// Prepared statements by kind: (kind, count, summed time).
+    pub(crate) statements: Vec<(String, u64, Duration)>,
+    /// `VmRSS` when the processor was spawned, KiB.
+    pub(crate) rss_before: u64,
+    /// `VmHWM` at the end, KiB: the process's peak.
+    pub(crate) peak: u64,
+    /// (time since spawn, `VmRSS` KiB).
+    pub(crate) samples: Vec<(Duration, u64)>,
+    /// CPU seconds the process used while draining.
+    pub(crate) cpu_seconds: f64,
+    /// Mean ordinary-claim time in each tenth of the claims, in order.
+    pub(crate) claim_deciles: Vec<Duration>,
+}
+
+/// The child's command-line arguments for a drain.
+pub(crate) fn args(
+    schema: &str,
+    prefix: &str,
+    rows: u64,
+    settings: Settings,
+    sample_every: Duration,
+) -> Vec<String> {
+    [
+        PART,
+        "--schema",
+        schema,
+        "--prefix",
+        prefix,
+        "--rows",
+        &rows.to_string(),
+        "--batch",
+        &settings.batch_size.to_string(),
+        "--batches",
+        &settings.batches_in_flight.to_string(),
+        "--max",
+        &settings.max_in_flight.to_string(),
+        "--sample-ms",
+        &sample_every.as_millis().to_string(),
+        "--processors",
+        &settings.processors.to_string(),
+        "--retention",
+        if settings.delete_published {
+            "delete"
+        } else {
+            "keep"
+        },
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// Runs the child with `args` (what follows the part's name).
+pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
+    let value = |flag: &str| -> Result<&str, BoxError> {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+            .ok_or_else(|| format!("{PART} needs {flag} <value>").into())
+    };
+    let (schema, prefix) = (value("--schema")?, value("--prefix")?);
+    let rows: u64 = value("--rows")?.parse()?;
+    let settings = Settings {
+        batch_size: value("--batch")?.parse()?,
+        batches_in_flight: value("--batches")?.parse()?,
+        max_in_flight: value("--max")?.parse()?,
+        delete_published: value("--retention")? == "delete",
+        processors: value("--processors")?.parse()?,
+    };
+    let sample_every = Duration::from_millis(value("--sample-ms")?.parse()?);
+
+    let mut db = connect_schema(schema, POOL).await?;
+    let log = StatementLog::install(&mut db);
+    let mut config = fixture::config(prefix)?;
+    if settings.delete_published {
+        config = config.with_retention(Retention::Delete);
+    }
+    let outbox = Outbox::new(db.clone(), config);
+    let counts = Arc::new(StoreCounts::default());
+    let client = async_nats::connect(fixture::nats_url()).await?;
+    let mut processors = Vec::new();
+    for _ in 0..settings.processors.max(1) {
+        let store = CountingStore::new(outbox.store(), Arc::clone(&counts));
+        let publisher = JetStreamPublisher::new(client.clone(), "/outbox-bench");
+        // What `Outbox::processor` wires, with the counting store.
+        let mut builder = Processor::builder(store, publisher).wake_on(outbox.listen());
+        if let Some(notifications) = PgNotifications::new(outbox.db(), outbox.config()) {
+            builder = builder.wake_on(notifications);
+        }
+        processors.push(
+            builder
+                .batch_size(settings.batch_size)
+                .batches_in_flight(settings.batches_in_flight)
+                .max_in_flight(settings.max_in_flight)
+                .build()?,
+        );
+    }
+
+    let rss_before = memory::now()?.rss_kib;
+    let cpu_before = machine::own_cpu_seconds();
+    let sampler = Sampler::start(sample_every);
+    let started = Instant::now();
+    let handles: Vec<_> = processors.into_iter().map(|p| p.spawn()).collect();
+    while counts.complete.rows() < rows {
+        if handles.iter().any(|h| h.is_finished()) {
+            return Err("the processor stopped before the backlog was drained".into());
+        }
+        if started.elapsed() > TIMEOUT {
+            return Err(format!(
+                "drained only {} of {rows} rows in {TIMEOUT:?}",
+                counts.complete.rows()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = started.elapsed();
+    let cpu_seconds = machine::own_cpu_seconds() - cpu_before;
+    {
+        // Tells the parent to read CPU times while this process and its
+        // database backends still exist.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "drained")?;
+        out.flush()?;
+    }
+    let samples = sampler.stop().await?;
+    let mut report = ProcessorReport::default();
+    for handle in handles {
+        let one = handle.shutdown().await?;
+        report.batches += one.batches;
+        report.published += one.published;
+        report.failed += one.failed;
+        report.dead += one.dead;
+        report.released += one.released;
+    }
+    let peak = memory::now()?.peak_kib;
+    drop(outbox);
+    // Closing the pool ends its backends, which flushes their counters.
+    db.close().await?;
+
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "elapsed_us {}", elapsed.as_micros())?;
+    writeln!(
+        out,
+        "report {} {} {} {} {}",
+        report.batches, report.published, report.failed, report.dead, report.released
+    )?;
+    for op in counts.snapshot() {
+        writeln!(
+            out,
+            "op {} {} {} {}",
+            op.name,
+            op.calls,
+            op.rows,
+            op.total.as_micros()
+        )?;
+    }
+    for (kind, (count, time)) in log.snapshot() {
+        writeln!(out, "stmt {count} {} {kind}", time.as_micros())?;
+    }
+    let deciles: Vec<String> = counts
+        .claim_deciles()
+        .iter()
+        .map(|d| d.as_micros().to_string())
+        .collect();
+    writeln!(out, "claim_deciles_us {}", deciles.join(" "))?;
+    writeln!(out, "memory {rss_before} {peak}")?;
+    writeln!(out, "cpu_ms {}", (cpu_seconds * 1e3).round() as u64)?;
+    for (at, kib) in samples {
+        writeln!(out, "sample {} {kib}", at.as_millis())?;
+    }
+    writeln!(out, "done")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads what [`run`] printed.
+pub(crate) fn parse(text: &str) -> Result<Output, BoxError> {
+    let mut output = Output::default();
+    let mut done = false;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let number = |i: usize| -> Result<u64, BoxError> {
+            Ok(fields
+                .get(i)
+                .ok_or_else(|| format!("short line from the drain child: {line:?}"))?
+                .parse()?)
+        };
+        match fields.first().copied() {
+            Some("elapsed_us") => output.elapsed = Duration::from_micros(number(1)?),
+            Some("report") => {
+                output.report = ProcessorReport {
+                    batches: number(1)?,
+                    published: number(2)?,
+                    failed: number(3)?,
+                    dead: number(4)?,
+                    released: number(5)?,
+                }
+            }
+            Some("op") => output.ops.push(OpFigures {
+                name: fields.get(1).copied().unwrap_or("?").to_owned(),
+                calls: number(2)?,
+                rows: number(3)?,
+                total: Duration::from_micros(number(4)?),
+            }),
+            Some("stmt") => output.statements.push((
+                fields
+                    .get(3..)
+                    .map(|kind| kind.join(" "))
+                    .unwrap_or_default(),
+                number(1)?,
+                Duration::from_micros(number(2)?),
+            )),
+            Some("memory") => {
+                output.rss_before = number(1)?;
+                output.peak = number(2)?;
+            }
+            Some("claim_deciles_us") => {
+                output.claim_deciles = fields[1..]
+                    .iter()
+                    .map(|us| us.parse().map(Duration::from_micros))
+                    .collect::<Result<_, _>>()?;
+            }
+            Some("cpu_ms") => output.cpu_seconds = number(1)? as f64 / 1e3,
+            Some("sample") => output
+                .samples
+                .push((Duration::from_millis(number(1)?), number(2)?)),
+            Some("done") => done = true,
+            Some("drained") => {}
+            _ => return Err(format!("unexpected line from the drain child: {line:?}").into()),
+        }
+    }
+    if !done {
+        return Err("the drain child did not finish its report".into());
+    }
+    Ok(output)
+}

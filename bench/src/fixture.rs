@@ -1,0 +1,290 @@
+//! What the processor parts share: a fresh PostgreSQL schema with the outbox
+//! and `orders` tables, a fresh file-backed JetStream stream with a subject
+//! prefix of its own, ~300-byte events, and a fast backlog fill.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
+use outbox_nats::StreamSpec;
+use outbox_sea_orm::{AggregateEntity, Outbox, OutboxConfig, create_schema};
+use outbox_tests::orders::entity;
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Set};
+use serde::{Deserialize, Serialize};
+
+use crate::BoxError;
+
+/// Bytes of every event's JSON payload (as serialized; PostgreSQL's `jsonb`
+/// adds a space after each colon when it reads it back).
+pub(crate) const PAYLOAD_BYTES: usize = 300;
+
+/// `application_name` of every bench connection, to tell other clients of
+/// the database apart in `pg_stat_activity`.
+pub(crate) const APPLICATION_NAME: &str = "outbox-bench";
+
+/// The processor's lease in every part (its default).
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
+
+/// The PostgreSQL server: `OUTBOX_TEST_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test`.
+pub(crate) fn postgres_url() -> String {
+    std::env::var("OUTBOX_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The nats-server: `OUTBOX_TEST_NATS_URL`, default `127.0.0.1:4222`.
+pub(crate) fn nats_url() -> String {
+    outbox_tests::jetstream::nats_url()
+}
+
+/// The event every part publishes: ~300 bytes of JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "bench.event")]
+pub(crate) struct BenchEvent {
+    key: String,
+    pad: String,
+}
+
+impl BenchEvent {
+    /// An event whose serialized JSON is [`PAYLOAD_BYTES`] long (for keys
+    /// shorter than that).
+    pub(crate) fn new(key: String) -> Self {
+        // `{"key":"…","pad":"…"}` is 19 bytes around the two strings.
+        let pad = PAYLOAD_BYTES.saturating_sub(19 + key.len());
+        Self {
+            key,
+            pad: "x".repeat(pad),
+        }
+    }
+}
+
+/// An aggregate of the latency writers: a row of the `orders` fixture table
+/// plus one [`BenchEvent`] per save, like a service placing orders.
+#[derive(Debug)]
+pub(crate) struct BenchOrder {
+    id: String,
+    events: EventBuffer,
+}
+
+impl BenchOrder {
+    /// A new order that recorded one event.
+    pub(crate) fn place(id: String) -> Result<Self, RecordError> {
+        let mut order = Self {
+            id: id.clone(),
+            events: EventBuffer::new(),
+        };
+        order.record(BenchEvent::new(id))?;
+        Ok(order)
+    }
+}
+
+impl AggregateRoot for BenchOrder {
+    const AGGREGATE_TYPE: &'static str = "bench_order";
+    fn aggregate_id(&self) -> String {
+        self.id.clone()
+    }
+    fn events(&self) -> &EventBuffer {
+        &self.events
+    }
+    fn events_mut(&mut self) -> &mut EventBuffer {
+        &mut self.events
+    }
+}
+
+impl AggregateEntity for BenchOrder {
+    type Entity = entity::Entity;
+
+    fn version_column() -> entity::Column {
+        entity::Column::Version
+    }
+
+    fn from_model(model: entity::Model, events: EventBuffer) -> Self {
+        Self {
+            id: model.id,
+            events,
+        }
+    }
+
+    fn to_active_model(&self) -> entity::ActiveModel {
+        entity::ActiveModel {
+            id: Set(self.id.clone()),
+            status: Set("placed".to_owned()),
+            total_cents: Set(100),
+            ..Default::default()
+        }
+    }
+}
+
+/// A fresh schema with the outbox table (default name) and `orders`,
+/// dropped on drop.
+#[derive(Debug)]
+pub(crate) struct BenchDb {
+    /// The schema's name.
+    pub(crate) schema: String,
+}
+
+impl BenchDb {
+    /// Creates the schema and its tables.
+    pub(crate) async fn create() -> Result<Self, BoxError> {
+        let schema = format!(
+            "outbox_bench_{}",
+            &uuid::Uuid::now_v7().simple().to_string()[16..]
+        );
+        let admin = admin().await?;
+        admin
+            .execute_unprepared(&format!("CREATE SCHEMA {schema}"))
+            .await?;
+        admin.close().await?;
+        let bench = Self { schema };
+        let db = bench.connect(2).await?;
+        create_schema(&db, &OutboxConfig::default()).await?;
+        outbox_tests::orders::create_table(&db).await?;
+        db.close().await?;
+        Ok(bench)
+    }
+
+    /// A pool of up to `connections` to the schema.
+    pub(crate) async fn connect(&self, connections: u32) -> Result<DatabaseConnection, BoxError> {
+        connect_schema(&self.schema, connections).await
+    }
+}
+
+impl Drop for BenchDb {
+    fn drop(&mut self) {
+        let drop_sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        // Drop runs inside the runtime: clean up on a thread with its own.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let admin = admin().await.ok()?;
+                admin.execute_unprepared(&drop_sql).await.ok()?;
+                admin.close().await.ok()
+            })
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// A connection to the database itself (no schema), for DDL and statistics.
+pub(crate) async fn admin() -> Result<DatabaseConnection, BoxError> {
+    let mut options = ConnectOptions::new(with_application_name(&postgres_url()));
+    options.max_connections(1).sqlx_logging(false);
+    Ok(Database::connect(options).await?)
+}
+
+/// A pool of up to `connections` whose search path is `schema`.
+pub(crate) async fn connect_schema(
+    schema: &str,
+    connections: u32,
+) -> Result<DatabaseConnection, BoxError> {
+    let mut options = ConnectOptions::new(with_application_name(&postgres_url()));
+    options
+        .set_schema_search_path(schema.to_owned())
+        .max_connections(connections)
+        .sqlx_logging(false);
+    Ok(Database::connect(options).await?)
+}
+
+fn with_application_name(url: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}application_name={APPLICATION_NAME}")
+}
+
+/// The outbox settings of a part: derived subjects under `prefix`.
+pub(crate) fn config(prefix: &str) -> Result<OutboxConfig, BoxError> {
+    Ok(OutboxConfig::default().with_subject_prefix(prefix)?)
+}
+
+/// A fresh file-backed stream capturing `<prefix>.>`, like production's.
+#[derive(Debug)]
+pub(crate) struct BenchStream {
+    /// The connection it was created on.
+    pub(crate) client: async_nats::Client,
+    /// The stream's name.
+    pub(crate) name: String,
+    /// The subject prefix it captures.
+    pub(crate) prefix: String,
+}
+
+impl BenchStream {
+    /// Connects and creates the stream.
+    pub(crate) async fn create() -> Result<Self, BoxError> {
+        let client = async_nats::connect(nats_url()).await?;
+        let tag = &uuid::Uuid::now_v7().simple().to_string()[16..];
+        let (name, prefix) = (format!("BENCH_{tag}"), format!("bench{tag}"));
+        StreamSpec::new(&name, [format!("{prefix}.>")])
+            // Leftovers of a run that could not delete its stream expire.
+            .max_age(Duration::from_secs(3600))
+            .ensure(&jetstream::new(client.clone()), LEASE)
+            .await?;
+        Ok(Self {
+            client,
+            name,
+            prefix,
+        })
+    }
+
+    /// Messages the stream holds.
+    pub(crate) async fn messages(&self) -> Result<u64, BoxError> {
+        let mut stream = jetstream::new(self.client.clone())
+            .get_stream(&self.name)
+            .await?;
+        Ok(stream.info().await?.state.messages)
+    }
+
+    /// Deletes the stream.
+    pub(crate) async fn delete(self) -> Result<(), BoxError> {
+        jetstream::new(self.client.clone())
+            .delete_stream(&self.name)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Standalone messages per fill transaction (inserted 1,000 rows per
+/// statement by the unit of work).
+const FILL_PER_TRANSACTION: u64 = 5_000;
+/// Concurrent fill transactions.
+const FILL_TASKS: u64 = 2;
+
+/// Writes `rows` pending [`BenchEvent`]s through the unit of work (each its
+/// own aggregate, as `UnitOfWork::enqueue` makes them), then `VACUUM
+/// ANALYZE`s the table so every drain starts from a settled table. Returns
+/// the seconds it took (not a measured figure).
+pub(crate) async fn fill(bench: &BenchDb, prefix: &str, rows: u64) -> Result<f64, BoxError> {
+    let started = std::time::Instant::now();
+    let db = bench.connect(FILL_TASKS as u32).await?;
+    let outbox = Outbox::new(db.clone(), config(prefix)?.without_notify());
+    let next = std::sync::Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..FILL_TASKS {
+        let (outbox, next) = (outbox.clone(), std::sync::Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let from = next.fetch_add(FILL_PER_TRANSACTION, Ordering::Relaxed);
+                if from >= rows {
+                    return Ok::<_, BoxError>(());
+                }
+                let mut uow = outbox.begin().await?;
+                for n in from..(from + FILL_PER_TRANSACTION).min(rows) {
+                    uow.enqueue(&BenchEvent::new(format!("backlog-{n}")))?;
+                }
+                uow.commit().await?;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    db.execute_unprepared("VACUUM ANALYZE outbox_messages")
+        .await?;
+    drop(outbox);
+    // Closing the pool ends its backends, which flushes their statistics
+    // now rather than during the measurement that follows.
+    db.close().await?;
+    Ok(started.elapsed().as_secs_f64())
+}

@@ -1,0 +1,399 @@
+//! Commit-to-ack latency at a steady offered rate: 8 writers offering one-event
+//! transactions through the unit of work (an `orders` row and its ~300-byte
+//! event), with the processor
+//! - in the writers' process (fast path: the ids of just-committed messages
+//!   are leased by primary key), or
+//! - in another process (this binary as `processor-child`, see [`crate::child`]; woken by
+//!   `LISTEN`/`NOTIFY`).
+//!
+//! Each writer records the wall-clock time right after `commit()` returns,
+//! keyed by message id; a publisher decorator records the wall-clock time of
+//! each ack. Latency = ack − commit return; an ack that lands before
+//! `commit()` returned (possible on the fast path) counts as 0 and is
+//! counted. 2 s of warm-up, then 10 s measured.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use outbox_core::{MessageId, ProcessorReport};
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::Outbox;
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::MissedTickBehavior;
+
+use crate::BoxError;
+use crate::child;
+use crate::fixture::{BenchDb, BenchOrder, BenchStream, config};
+use crate::machine::CpuTimes;
+use crate::pgstats::{self, StatementLog};
+use crate::record::{Acks, RecordingPublisher};
+use crate::report::{Check, thousands};
+use crate::stats::{ms, percentile};
+
+const WRITERS: usize = 8;
+const WARMUP: Duration = Duration::from_secs(2);
+const RUN: Duration = Duration::from_secs(10);
+/// Connections of the writers' pool (the in-process processor shares it).
+const POOL: u32 = 16;
+/// Longest wait for the last acks after the writers stopped.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// Where the processor runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    InProcess,
+    OtherProcess,
+    /// No processor at all: what the writers achieve alone (a baseline).
+    Nowhere,
+}
+
+impl Placement {
+    fn label(self) -> &'static str {
+        match self {
+            Placement::InProcess => "same process (fast path)",
+            Placement::OtherProcess => "other process (LISTEN/NOTIFY)",
+            Placement::Nowhere => "no processor (writers alone)",
+        }
+    }
+}
+
+/// One measured case.
+struct Case {
+    achieved: f64,
+    latencies: Vec<Duration>,
+    commit_latencies: Vec<Duration>,
+    acked_before_commit_returned: usize,
+    missing: usize,
+    cpu: String,
+    /// Batches the processor claimed (non-empty claims) and messages it published.
+    batches: u64,
+    published: u64,
+    /// Statements sent in the measured window, by kind (prepared ones:
+    /// `BEGIN`, `COMMIT` and the claim's `SET LOCAL` are not counted).
+    statements: Vec<(String, u64)>,
+}
+
+pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
+    println!(
+        "== commit-to-ack latency: {WRITERS} writers, one-event transactions, {}s warm-up + {}s measured ==",
+        WARMUP.as_secs(),
+        RUN.as_secs()
+    );
+    let mut checks = Vec::new();
+    for rate in [1000u64, 5000] {
+        let (p50_target, p99_target) = match rate {
+            1000 => (Duration::from_millis(3), Duration::from_millis(10)),
+            _ => (Duration::from_millis(5), Duration::from_millis(20)),
+        };
+        if rate == 5000 {
+            let case = measure(Placement::Nowhere, rate).await?;
+            let mut commits = case.commit_latencies.clone();
+            println!(
+                "{rate:>5}/s offered, {:<30} achieved {:>6} tx/s ({:5.1}%) | commit p50 {} p99 {} (baseline, no target)\n   {}",
+                Placement::Nowhere.label(),
+                thousands(case.achieved),
+                100.0 * case.achieved / rate as f64,
+                ms(percentile(&mut commits, 0.5)),
+                ms(percentile(&mut commits, 0.99)),
+                case.cpu
+            );
+            case.print_statements();
+        }
+        for placement in [Placement::InProcess, Placement::OtherProcess] {
+            let mut case = measure(placement, rate).await?;
+            let p50 = percentile(&mut case.latencies, 0.5);
+            let p99 = percentile(&mut case.latencies, 0.99);
+            let p999 = percentile(&mut case.latencies, 0.999);
+            let max = case.latencies.last().copied().unwrap_or_default();
+            let share = case.achieved / rate as f64;
+            println!(
+                "{rate:>5}/s offered, {:<30} achieved {:>6} tx/s ({:5.1}%) | commit-to-ack p50 {} p99 {} p99.9 {} max {} \
+                 | {} acked before commit() returned, {} missing | commit p50 {} p99 {}",
+                placement.label(),
+                thousands(case.achieved),
+                100.0 * share,
+                ms(p50),
+                ms(p99),
+                ms(p999),
+                ms(max),
+                case.acked_before_commit_returned,
+                case.missing,
+                ms(percentile(&mut case.commit_latencies, 0.5)),
+                ms(percentile(&mut case.commit_latencies, 0.99)),
+            );
+            println!(
+                "   {}; {} batches, {:.1} messages per batch",
+                case.cpu,
+                case.batches,
+                case.published as f64 / case.batches.max(1) as f64
+            );
+            case.print_statements();
+            let what = |w: &str| format!("{w} at {rate}/s, {}", placement.label());
+            checks.push(Check::new(
+                what("commit-to-ack p50"),
+                ms(p50),
+                format!("< {}", ms(p50_target)),
+                p50 < p50_target && case.missing == 0,
+            ));
+            checks.push(Check::new(
+                what("commit-to-ack p99"),
+                ms(p99),
+                format!("< {}", ms(p99_target)),
+                p99 < p99_target && case.missing == 0,
+            ));
+            checks.push(Check::new(
+                what("achieved write rate"),
+                format!("{} tx/s ({:.1}%)", thousands(case.achieved), 100.0 * share),
+                ">= 95% of offered",
+                share >= 0.95,
+            ));
+        }
+    }
+    Ok(checks)
+}
+
+impl Case {
+    /// Statements per second in the measured window, by kind.
+    fn print_statements(&self) {
+        let line: Vec<String> = self
+            .statements
+            .iter()
+            .map(|(kind, n)| format!("{kind} {:.0}", *n as f64 / RUN.as_secs_f64()))
+            .collect();
+        println!("   statements/s: {}", line.join(", "));
+    }
+}
+
+/// Commits of one writer: (message id, wall clock after commit returned,
+/// commit duration, in the measured window).
+type Commits = Vec<(MessageId, SystemTime, Duration, bool)>;
+
+async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
+    let bench = BenchDb::create().await?;
+    let stream = BenchStream::create().await?;
+    let mut db = bench.connect(POOL).await?;
+    let log = StatementLog::install(&mut db);
+    let outbox = Outbox::new(db.clone(), config(&stream.prefix)?);
+    let acks = Acks::default();
+    let (processor, mut child) = match placement {
+        Placement::InProcess => {
+            let publisher = RecordingPublisher::new(
+                JetStreamPublisher::new(stream.client.clone(), "/outbox-bench"),
+                acks.clone(),
+            );
+            (Some(outbox.processor(publisher).build()?.spawn()), None)
+        }
+        Placement::OtherProcess => (
+            None,
+            Some(spawn_child(&bench.schema, &stream.prefix).await?),
+        ),
+        Placement::Nowhere => (None, None),
+    };
+
+    let started = Instant::now();
+    let measure_from = started + WARMUP;
+    let deadline = measure_from + RUN;
+    let measured = Arc::new(AtomicU64::new(0));
+    let per_writer = Duration::from_secs_f64(WRITERS as f64 / rate as f64);
+    let mut writers = Vec::new();
+    for writer in 0..WRITERS {
+        let (outbox, measured) = (outbox.clone(), Arc::clone(&measured));
+        writers.push(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(per_writer);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            let mut commits: Commits = Vec::new();
+            let mut n = 0u64;
+            loop {
+                let tick = ticks.tick().await.into_std();
+                if tick >= deadline {
+                    return Ok::<_, BoxError>(commits);
+                }
+                n += 1;
+                let mut order = BenchOrder::place(format!("w{writer}-{n}"))?;
+                let began = Instant::now();
+                let mut uow = outbox.begin().await?;
+                uow.save(&mut order).await?;
+                let ids = uow.commit().await?;
+                let returned = SystemTime::now();
+                let in_window = tick >= measure_from;
+                if in_window {
+                    measured.fetch_add(1, Ordering::Relaxed);
+                }
+                for id in ids {
+                    commits.push((id, returned, began.elapsed(), in_window));
+                }
+            }
+        }));
+    }
+    // The measured window: CPU time and statements from its start to its end.
+    tokio::time::sleep_until(measure_from.into()).await;
+    let (cpu, statements_from) = (CpuTimes::now(), log.snapshot());
+    mark(child.as_mut()).await?;
+    tokio::time::sleep_until(deadline.into()).await;
+    let (cpu, statements_to) = (CpuTimes::now().since(&cpu), log.snapshot());
+    mark(child.as_mut()).await?;
+    let mut statements: Vec<(String, u64)> = pgstats::between(&statements_from, &statements_to)
+        .into_iter()
+        .map(|(kind, n)| (format!("{kind} (writers' process)"), n))
+        .collect();
+
+    let mut commits: Commits = Vec::new();
+    for writer in writers {
+        commits.extend(writer.await??);
+    }
+    let achieved = measured.load(Ordering::Relaxed) as f64 / RUN.as_secs_f64();
+
+    // Wait for the last acks, then collect them.
+    let settle_until = Instant::now() + SETTLE;
+    let (ack_times, report): (HashMap<MessageId, SystemTime>, ProcessorReport) =
+        match (processor, child.as_mut()) {
+            (Some(processor), _) => {
+                while acks.len() < commits.len() && Instant::now() < settle_until {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let report = processor.shutdown().await?;
+                (acks.take().into_iter().collect(), report)
+            }
+            (None, Some(child)) => {
+                while pending(&db).await? > 0 && Instant::now() < settle_until {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let (acks, report, child_statements) = collect_child(child).await?;
+                statements.extend(
+                    child_statements
+                        .into_iter()
+                        .map(|(kind, n)| (format!("{kind} (processor's process)"), n)),
+                );
+                (acks, report)
+            }
+            (None, None) => (HashMap::new(), ProcessorReport::default()),
+        };
+
+    let mut case = Case {
+        achieved,
+        latencies: Vec::new(),
+        commit_latencies: Vec::new(),
+        acked_before_commit_returned: 0,
+        missing: 0,
+        cpu,
+        batches: report.batches,
+        published: report.published,
+        statements,
+    };
+    for (id, returned, commit_took, in_window) in commits {
+        if !in_window {
+            continue;
+        }
+        case.commit_latencies.push(commit_took);
+        if placement == Placement::Nowhere {
+            continue;
+        }
+        match ack_times.get(&id) {
+            Some(acked) => match acked.duration_since(returned) {
+                Ok(latency) => case.latencies.push(latency),
+                Err(_) => {
+                    case.acked_before_commit_returned += 1;
+                    case.latencies.push(Duration::ZERO);
+                }
+            },
+            None => case.missing += 1,
+        }
+    }
+    drop(outbox);
+    db.close().await?;
+    stream.delete().await?;
+    drop(bench);
+    Ok(case)
+}
+
+/// Unpublished rows.
+async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
+    let row = db
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT count(*) AS n FROM outbox_messages WHERE status = 0",
+        ))
+        .await?
+        .ok_or("no count")?;
+    Ok(row.try_get("", "n")?)
+}
+
+/// Starts this binary as the processor child and waits for its `ready`.
+async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([child::PART, "--schema", schema, "--prefix", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.as_mut().ok_or("the child has no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).await?;
+    if line.trim() != "ready" {
+        return Err(format!("the processor child said {line:?} instead of `ready`").into());
+    }
+    Ok(child)
+}
+
+/// What the processor child reports: acks, its report (batches and
+/// published only) and the statements it sent in the measured window.
+type ChildOutput = (
+    HashMap<MessageId, SystemTime>,
+    ProcessorReport,
+    Vec<(String, u64)>,
+);
+
+/// Tells the processor child (if any) to snapshot its statement counts.
+async fn mark(child: Option<&mut Child>) -> Result<(), BoxError> {
+    if let Some(stdin) = child.and_then(|c| c.stdin.as_mut()) {
+        stdin.write_all(b"mark\n").await?;
+        stdin.flush().await?;
+    }
+    Ok(())
+}
+
+/// Closes the child's input, which stops its processor, and reads its
+/// output.
+async fn collect_child(child: &mut Child) -> Result<ChildOutput, BoxError> {
+    drop(child.stdin.take());
+    let stdout = child.stdout.take().ok_or("the child has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut acks = HashMap::new();
+    let mut done = false;
+    let mut report = ProcessorReport::default();
+    let mut statements = Vec::new();
+    while let Some(line) = lines.next_line().await? {
+        let mut fields = line.split_whitespace();
+        match (fields.next(), fields.next(), fields.next()) {
+            (Some("ack"), Some(id), Some(nanos)) => {
+                let at = UNIX_EPOCH + Duration::from_nanos(nanos.parse()?);
+                acks.insert(id.parse::<MessageId>()?, at);
+            }
+            (Some("stmt"), Some(count), Some(_)) => {
+                let kind = line
+                    .split_whitespace()
+                    .skip(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                statements.push((kind, count.parse()?));
+            }
+            (Some("done"), Some(published), Some(batches)) => {
+                report.published = published.parse()?;
+                report.batches = batches.parse()?;
+                done = true;
+            }
+            _ => return Err(format!("unexpected line from the processor child: {line:?}").into()),
+        }
+    }
+    let status = child.wait().await?;
+    if !done || !status.success() {
+        return Err(format!("the processor child ended with {status} (done: {done})").into());
+    }
+    Ok((acks, report, statements))
+}
