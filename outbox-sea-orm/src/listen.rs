@@ -29,6 +29,7 @@ pub struct PgNotifications {
     #[cfg(feature = "postgres")]
     pool: sea_orm::sqlx::PgPool,
     channel: String,
+    ignored_origin: Option<String>,
 }
 
 /// Pause before listening again after the connection failed.
@@ -44,10 +45,18 @@ impl PgNotifications {
             return Some(Self {
                 pool: db.get_postgres_connection_pool().clone(),
                 channel,
+                ignored_origin: None,
             });
         }
         let _ = (db, channel);
         None
+    }
+
+    /// Ignores the notifications sent by one [`Outbox`](crate::Outbox) (its
+    /// payload), whose commits the processor already hears in process.
+    pub(crate) fn ignoring(mut self, origin: &str) -> Self {
+        self.ignored_origin = Some(origin.to_owned());
+        self
     }
 
     /// The channel listened on.
@@ -78,6 +87,8 @@ impl WakeSource for PgNotifications {
             wake.claim(); // catch up with what was committed while not listening
             loop {
                 match listener.try_recv().await {
+                    Ok(Some(notification))
+                        if Some(notification.payload()) == self.ignored_origin.as_deref() => {}
                     Ok(Some(_)) => wake.claim(),
                     // The connection dropped; the next call reconnects.
                     Ok(None) => wake.claim(),

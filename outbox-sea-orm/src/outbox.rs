@@ -123,7 +123,7 @@ impl Outbox {
     /// Wakes processors after the application committed messages it
     /// [`enqueue`](Outbox::enqueue)d on its own transaction.
     pub fn wake(&self) {
-        self.inner.wakers.wake_remote();
+        self.inner.wakers.wake_all();
     }
 
     /// Subscribes to the messages committed by this process's units of work
@@ -150,8 +150,12 @@ impl Outbox {
     pub fn processor<P: Publisher>(&self, publisher: P) -> ProcessorBuilder<SeaOrmOutboxStore, P> {
         let store = SeaOrmOutboxStore::new(self.db().clone(), self.config().clone());
         let builder = Processor::builder(store, publisher).wake_on(self.listen());
+        // Its own commits reach it through the listener; NOTIFYs from this
+        // process would only make it claim twice.
         match PgNotifications::new(self.db(), self.config()) {
-            Some(notifications) => builder.wake_on(notifications),
+            Some(notifications) => {
+                builder.wake_on(notifications.ignoring(self.inner.wakers.origin()))
+            }
             None => builder,
         }
     }

@@ -31,7 +31,9 @@ const NOTIFY_INTERVAL: Duration = Duration::from_millis(1);
 pub enum Wake {
     /// These messages were just committed, in this process.
     Committed(Arc<[OutboxMessage]>),
-    /// The listener fell behind and missed some commits: claim to catch up.
+    /// The listener fell behind and missed some commits, or the application
+    /// committed messages on its own transaction and called
+    /// [`Outbox::wake`](crate::Outbox::wake): claim to catch up.
     Missed,
 }
 
@@ -46,6 +48,7 @@ impl CommitListener {
     /// The next commit, or `None` once the [`Outbox`](crate::Outbox) is gone.
     pub async fn recv(&mut self) -> Option<Wake> {
         match self.receiver.recv().await {
+            Ok(messages) if messages.is_empty() => Some(Wake::Missed),
             Ok(messages) => Some(Wake::Committed(messages)),
             Err(broadcast::error::RecvError::Lagged(_)) => Some(Wake::Missed),
             Err(broadcast::error::RecvError::Closed) => None,
@@ -59,6 +62,9 @@ pub(crate) struct Wakers {
     local: broadcast::Sender<Arc<[OutboxMessage]>>,
     remote: Option<Arc<RemoteWaker>>,
     remote_task: OnceLock<()>,
+    /// Sent as every `NOTIFY`'s payload, so this process's own processor can
+    /// ignore the notifications of commits it already heard about.
+    origin: String,
 }
 
 /// State shared with the background NOTIFY task.
@@ -66,6 +72,7 @@ pub(crate) struct Wakers {
 pub(crate) struct RemoteWaker {
     db: DatabaseConnection,
     channel: String,
+    origin: String,
     dirty: AtomicBool,
     closed: AtomicBool,
     notify: Notify,
@@ -73,12 +80,14 @@ pub(crate) struct RemoteWaker {
 
 impl Wakers {
     pub(crate) fn new(db: &DatabaseConnection, channel: Option<String>) -> Self {
+        let origin = uuid::Uuid::now_v7().to_string();
         let remote = channel
             .filter(|_| db.get_database_backend() == DbBackend::Postgres)
             .map(|channel| {
                 Arc::new(RemoteWaker {
                     db: db.clone(),
                     channel,
+                    origin: origin.clone(),
                     dirty: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
                     notify: Notify::new(),
@@ -88,7 +97,22 @@ impl Wakers {
             local: broadcast::channel(LISTENER_BACKLOG).0,
             remote,
             remote_task: OnceLock::new(),
+            origin,
         }
+    }
+
+    /// The payload of this process's `NOTIFY`s.
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Tells local listeners to claim (messages were committed outside a
+    /// unit of work) and marks other processes for a wake-up.
+    pub(crate) fn wake_all(&self) {
+        if self.local.receiver_count() > 0 {
+            let _ = self.local.send(Arc::from(Vec::new()));
+        }
+        self.wake_remote();
     }
 
     pub(crate) fn listen(&self) -> CommitListener {
@@ -134,8 +158,8 @@ impl Drop for Wakers {
 async fn notify_loop(remote: Arc<RemoteWaker>) {
     let statement = Statement::from_sql_and_values(
         DbBackend::Postgres,
-        "SELECT pg_notify($1, '')",
-        [remote.channel.clone().into()],
+        "SELECT pg_notify($1, $2)",
+        [remote.channel.clone().into(), remote.origin.clone().into()],
     );
     while !remote.closed.load(Ordering::Acquire) {
         // `notify_one` leaves a permit when nobody waits, so a commit between

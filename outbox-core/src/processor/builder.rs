@@ -37,7 +37,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         }
     }
 
-    /// Messages per claim (default 500).
+    /// Messages per claim (default 1,000).
     pub fn batch_size(mut self, size: u32) -> Self {
         self.config.batch_size = size;
         self
@@ -51,7 +51,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
     }
 
     /// Publishes awaiting the broker's ack at once, over all batches
-    /// (default 2,048). Bounds memory and the broker's pending acks.
+    /// (default 4,096). Bounds memory and the broker's pending acks.
     pub fn max_in_flight(mut self, publishes: usize) -> Self {
         self.config.max_in_flight = publishes;
         self

@@ -18,9 +18,9 @@ pub struct ConfigError {
 ///
 /// | setting | default | meaning |
 /// |---|---|---|
-/// | `batch_size` | 500 | messages per claim (one claim and one completion statement per batch) |
+/// | `batch_size` | 1,000 | messages per claim (one claim and one completion statement per batch) |
 /// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
-/// | `max_in_flight` | 2,048 | publishes awaiting their ack at once, over all batches |
+/// | `max_in_flight` | 4,096 | publishes awaiting their ack at once, over all batches |
 /// | `lease` | 30 s | how long a claim is held; renewed every third of it while a batch is in flight |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
@@ -43,9 +43,9 @@ pub struct ProcessorConfig {
 impl Default for ProcessorConfig {
     fn default() -> Self {
         Self {
-            batch_size: 500,
+            batch_size: 1000,
             batches_in_flight: 3,
-            max_in_flight: 2048,
+            max_in_flight: 4096,
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             retry: RetryPolicy::default(),
@@ -57,7 +57,7 @@ impl Default for ProcessorConfig {
 }
 
 impl ProcessorConfig {
-    /// Messages per claim (default 500).
+    /// Messages per claim (default 1,000).
     pub fn batch_size(&self) -> u32 {
         self.batch_size
     }
@@ -67,7 +67,7 @@ impl ProcessorConfig {
         self.batches_in_flight
     }
 
-    /// Publishes awaiting their ack at once (default 2,048).
+    /// Publishes awaiting their ack at once (default 4,096).
     pub fn max_in_flight(&self) -> usize {
         self.max_in_flight
     }

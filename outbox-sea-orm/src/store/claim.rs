@@ -64,14 +64,28 @@ fn publishing_order(claimed: &ClaimedMessage) -> (&str, &str, u64) {
 /// and every earlier unpublished message of the aggregate claimable too.
 fn eligible(dialect: Dialect, table: &str) -> String {
     let now = dialect.now();
+    let (unpublished, fence) = fence(dialect);
     format!(
         "m.status = 0 AND m.next_attempt_at <= {now} \
          AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= {now}) \
          AND NOT EXISTS (SELECT 1 FROM {table} e \
              WHERE e.aggregate_type = m.aggregate_type AND e.aggregate_id = m.aggregate_id \
-             AND e.sequence < m.sequence AND e.status IN (0, 2) \
-             AND (e.status = 2 OR e.next_attempt_at > {now} OR e.lease_expires_at > {now}))"
+             AND e.sequence < m.sequence AND {unpublished} \
+             AND (e.status = 2 OR e.next_attempt_at > {now} OR e.lease_expires_at > {now}){fence})"
     )
+}
+
+/// How a claim probes "an earlier message of the aggregate is unpublished":
+/// on PostgreSQL `OFFSET 0` keeps each probe a per-candidate subplan on the
+/// partial `<table>_unpublished` index. As anti-joins the planner, expecting
+/// about one blocking row, materializes a sequential scan of the whole table
+/// (published rows included) or hash-joins over one once the limit nears
+/// 1,000: 105 ms of a 117 ms claim of 500 on 200,000 rows.
+fn fence(dialect: Dialect) -> (&'static str, &'static str) {
+    match dialect {
+        Dialect::Postgres => ("e.status <> 1", " OFFSET 0"),
+        _ => ("e.status IN (0, 2)", ""),
+    }
 }
 
 /// ` AND m.id IN (...)` when the claim is limited to `only`; binds the ids
@@ -106,6 +120,7 @@ async fn claim_in_one_statement(
     let token_param = sql.param(*token.as_uuid());
     let lease_param = sql.param(millis(lease));
     let until = dialect.now_plus_millis(&lease_param);
+    let (unpublished, fence) = fence(dialect);
     sql.push(&format!(
         "WITH candidates AS ( \
            SELECT m.id, m.aggregate_type, m.aggregate_id, m.sequence FROM {table} m \
@@ -114,8 +129,8 @@ async fn claim_in_one_statement(
            SELECT c.id AS claim_id FROM candidates c WHERE NOT EXISTS ( \
              SELECT 1 FROM {table} e \
              WHERE e.aggregate_type = c.aggregate_type AND e.aggregate_id = c.aggregate_id \
-             AND e.sequence < c.sequence AND e.status IN (0, 2) \
-             AND e.id NOT IN (SELECT id FROM candidates)) \
+             AND e.sequence < c.sequence AND {unpublished} \
+             AND e.id NOT IN (SELECT id FROM candidates){fence}) \
          ) \
          UPDATE {table} AS m SET lease_token = {token_param}, lease_expires_at = {until} \
          FROM claimable WHERE m.id = claimable.claim_id \
