@@ -35,10 +35,11 @@ pub(crate) struct Settings {
 impl Default for Settings {
     /// The processor's defaults.
     fn default() -> Self {
+        let defaults = outbox_core::processor::ProcessorConfig::default();
         Self {
-            batch_size: 500,
-            batches_in_flight: 3,
-            max_in_flight: 2048,
+            batch_size: defaults.batch_size(),
+            batches_in_flight: defaults.batches_in_flight(),
+            max_in_flight: defaults.max_in_flight(),
             delete_published: false,
             processors: 1,
         }
