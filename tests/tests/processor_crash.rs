@@ -10,10 +10,11 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_tests::jetstream::nats_url;
 use outbox_tests::{Backend, TestDb};
-use processor_support::{assert_once_in_order, read_all, row_ids, wait_until, write_orders};
+use processor_support::{
+    Setup, assert_once_in_order, read_all, row_ids, shared_setup, wait_until, write_orders,
+};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -96,16 +97,15 @@ impl Drop for ProcessorProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_processor_process_loses_and_duplicates_nothing() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client.clone()).await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let (
+        Setup {
+            test,
+            stream,
+            outbox,
+            table,
+        },
+        _client,
+    ) = shared_setup(Backend::Postgres).await;
     let written = write_orders(&outbox, "c", ORDERS, EVENTS_PER_ORDER, 250).await;
     assert_eq!(written, TOTAL);
 

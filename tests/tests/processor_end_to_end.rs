@@ -8,11 +8,10 @@ mod processor_support;
 use std::time::Duration;
 
 use outbox_core::wire;
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_tests::Backend;
+use outbox_tests::jetstream::TestStream;
 use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
+use processor_support::{Setup, save_new_order, shared_setup, spawn_processor};
 
 async fn wait_for(stream: &TestStream, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -42,20 +41,16 @@ async fn saved_events_reach_the_stream_once_in_order_on_sqlite() {
 }
 
 async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
-    let test = TestDb::with_schema(backend).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client.clone()).await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/orders-test"))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let (
+        Setup {
+            test,
+            stream,
+            outbox,
+            table,
+        },
+        client,
+    ) = shared_setup(backend).await;
+    let processor = spawn_processor(&outbox, client, "/orders-test");
 
     let repository = outbox.repository::<Order>();
     for i in 0..20 {
@@ -67,14 +62,11 @@ async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(200)).await; // nothing more comes
     let stored = stream.messages().await;
     assert_eq!(stored.len(), 40, "each event exactly once");
-    let rows = processor_support::row_ids(&test, outbox.config().table().as_str(), "1=1").await;
+    let rows = processor_support::row_ids(&test, &table, "1=1").await;
     processor_support::assert_once_in_order(&stored, &rows);
 
     let saved = test
-        .count(
-            outbox.config().table().as_str(),
-            "status = 1 AND stream_sequence IS NOT NULL",
-        )
+        .count(&table, "status = 1 AND stream_sequence IS NOT NULL")
         .await;
     assert_eq!(
         saved, 40,
@@ -117,11 +109,7 @@ async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
     }
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!(report.published, 40);
-    assert_eq!(
-        test.count(outbox.config().table().as_str(), "lease_token IS NOT NULL")
-            .await,
-        0
-    );
+    assert_eq!(test.count(&table, "lease_token IS NOT NULL").await, 0);
     stream.delete().await;
 }
 
@@ -141,26 +129,17 @@ async fn headers_carry_the_wire_contract_on_sqlite() {
 }
 
 async fn headers_carry_the_wire_contract_on(backend: Backend) {
-    let test = TestDb::with_schema(backend).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client.clone()).await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/orders-test"))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    let mut order = Order::place("o-h", 7).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut order)
-        .await
-        .expect("save");
+    let (
+        Setup {
+            test: _test,
+            stream,
+            outbox,
+            table: _,
+        },
+        client,
+    ) = shared_setup(backend).await;
+    let processor = spawn_processor(&outbox, client, "/orders-test");
+    save_new_order(&outbox, "o-h", 7).await;
     wait_for(&stream, 1).await;
 
     let raw = stream

@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::Backend;
 use outbox_tests::nats::NatsServer;
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    amend_order, assert_once_in_order, file_stream, read_all, row_ids, wait_until, write_orders,
+    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, private_setup,
+    spawn_outage_processor, spawn_round_writer, wait_all_published, wait_until, write_orders,
 };
 
 const OUTAGE: Duration = Duration::from_secs(10);
@@ -22,46 +21,18 @@ const OUTAGE: Duration = Duration::from_secs(10);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_loses_nothing_and_keeps_order() {
     let mut server = NatsServer::start().await;
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let stream = file_stream(server.connect().await, "outage").await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/outage-test",
-        ))
-        .batch_size(100)
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = private_setup(&server, Backend::Postgres, "outage").await;
+    let processor = spawn_outage_processor(&outbox, server.connect().await, "/outage-test");
 
     // Writers: new orders (2 events each), and more events on earlier
     // orders, so aggregates' histories span the outage.
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (outbox, stop) = (outbox.clone(), Arc::clone(&stop));
-        tokio::spawn(async move {
-            let mut round = 0;
-            while !stop.load(Ordering::Acquire) {
-                write_orders(&outbox, &format!("r{round}"), 5, 2, 5).await;
-                if round >= 3 {
-                    for n in 0..5 {
-                        amend_order(&outbox, &format!("r{}-{n}", round - 3), 2).await;
-                    }
-                }
-                round += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            round
-        })
-    };
+    let writer = spawn_round_writer(&outbox, &stop);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     // A burst on top, so the server dies with publishes in flight.
@@ -107,31 +78,15 @@ async fn a_broker_outage_loses_nothing_and_keeps_order() {
         "events were written after the restart"
     );
     let restarted = Instant::now();
-    wait_until(
-        Duration::from_secs(30),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await == total },
-    )
-    .await;
+    wait_all_published(&test, &table, total).await;
     println!(
         "{rounds} rounds, {total} events; caught up {:?} after the last write",
         restarted.elapsed()
     );
 
     let report = processor.shutdown().await.expect("clean stop");
-    assert_once_in_order(
-        &read_all(&stream).await,
-        &row_ids(&test, &table, "1=1").await,
-    );
-    assert_eq!(
-        test.count(
-            &table,
-            "status <> 1 OR attempts <> 0 OR lease_token IS NOT NULL"
-        )
-        .await,
-        0,
-        "nothing dead, no attempt spent, no lease left"
-    );
+    assert_stream_matches_outbox(&stream, &test, &table).await;
+    assert_all_published_cleanly(&test, &table).await;
     assert_eq!(report.dead + report.failed, 0, "{report:?}");
     assert!(report.published >= total as u64, "{report:?}");
     println!("{report:?}");

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use outbox_core::{AggregateRoot, IntegrationEvent, RetryPolicy};
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    amend_order, assert_once_in_order, file_stream, read_all, row_ids, wait_until, write_orders,
+    Setup, amend_order, assert_once_in_order, private_setup, read_all, row_ids, wait_until,
+    write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 use serde::{Deserialize, Serialize};
@@ -36,15 +36,12 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
         .config("max_payload: 4096")
         .start()
         .await;
-    let test = TestDb::with_schema(backend).await;
-    let stream = file_stream(server.connect().await, "poison").await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = private_setup(&server, backend, "poison").await;
     let processor = outbox
         .processor(JetStreamPublisher::new(
             server.connect().await,

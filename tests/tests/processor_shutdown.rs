@@ -8,10 +8,12 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::{Backend, TestDb};
-use processor_support::{assert_once_in_order, read_all, row_ids, wait_until, write_orders};
+use outbox_tests::Backend;
+use outbox_tests::jetstream::nats_url;
+use processor_support::{
+    Setup, assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, wait_until,
+    write_orders,
+};
 use uuid::Uuid;
 
 const ORDERS: usize = 1_000;
@@ -20,16 +22,15 @@ const TOTAL: usize = ORDERS * EVENTS_PER_ORDER;
 const BATCH: usize = 500;
 
 async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
-    let test = TestDb::with_schema(backend).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client.clone()).await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let (
+        Setup {
+            test,
+            stream,
+            outbox,
+            table,
+        },
+        client,
+    ) = shared_setup(backend).await;
     write_orders(&outbox, "s", ORDERS, EVENTS_PER_ORDER, 250).await;
 
     let processor = outbox
@@ -84,14 +85,11 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
     println!("{backend:?}: shut down with {published} published, {pending} pending, {report:?}");
 
     // A new processor finishes the job.
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            async_nats::connect(nats_url()).await.expect("nats"),
-            "/shutdown-test",
-        ))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_processor(
+        &outbox,
+        async_nats::connect(nats_url()).await.expect("nats"),
+        "/shutdown-test",
+    );
     wait_until(Duration::from_secs(30), "the rest is published", || async {
         test.count(&table, "status = 1").await == TOTAL as i64
     })

@@ -11,25 +11,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::Backend;
 use outbox_tests::nats::NatsServer;
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    amend_order, assert_once_in_order, file_stream, read_all, row_ids, wait_until, write_orders,
+    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, private_setup,
+    spawn_outage_processor, spawn_processor, spawn_round_writer, wait_all_published, write_orders,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
     let mut server = NatsServer::start().await;
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let stream = file_stream(server.connect().await, "hang").await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = private_setup(&server, Backend::Postgres, "hang").await;
     let total = write_orders(&outbox, "h", 500, 10, 250).await as i64;
     let processor = outbox
         .processor(JetStreamPublisher::new(
@@ -82,67 +79,25 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
     // The server continues; what it receives late is already in the stream
     // or will be deduplicated when the next processor publishes it again.
     server.resume();
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/hang-test",
-        ))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    wait_until(
-        Duration::from_secs(30),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await == total },
-    )
-    .await;
+    let processor = spawn_processor(&outbox, server.connect().await, "/hang-test");
+    wait_all_published(&test, &table, total).await;
     processor.shutdown().await.expect("clean stop");
-    assert_once_in_order(
-        &read_all(&stream).await,
-        &row_ids(&test, &table, "1=1").await,
-    );
+    assert_stream_matches_outbox(&stream, &test, &table).await;
     stream.delete().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
     let mut server = NatsServer::start().await;
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let stream = file_stream(server.connect().await, "stall").await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/stall-test",
-        ))
-        .batch_size(100)
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = private_setup(&server, Backend::Postgres, "stall").await;
+    let processor = spawn_outage_processor(&outbox, server.connect().await, "/stall-test");
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (outbox, stop) = (outbox.clone(), Arc::clone(&stop));
-        tokio::spawn(async move {
-            let mut round = 0;
-            while !stop.load(Ordering::Acquire) {
-                write_orders(&outbox, &format!("r{round}"), 5, 2, 5).await;
-                if round >= 3 {
-                    for n in 0..5 {
-                        amend_order(&outbox, &format!("r{}-{n}", round - 3), 2).await;
-                    }
-                }
-                round += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let writer = spawn_round_writer(&outbox, &stop);
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Longer than the publisher's 5 s ack timeout.
     server.pause();
@@ -157,26 +112,11 @@ async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
     stop.store(true, Ordering::Release);
     writer.await.expect("writer");
     let total = test.count(&table, "1=1").await;
-    wait_until(
-        Duration::from_secs(30),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await == total },
-    )
-    .await;
+    wait_all_published(&test, &table, total).await;
     let report = processor.shutdown().await.expect("clean stop");
     println!("{total} events: {report:?}");
-    assert_once_in_order(
-        &read_all(&stream).await,
-        &row_ids(&test, &table, "1=1").await,
-    );
-    assert_eq!(
-        test.count(
-            &table,
-            "status <> 1 OR attempts <> 0 OR lease_token IS NOT NULL"
-        )
-        .await,
-        0
-    );
+    assert_stream_matches_outbox(&stream, &test, &table).await;
+    assert_all_published_cleanly(&test, &table).await;
     assert_eq!((report.failed, report.dead), (0, 0), "{report:?}");
     stream.delete().await;
 }

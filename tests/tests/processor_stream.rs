@@ -9,14 +9,14 @@ mod processor_support;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::Config, stream::StorageType};
-use outbox_core::RetryPolicy;
 use outbox_nats::{JetStreamPublisher, StreamError, StreamSpec};
-use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::nats::NatsServer;
-use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use processor_support::{file_stream, wait_until};
+use processor_support::{
+    Setup, assert_stream_matches_outbox, outbox_for, private_setup, quick_retry, save_new_order,
+    wait_until,
+};
 use sea_orm::{ConnectionTrait, Statement};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -176,30 +176,15 @@ async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let prefix = format!("nostream{}", tag()); // no stream captures it
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let (outbox, table) = outbox_for(&test, &prefix);
     let processor = outbox
         .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(RetryPolicy {
-            max_attempts: 2,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        })
+        .retry(quick_retry(2))
         .poll_interval(Duration::from_millis(100))
         .build()
         .expect("valid settings")
         .spawn();
-    let mut order = Order::place("o-1", 1).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut order)
-        .await
-        .expect("save");
+    save_new_order(&outbox, "o-1", 1).await;
 
     wait_until(Duration::from_secs(10), "the message is dead", || async {
         test.count(&table, "status = 2").await == 1
@@ -222,30 +207,15 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let prefix = format!("late{}", tag());
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let (outbox, table) = outbox_for(&test, &prefix);
     let processor = outbox
         .processor(JetStreamPublisher::new(client.clone(), "/stream-test"))
-        .retry(RetryPolicy {
-            max_attempts: 100,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        })
+        .retry(quick_retry(100))
         .poll_interval(Duration::from_millis(100))
         .build()
         .expect("valid settings")
         .spawn();
-    let mut order = Order::place("o-1", 1).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut order)
-        .await
-        .expect("save");
+    save_new_order(&outbox, "o-1", 1).await;
     wait_until(
         Duration::from_secs(10),
         "a rejection is recorded",
@@ -283,37 +253,25 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_is_down_spends_no_attempt() {
     let mut server = NatsServer::start().await;
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let stream = file_stream(server.connect().await, "down").await;
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&stream.prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = private_setup(&server, Backend::Postgres, "down").await;
     let processor = outbox
         .processor(JetStreamPublisher::new(
             server.connect().await,
             "/stream-test",
         ))
-        .retry(RetryPolicy {
-            max_attempts: 1, // one spent attempt would kill it
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        })
+        .retry(quick_retry(1)) // one spent attempt would kill it
         .poll_interval(Duration::from_millis(100))
         .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
         .build()
         .expect("valid settings")
         .spawn();
     server.kill();
-    let mut order = Order::place("o-1", 1).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut order)
-        .await
-        .expect("save");
+    save_new_order(&outbox, "o-1", 1).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(
         row(&test, &table).await,
@@ -363,20 +321,10 @@ async fn a_full_stream_spends_no_attempt() {
         name: name.clone(),
         prefix: prefix.clone(),
     };
-    let outbox = Outbox::new(
-        test.db.clone(),
-        OutboxConfig::default()
-            .with_subject_prefix(&prefix)
-            .expect("prefix"),
-    );
-    let table = outbox.config().table().as_str().to_owned();
+    let (outbox, table) = outbox_for(&test, &prefix);
     let processor = outbox
         .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(RetryPolicy {
-            max_attempts: 2,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        })
+        .retry(quick_retry(2))
         .poll_interval(Duration::from_millis(100))
         .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
         .build()
@@ -410,9 +358,6 @@ async fn a_full_stream_spends_no_attempt() {
     .await;
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!((report.failed, report.dead), (0, 0), "{report:?}");
-    processor_support::assert_once_in_order(
-        &processor_support::read_all(&stream).await,
-        &processor_support::row_ids(&test, &table, "1=1").await,
-    );
+    assert_stream_matches_outbox(&stream, &test, &table).await;
     stream.delete().await;
 }

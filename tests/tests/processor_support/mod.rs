@@ -7,18 +7,180 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
-use outbox_core::{OutboxMessage, wire};
-use outbox_nats::StreamSpec;
-use outbox_sea_orm::Outbox;
-use outbox_tests::TestDb;
-use outbox_tests::jetstream::TestStream;
+use outbox_core::{OutboxMessage, ProcessorHandle, RetryPolicy, wire};
+use outbox_nats::{JetStreamPublisher, StreamSpec};
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
+use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
+
+/// A test's database, stream and outbox (publishing under the stream's
+/// prefix), and the name of the outbox table.
+pub(crate) struct Setup {
+    pub(crate) test: TestDb,
+    pub(crate) stream: TestStream,
+    pub(crate) outbox: Outbox,
+    pub(crate) table: String,
+}
+
+/// An outbox on `test`'s database publishing under `prefix`, and the name of
+/// its table.
+pub(crate) fn outbox_for(test: &TestDb, prefix: &str) -> (Outbox, String) {
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix(prefix)
+            .expect("prefix"),
+    );
+    let table = outbox.config().table().as_str().to_owned();
+    (outbox, table)
+}
+
+/// A fresh schema on `backend`, a fresh memory stream on the machine's
+/// nats-server, and an outbox for them; with the client the stream was
+/// created on, for the processor's publisher.
+pub(crate) async fn shared_setup(backend: Backend) -> (Setup, async_nats::Client) {
+    let test = TestDb::with_schema(backend).await;
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let stream = TestStream::new(client.clone()).await;
+    let (outbox, table) = outbox_for(&test, &stream.prefix);
+    let setup = Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    };
+    (setup, client)
+}
+
+/// A fresh schema on `backend`, a file stream capturing `<prefix>.>` on the
+/// private `server`, and an outbox for them.
+pub(crate) async fn private_setup(server: &NatsServer, backend: Backend, prefix: &str) -> Setup {
+    let test = TestDb::with_schema(backend).await;
+    let stream = file_stream(server.connect().await, prefix).await;
+    let (outbox, table) = outbox_for(&test, &stream.prefix);
+    Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    }
+}
+
+/// Spawns a processor with default settings publishing through `client`
+/// with CloudEvents source `source`.
+pub(crate) fn spawn_processor(
+    outbox: &Outbox,
+    client: async_nats::Client,
+    source: &str,
+) -> ProcessorHandle {
+    outbox
+        .processor(JetStreamPublisher::new(client, source))
+        .build()
+        .expect("valid settings")
+        .spawn()
+}
+
+/// Spawns a processor made for broker trouble: batches of 100 and a short
+/// backoff (50 ms up to 500 ms) while the broker is unavailable.
+pub(crate) fn spawn_outage_processor(
+    outbox: &Outbox,
+    client: async_nats::Client,
+    source: &str,
+) -> ProcessorHandle {
+    outbox
+        .processor(JetStreamPublisher::new(client, source))
+        .batch_size(100)
+        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        .build()
+        .expect("valid settings")
+        .spawn()
+}
+
+/// A retry policy of `max_attempts` with a quick backoff (50 ms up to
+/// 200 ms).
+pub(crate) fn quick_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+    }
+}
+
+/// Saves a new order `id` (placed with `total_cents`) through the outbox's
+/// repository.
+pub(crate) async fn save_new_order(outbox: &Outbox, id: &str, total_cents: i64) {
+    let mut order = Order::place(id, total_cents).expect("record");
+    outbox
+        .repository::<Order>()
+        .save(&mut order)
+        .await
+        .expect("save");
+}
+
+/// A writer task that, until `stop` is set, writes rounds of 5 new orders
+/// (2 events each) and, from the fourth round on, amends (twice) the orders
+/// of three rounds before, so aggregates' histories span a long time.
+/// Returns the number of rounds.
+pub(crate) fn spawn_round_writer(
+    outbox: &Outbox,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<usize> {
+    let (outbox, stop) = (outbox.clone(), Arc::clone(stop));
+    tokio::spawn(async move {
+        let mut round = 0;
+        while !stop.load(Ordering::Acquire) {
+            write_orders(&outbox, &format!("r{round}"), 5, 2, 5).await;
+            if round >= 3 {
+                for n in 0..5 {
+                    amend_order(&outbox, &format!("r{}-{n}", round - 3), 2).await;
+                }
+            }
+            round += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        round
+    })
+}
+
+/// Waits (up to 30 s) until `total` rows of `table` are published.
+pub(crate) async fn wait_all_published(test: &TestDb, table: &str, total: i64) {
+    wait_until(
+        Duration::from_secs(30),
+        "every row is published",
+        || async { test.count(table, "status = 1").await == total },
+    )
+    .await;
+}
+
+/// [`assert_once_in_order`] for the whole stream against every row of
+/// `table`.
+pub(crate) async fn assert_stream_matches_outbox(stream: &TestStream, test: &TestDb, table: &str) {
+    assert_once_in_order(&read_all(stream).await, &row_ids(test, table, "1=1").await);
+}
+
+/// Every row of `table` is published, with no attempt spent and no lease
+/// left.
+pub(crate) async fn assert_all_published_cleanly(test: &TestDb, table: &str) {
+    assert_eq!(
+        test.count(
+            table,
+            "status <> 1 OR attempts <> 0 OR lease_token IS NOT NULL"
+        )
+        .await,
+        0,
+        "nothing dead, no attempt spent, no lease left"
+    );
+}
 
 /// Saves `orders` new orders named `<tag>-<n>`, each with `events` events
 /// (placed, then amended `events - 1` times), `per_txn` orders per unit of
