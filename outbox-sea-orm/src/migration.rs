@@ -63,21 +63,19 @@ impl MigrationName for CreateOutboxTable {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateOutboxTable {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let dialect = Dialect::of(manager.get_database_backend());
-        let db = manager.get_connection();
-        for statement in create_outbox(dialect, self.config.table()) {
-            db.execute_unprepared(&statement).await?;
-        }
-        Ok(())
+        execute(
+            manager,
+            create_outbox(dialect(manager), self.config.table()),
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let dialect = Dialect::of(manager.get_database_backend());
-        manager
-            .get_connection()
-            .execute_unprepared(&drop_outbox(dialect, self.config.table()))
-            .await?;
-        Ok(())
+        execute(
+            manager,
+            [drop_outbox(dialect(manager), self.config.table())],
+        )
+        .await
     }
 }
 
@@ -92,7 +90,7 @@ impl CreateInboxTable {
     /// The migration for `config`'s inbox table.
     pub fn new(config: &OutboxConfig) -> Self {
         Self {
-            name: format!("m20261215_000001_create_{}", config.inbox_table()),
+            name: format!("m20261123_000002_create_{}", config.inbox_table()),
             config: config.clone(),
         }
     }
@@ -107,22 +105,36 @@ impl MigrationName for CreateInboxTable {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateInboxTable {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let dialect = Dialect::of(manager.get_database_backend());
-        let db = manager.get_connection();
-        for statement in create_inbox(dialect, self.config.inbox_table()) {
-            db.execute_unprepared(&statement).await?;
-        }
-        Ok(())
+        execute(
+            manager,
+            create_inbox(dialect(manager), self.config.inbox_table()),
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let dialect = Dialect::of(manager.get_database_backend());
-        manager
-            .get_connection()
-            .execute_unprepared(&drop_inbox(dialect, self.config.inbox_table()))
-            .await?;
-        Ok(())
+        execute(
+            manager,
+            [drop_inbox(dialect(manager), self.config.inbox_table())],
+        )
+        .await
     }
+}
+
+fn dialect(manager: &SchemaManager<'_>) -> Dialect {
+    Dialect::of(manager.get_database_backend())
+}
+
+/// Runs `statements` in order on the migration's connection.
+async fn execute(
+    manager: &SchemaManager<'_>,
+    statements: impl IntoIterator<Item = String>,
+) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for statement in statements {
+        db.execute_unprepared(&statement).await?;
+    }
+    Ok(())
 }
 
 /// The outbox's own migrator, for the default table, with its own history
