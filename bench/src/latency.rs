@@ -73,8 +73,9 @@ struct Case {
     /// Batches the processor claimed (non-empty claims) and messages it published.
     batches: u64,
     published: u64,
-    /// Statements sent in the measured window, by kind (prepared ones:
-    /// `BEGIN`, `COMMIT` and the claim's `SET LOCAL` are not counted).
+    /// Statements sent in the measured window through SeaORM, by kind
+    /// (`BEGIN`/`COMMIT` and the claims, sent through the sqlx pool, are not
+    /// counted).
     statements: Vec<(String, u64)>,
 }
 

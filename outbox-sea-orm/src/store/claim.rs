@@ -99,8 +99,9 @@ fn only_ids(sql: &mut Sql, only: Option<&[MessageId]>) -> String {
 }
 
 /// PostgreSQL and SQLite: lock, check and lease in one statement. On
-/// PostgreSQL it runs with custom plans forced, so a generic plan cached
-/// while the table was small can never make it slow later.
+/// PostgreSQL it is planned with its values every time (see
+/// [`planned_each_time`]), so a generic plan cached while the table was small
+/// can never make it slow later.
 async fn claim_in_one_statement(
     store: &SeaOrmOutboxStore,
     token: LeaseToken,
@@ -140,22 +141,7 @@ async fn claim_in_one_statement(
     ));
     let statement = sql.build();
     let rows = if dialect == Dialect::Postgres {
-        let txn = store
-            .db
-            .begin()
-            .await
-            .map_err(store_err("beginning the claim"))?;
-        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_custom_plan")
-            .await
-            .map_err(store_err("forcing custom plans for the claim"))?;
-        let rows = txn
-            .query_all_raw(statement)
-            .await
-            .map_err(store_err("claiming"))?;
-        txn.commit()
-            .await
-            .map_err(store_err("committing the claim"))?;
-        rows
+        planned_each_time(&store.db, statement).await?
     } else {
         store
             .db
@@ -170,6 +156,47 @@ async fn claim_in_one_statement(
         None => None,
     };
     Ok((rows, expires_at))
+}
+
+/// PostgreSQL: runs the claim as one *unnamed* statement, which the server
+/// plans with its actual values every time. A named prepared statement could
+/// fall back to a generic plan cached while the table was nearly empty, and
+/// that plan made claims take seconds once the table had grown (see the
+/// store's plan-regression test). One round trip, no transaction around it.
+#[cfg(feature = "postgres")]
+async fn planned_each_time(
+    db: &sea_orm::DatabaseConnection,
+    statement: sea_orm::Statement,
+) -> Result<Vec<QueryResult>, StoreError> {
+    use sea_orm::{Value, sqlx};
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql));
+    for value in statement.values.map(|values| values.0).unwrap_or_default() {
+        query = match value {
+            Value::Uuid(uuid) => query.bind(uuid),
+            Value::BigInt(int) => query.bind(int),
+            other => {
+                return Err(StoreError::msg(format!(
+                    "claim: no binding for parameter {other:?}"
+                )));
+            }
+        };
+    }
+    let rows = query
+        .persistent(false)
+        .fetch_all(db.get_postgres_connection_pool())
+        .await
+        .map_err(|err| StoreError::new("claiming", err))?;
+    Ok(rows.into_iter().map(QueryResult::from).collect())
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn planned_each_time(
+    _db: &sea_orm::DatabaseConnection,
+    _statement: sea_orm::Statement,
+) -> Result<Vec<QueryResult>, StoreError> {
+    Err(StoreError::msg(
+        "PostgreSQL support is not compiled in (feature `postgres`)",
+    ))
 }
 
 /// MySQL/MariaDB reject `UPDATE … RETURNING` and `IN (SELECT … LIMIT)`:
