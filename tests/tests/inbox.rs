@@ -15,6 +15,7 @@ use outbox_core::{
     AggregateRef, Delivery, HandlerError, IntegrationEvent, MessageContext, OutboxMessage,
     PendingMessage, SubjectPrefix, wire,
 };
+use outbox_nats::subscriber::RunningSubscriber;
 use outbox_sea_orm::migration::OutboxMigrator;
 use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, Processed, UnitOfWork};
 use outbox_tests::nats::NatsServer;
@@ -330,6 +331,33 @@ impl Probe {
             applied(event, delivery)
         }
     }
+    /// A subscriber on `fx` with this probe's [`handler`](Self::handler).
+    async fn spawn(&self, fx: &SubscriberFixture, inbox: &Inbox) -> RunningSubscriber {
+        fx.subscriber()
+            .on(self.handler(inbox))
+            .build()
+            .await
+            .unwrap()
+            .spawn()
+    }
+
+    /// Runs a subscriber until the handler was called `calls` times (up to
+    /// 10 s, the wait named `what`) and every message is acked, then stops it.
+    async fn run_until_called(
+        &self,
+        fx: &SubscriberFixture,
+        inbox: &Inbox,
+        what: &str,
+        calls: usize,
+    ) {
+        let running = self.spawn(fx, inbox).await;
+        eventually(what, Duration::from_secs(10), || async {
+            self.calls.load(Ordering::SeqCst) == calls
+        })
+        .await;
+        fx.settled(Duration::from_secs(5)).await;
+        running.shutdown().await.unwrap();
+    }
 }
 
 /// The same message id published twice past JetStream's deduplication
@@ -355,19 +383,7 @@ async fn a_message_published_twice_is_applied_once(test: TestDb) {
     );
 
     let probe = Probe::new();
-    let running = fx
-        .subscriber()
-        .on(probe.handler(&inbox))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("both copies", Duration::from_secs(10), || async {
-        probe.calls.load(Ordering::SeqCst) == 2
-    })
-    .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    probe.run_until_called(&fx, &inbox, "both copies", 2).await;
     assert_eq!(probe.runs.load(Ordering::SeqCst), 1, "the handler ran once");
     assert_eq!(test.count("effects", "1=1").await, 1);
     fx.delete().await;
@@ -409,19 +425,9 @@ async fn a_redelivery_after_a_lost_ack_is_applied_once(test: TestDb) {
     crashed.abort();
 
     let second = Probe::new();
-    let running = fx
-        .subscriber()
-        .on(second.handler(&inbox))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("the redelivery", Duration::from_secs(10), || async {
-        second.calls.load(Ordering::SeqCst) == 1
-    })
-    .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    second
+        .run_until_called(&fx, &inbox, "the redelivery", 1)
+        .await;
     assert_eq!(second.deliveries.lock().unwrap().clone(), [2]);
     assert_eq!(
         second.runs.load(Ordering::SeqCst),
@@ -476,13 +482,7 @@ async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestD
     server.restart().await;
 
     let probe = Probe::new();
-    let second = fx
-        .subscriber()
-        .on(probe.handler(&inbox))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+    let second = probe.spawn(&fx, &inbox).await;
     eventually("every message applied", Duration::from_secs(20), || async {
         test.count("effects", "1=1").await >= MESSAGES as i64
     })

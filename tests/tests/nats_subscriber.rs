@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Delivery, HandlerError, IntegrationEvent, wire};
-use outbox_nats::subscriber::{BuildError, DeadLetterPolicy, dead_letter};
+use outbox_nats::subscriber::{BuildError, DeadLetterPolicy, RunningSubscriber, dead_letter};
 use outbox_tests::subscriber::{SubscriberFixture, eventually, header};
 use sample_events::{OrderPlaced, OrderPlacedV1, OrderPlacedV2};
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,25 @@ fn recorder<E: Send + 'static>(
         log.lock().unwrap().push((event, delivery));
         std::future::ready(Ok(()))
     }
+}
+
+/// Publishes `Step { n }` as message `sequence` of aggregate `aggregate`.
+async fn publish_step(fx: &SubscriberFixture, n: u64, aggregate: &str, sequence: u64) {
+    fx.publish(&fx.message(&Step { n }, aggregate, sequence))
+        .await;
+}
+
+/// Records a step's number with its delivery count.
+fn record_step(seen: &Log<(u64, u64)>, step: &Step, delivery: &Delivery) {
+    seen.lock()
+        .unwrap()
+        .push((step.n, delivery.delivery_count()));
+}
+
+/// Waits (up to 5 s) until every message is acked, then shuts `running` down.
+async fn settle_and_shut_down(fx: &SubscriberFixture, running: RunningSubscriber) {
+    fx.settled(Duration::from_secs(5)).await;
+    running.shutdown().await.unwrap();
 }
 
 // ------------------------------------------------------------- dispatch
@@ -115,8 +134,7 @@ async fn dispatches_by_type_and_version_with_upcasts() {
         len(&placed) == 3 && len(&payments) == 1
     })
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
 
     let mut placed = placed.lock().unwrap().clone();
     placed.sort_by_key(|(_, delivery)| delivery.stream_sequence());
@@ -184,7 +202,7 @@ async fn dispatches_by_type_and_version_with_upcasts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_handler_is_retried_with_growing_delays() {
     let fx = SubscriberFixture::shared().await;
-    fx.publish(&fx.message(&Step { n: 1 }, "a", 1)).await;
+    publish_step(&fx, 1, "a", 1).await;
 
     let attempts: Log<(u64, Instant)> = log();
     let seen = Arc::clone(&attempts);
@@ -214,8 +232,7 @@ async fn a_failing_handler_is_retried_with_growing_delays() {
         len(&attempts) == 3
     })
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
 
     let attempts = attempts.lock().unwrap().clone();
     let deliveries: Vec<u64> = attempts.iter().map(|(n, _)| *n).collect();
@@ -305,9 +322,9 @@ async fn an_always_failing_handler_is_dead_lettered_after_max_deliver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
     let fx = SubscriberFixture::shared().await;
-    fx.publish(&fx.message(&Step { n: 1 }, "a", 1)).await;
-    fx.publish(&fx.message(&Step { n: 2 }, "b", 1)).await;
-    fx.publish(&fx.message(&Step { n: 3 }, "c", 1)).await;
+    publish_step(&fx, 1, "a", 1).await;
+    publish_step(&fx, 2, "b", 1).await;
+    publish_step(&fx, 3, "c", 1).await;
 
     let handled: Log<(u64, u64)> = log();
     let seen = Arc::clone(&handled);
@@ -319,9 +336,7 @@ async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
             }
             let seen = Arc::clone(&seen);
             async move {
-                seen.lock()
-                    .unwrap()
-                    .push((step.n, delivery.delivery_count()));
+                record_step(&seen, &step, &delivery);
                 match (step.n, delivery.delivery_count()) {
                     (1, _) => Err(HandlerError::permanent("order o-1 does not exist")),
                     (_, 1) => panic!("boom"),
@@ -334,8 +349,7 @@ async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
         .unwrap()
         .spawn();
     let dead = fx.dead_letters(1).await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
 
     assert_eq!(header(&dead[0], dead_letter::KIND), Some("rejected"));
     assert_eq!(
@@ -532,8 +546,7 @@ async fn ignore_unhandled_acks_unwanted_events_only() {
         .unwrap()
         .spawn();
     let dead = fx.dead_letters(1).await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
     assert_eq!(
         header(&dead[0], dead_letter::KIND),
         Some("invalid-envelope")
@@ -559,8 +572,7 @@ async fn the_terminate_policy_publishes_no_copy() {
         .await
         .unwrap()
         .spawn();
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
     let mut dlq = fx.jetstream.get_stream(&fx.dead_letters).await.unwrap();
     assert_eq!(dlq.info().await.unwrap().state.messages, 0);
     assert_eq!(handled_counts(&fx.durable).get("terminated"), Some(&1));
@@ -580,8 +592,7 @@ async fn each_aggregate_is_handled_in_order_with_concurrency() {
     const STEPS: u64 = 25;
     for n in 1..=STEPS {
         for aggregate in 0..AGGREGATES {
-            fx.publish(&fx.message(&Step { n }, &format!("a{aggregate}"), n))
-                .await;
+            publish_step(&fx, n, &format!("a{aggregate}"), n).await;
         }
     }
 
@@ -651,9 +662,9 @@ async fn each_aggregate_is_handled_in_order_with_concurrency() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_handlers_are_kept_alive_with_progress_acks() {
     let fx = SubscriberFixture::shared().await;
-    fx.publish(&fx.message(&Step { n: 1 }, "a", 1)).await;
-    fx.publish(&fx.message(&Step { n: 2 }, "a", 2)).await;
-    fx.publish(&fx.message(&Step { n: 3 }, "b", 1)).await;
+    publish_step(&fx, 1, "a", 1).await;
+    publish_step(&fx, 2, "a", 2).await;
+    publish_step(&fx, 3, "b", 1).await;
     let calls: Log<(u64, u64)> = log();
     let seen = Arc::clone(&calls);
     let running = fx
@@ -663,9 +674,7 @@ async fn long_handlers_are_kept_alive_with_progress_acks() {
         .on(move |step: Step, delivery: Delivery| {
             let seen = Arc::clone(&seen);
             async move {
-                seen.lock()
-                    .unwrap()
-                    .push((step.n, delivery.delivery_count()));
+                record_step(&seen, &step, &delivery);
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 Ok(())
             }
@@ -699,7 +708,7 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
     snapshotter();
     let fx = SubscriberFixture::shared().await;
     for n in 1..=6 {
-        fx.publish(&fx.message(&Step { n }, "a", n)).await;
+        publish_step(&fx, n, "a", n).await;
     }
     let handled: Log<(u64, u64)> = log();
     let started = Arc::new(tokio::sync::Notify::new());
@@ -711,9 +720,7 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
             async move {
                 signal.notify_one();
                 tokio::time::sleep(Duration::from_millis(400)).await;
-                seen.lock()
-                    .unwrap()
-                    .push((step.n, delivery.delivery_count()));
+                record_step(&seen, &step, &delivery);
                 Ok(())
             }
         })
@@ -769,7 +776,7 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_abandons_handlers_at_the_deadline() {
     let fx = SubscriberFixture::shared().await;
-    fx.publish(&fx.message(&Step { n: 1 }, "a", 1)).await;
+    publish_step(&fx, 1, "a", 1).await;
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
     let running = fx
@@ -934,8 +941,7 @@ async fn the_span_continues_the_producers_trace() {
         len(&steps) == 1
     })
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    settle_and_shut_down(&fx, running).await;
 
     let fields: BTreeMap<String, String> = fields.lock().unwrap().iter().cloned().collect();
     assert_eq!(
