@@ -76,31 +76,17 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
             .collect();
         let publishing = chains.collect::<Vec<()>>();
         tokio::pin!(publishing);
-
-        let mut renewals = tokio::time::interval_at(Instant::now() + ctx.lease / 3, ctx.lease / 3);
-        let mut lease_lost = false;
-        loop {
-            tokio::select! {
-                _ = &mut publishing => break,
-                _ = renewals.tick(), if !lease_lost => {
-                    let renewed_at = Instant::now();
-                    match ctx.store.renew(token, ctx.lease).await {
-                        Ok(outcome) if outcome.applied > 0 => {
-                            *valid_until.lock().unwrap_or_else(PoisonError::into_inner) =
-                                renewed_at + ctx.lease - margin;
-                        }
-                        Ok(_) => {
-                            tracing::warn!(%token, "outbox lease lost: another processor took the batch over");
-                            lease_lost = true;
-                            stop.cancel();
-                        }
-                        Err(err) => {
-                            // The old lease still holds until `valid_until`.
-                            tracing::warn!(%token, error = %err, "outbox lease renewal failed");
-                        }
-                    }
-                }
-            }
+        // Renewing runs beside publishing, never in its way: a slow renewal
+        // does not hold back acks.
+        let renewing = keep_renewed(&ctx, token, margin, &valid_until, &stop);
+        let lease_lost = tokio::select! {
+            _ = &mut publishing => false,
+            () = renewing => true,
+        };
+        if lease_lost {
+            // No new publish starts; the ones in flight end so their outcome
+            // is known.
+            publishing.await;
         }
         lease_lost
     };
@@ -126,6 +112,35 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
         "outbox batch settled"
     );
     report
+}
+
+/// Renews the lease every third of it until it is lost (then cancels `stop`
+/// and returns); never returns while the lease holds.
+async fn keep_renewed<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    token: crate::id::LeaseToken,
+    margin: Duration,
+    valid_until: &Mutex<Instant>,
+    stop: &CancellationToken,
+) {
+    let mut renewals = tokio::time::interval_at(Instant::now() + ctx.lease / 3, ctx.lease / 3);
+    loop {
+        renewals.tick().await;
+        let renewed_at = Instant::now();
+        match ctx.store.renew(token, ctx.lease).await {
+            Ok(outcome) if outcome.applied > 0 => {
+                *valid_until.lock().unwrap_or_else(PoisonError::into_inner) =
+                    renewed_at + ctx.lease - margin;
+            }
+            Ok(_) => {
+                tracing::warn!(%token, "outbox lease lost: another processor took the batch over");
+                stop.cancel();
+                return;
+            }
+            // The old lease still holds until `valid_until`.
+            Err(err) => tracing::warn!(%token, error = %err, "outbox lease renewal failed"),
+        }
+    }
 }
 
 /// Consecutive runs of one aggregate (claims come sorted by aggregate, then
