@@ -30,13 +30,7 @@ const POOL: u32 = 8;
 
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
-    let value = |flag: &str| -> Result<&str, BoxError> {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .map(String::as_str)
-            .ok_or_else(|| format!("{PART} needs {flag} <value>").into())
-    };
+    let value = |flag: &str| fixture::flag_value(args, PART, flag);
     let (schema, prefix) = (value("--schema")?, value("--prefix")?);
     let mut db = connect_schema(schema, POOL).await?;
     let log = StatementLog::install(&mut db);

@@ -92,13 +92,7 @@ pub(crate) fn args(
 
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
-    let value = |flag: &str| -> Result<&str, BoxError> {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .map(String::as_str)
-            .ok_or_else(|| format!("{PART} needs {flag} <value>").into())
-    };
+    let value = |flag: &str| fixture::flag_value(args, PART, flag);
     let (schema, prefix) = (value("--schema")?, value("--prefix")?);
     let rows: u64 = value("--rows")?.parse()?;
     let settings = Settings {

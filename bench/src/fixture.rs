@@ -288,3 +288,17 @@ pub(crate) async fn fill(bench: &BenchDb, prefix: &str, rows: u64) -> Result<f64
     db.close().await?;
     Ok(started.elapsed().as_secs_f64())
 }
+
+/// The value after `flag` in a child process's `args`, or an error naming
+/// the child `part` and the missing flag.
+pub(crate) fn flag_value<'a>(
+    args: &'a [String],
+    part: &str,
+    flag: &str,
+) -> Result<&'a str, crate::BoxError> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .ok_or_else(|| format!("{part} needs {flag} <value>").into())
+}
