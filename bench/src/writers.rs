@@ -14,8 +14,8 @@ use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use tokio::time::MissedTickBehavior;
 
+use crate::offered;
 use crate::stats::{ms, percentile};
 
 const WRITERS: usize = 8;
@@ -46,14 +46,20 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     );
     let mut achieved = Vec::new();
     for mode in [Mode::Off, Mode::Coalesced, Mode::InTransaction] {
-        let (rate, mut latencies) = measure(mode).await?;
+        let Measured {
+            rate,
+            mut latencies,
+            mut lags,
+        } = measure(mode).await?;
         println!(
-            "{:<48} {:>7.0} tx/s ({:>5.1}% of offered)  commit p50 {}  p99 {}",
+            "{:<48} {:>7.0} tx/s ({:>5.1}% of offered)  commit p50 {}  p99 {}  schedule lag p50 {}  p99 {}",
             mode.label(),
             rate,
             100.0 * rate / OFFERED_PER_SEC as f64,
             ms(percentile(&mut latencies, 0.5)),
             ms(percentile(&mut latencies, 0.99)),
+            ms(percentile(&mut lags, 0.5)),
+            ms(percentile(&mut lags, 0.99)),
         );
         achieved.push(rate);
     }
@@ -64,7 +70,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), BoxError> {
+async fn measure(mode: Mode) -> Result<Measured, BoxError> {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let config = match mode {
         Mode::Coalesced => OutboxConfig::default(),
@@ -74,17 +80,19 @@ async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), BoxError> {
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let deadline = start + RUN;
-    let per_writer = Duration::from_secs_f64(WRITERS as f64 / OFFERED_PER_SEC as f64);
     let mut tasks = Vec::new();
     for writer in 0..WRITERS {
         let (outbox, done) = (outbox.clone(), Arc::clone(&done));
         tasks.push(tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(per_writer);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            let mut ticks = offered::schedule(WRITERS, OFFERED_PER_SEC);
             let mut latencies = Vec::new();
+            let mut lags = Vec::new();
             let mut n = 0u64;
-            while Instant::now() < deadline {
-                ticks.tick().await;
+            loop {
+                let tick = ticks.tick().await;
+                if Instant::now() >= deadline {
+                    return Ok::<_, BoxError>((latencies, lags));
+                }
                 n += 1;
                 let mut order = Order::place(format!("w{writer}-{n}"), 100)?;
                 let began = Instant::now();
@@ -92,6 +100,7 @@ async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), BoxError> {
                 uow.save(&mut order).await?;
                 if mode == Mode::InTransaction {
                     uow.connection()
+                        .await?
                         .execute_raw(Statement::from_string(
                             DbBackend::Postgres,
                             "SELECT pg_notify('outbox_bench', '')",
@@ -99,18 +108,34 @@ async fn measure(mode: Mode) -> Result<(f64, Vec<Duration>), BoxError> {
                         .await?;
                 }
                 uow.commit().await?;
-                latencies.push(began.elapsed());
-                done.fetch_add(1, Ordering::Relaxed);
+                if Instant::now() < deadline {
+                    latencies.push(began.elapsed());
+                    lags.push(began - tick.into_std());
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            Ok::<_, BoxError>(latencies)
         }));
     }
-    let mut latencies = Vec::new();
+    let (mut latencies, mut lags) = (Vec::new(), Vec::new());
     for task in tasks {
-        latencies.extend(task.await??);
+        let (commits, lag) = task.await??;
+        latencies.extend(commits);
+        lags.extend(lag);
     }
-    let rate = done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    let rate = done.load(Ordering::Relaxed) as f64 / RUN.as_secs_f64();
     drop(outbox);
     drop(test);
-    Ok((rate, latencies))
+    Ok(Measured {
+        rate,
+        latencies,
+        lags,
+    })
+}
+
+/// Transactions committed per second in the run, their commit latencies
+/// and their schedule lags (see [`offered`]).
+struct Measured {
+    rate: f64,
+    latencies: Vec<Duration>,
+    lags: Vec<Duration>,
 }

@@ -56,7 +56,7 @@ pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
 
 /// Moves an existing summary to `status`.
 async fn set_status(
-    uow: &UnitOfWork,
+    uow: &mut UnitOfWork,
     order_id: String,
     status: OrderStatus,
 ) -> Result<(), HandlerError> {
@@ -66,7 +66,7 @@ async fn set_status(
         updated_at: Set(Utc::now()),
         ..Default::default()
     }
-    .update(uow.connection())
+    .update(uow.connection().await?)
     .await?; // no row yet: an error, so the message is retried
     Ok(())
 }
@@ -97,7 +97,7 @@ pub fn subscriber(
                         total_cents: Set(i64::try_from(e.total_cents).unwrap_or(i64::MAX)),
                         updated_at: Set(Utc::now()),
                     }
-                    .insert(uow.connection())
+                    .insert(uow.connection().await?)
                     .await?;
                     Ok(())
                 })

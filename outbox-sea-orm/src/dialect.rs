@@ -123,6 +123,22 @@ impl Sql {
         }
     }
 
+    /// Starts a statement that embeds `statement`: returns a builder already
+    /// holding its values (placeholders bound next are numbered after them)
+    /// and its text, to splice in where it belongs.
+    pub(crate) fn embedding(statement: Statement) -> (Self, String) {
+        let sql = Self {
+            dialect: Dialect::of(statement.db_backend),
+            text: String::new(),
+            values: statement.values.map(|values| values.0).unwrap_or_default(),
+        };
+        (sql, statement.sql)
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// Appends SQL text.
     pub(crate) fn push(&mut self, text: &str) -> &mut Self {
         self.text.push_str(text);
@@ -158,6 +174,37 @@ impl Sql {
             self.bind(value);
         }
         self.push(")")
+    }
+
+    /// Binds a PostgreSQL array of `kind` and returns its placeholder.
+    pub(crate) fn param_array(
+        &mut self,
+        kind: sea_orm::sea_query::ArrayType,
+        values: impl IntoIterator<Item = Value>,
+    ) -> String {
+        self.param(Value::Array(
+            kind,
+            Some(Box::new(values.into_iter().collect())),
+        ))
+    }
+
+    /// Appends `<column> IN (…)` over `ids`. On PostgreSQL it is
+    /// `<column> = ANY($n)` with one array parameter: the statement's text,
+    /// so its prepared statement and plan, is then the same for any number
+    /// of ids.
+    pub(crate) fn bind_ids(
+        &mut self,
+        column: &str,
+        ids: impl IntoIterator<Item = uuid::Uuid>,
+    ) -> &mut Self {
+        if self.dialect == Dialect::Postgres {
+            let array = self.param_array(
+                sea_orm::sea_query::ArrayType::Uuid,
+                ids.into_iter().map(Value::from),
+            );
+            return self.push(&format!("{column} = ANY({array})"));
+        }
+        self.push(&format!("{column} IN ")).bind_list(ids)
     }
 
     pub(crate) fn build(self) -> Statement {

@@ -8,7 +8,7 @@ use outbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
     Processor, Publisher,
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::aggregate_entity::AggregateEntity;
 use crate::config::OutboxConfig;
@@ -66,15 +66,16 @@ impl Outbox {
         &self.inner.config
     }
 
-    /// Begins a unit of work whose messages get a fresh correlation.
+    /// Begins a unit of work whose messages get a fresh correlation. Nothing
+    /// is sent to the database yet: the unit opens its transaction only if
+    /// it needs one (see [`UnitOfWork`]).
     pub async fn begin(&self) -> Result<UnitOfWork, OutboxError> {
         self.begin_with(MessageContext::new()).await
     }
 
     /// Begins a unit of work whose messages carry `context`.
     pub async fn begin_with(&self, context: MessageContext) -> Result<UnitOfWork, OutboxError> {
-        let txn = self.inner.db.begin().await?;
-        Ok(UnitOfWork::new(txn, self.clone(), context))
+        Ok(UnitOfWork::new(self.clone(), context))
     }
 
     /// A repository of `A` aggregates.

@@ -23,40 +23,70 @@ pub(crate) async fn insert_messages(
     messages: &mut [OutboxMessage],
 ) -> Result<(), OutboxError> {
     let dialect = Dialect::of(db.get_database_backend());
-    for message in messages.iter_mut() {
-        as_stored(dialect, message);
-    }
+    as_stored(dialect, messages);
     for chunk in messages.chunks(ROWS_PER_INSERT) {
         let mut sql = Sql::new(dialect);
-        sql.push(&format!(
-            "INSERT INTO {} (id, aggregate_type, aggregate_id, sequence, event_name, \
-             event_version, subject, payload, headers, correlation_id, causation_id, tenant, \
-             traceparent, occurred_at, created_at, status, attempts, next_attempt_at) VALUES ",
-            dialect.quote(table.as_str())
-        ));
-        for (i, message) in chunk.iter().enumerate() {
-            if i > 0 {
-                sql.push(", ");
-            }
-            push_row(&mut sql, dialect, message)?;
-        }
+        push_insert(&mut sql, table, chunk, None)?;
         db.execute_raw(sql.build()).await?;
     }
     Ok(())
 }
 
-/// Cuts `occurred_at` to the precision its row keeps (microseconds;
-/// milliseconds on SQLite, see [`Dialect::time_value`]), so the message
-/// handed to listeners after the commit equals the one a claim reads back.
-fn as_stored(dialect: Dialect, message: &mut OutboxMessage) {
+/// Whether `count` messages fit one INSERT statement.
+pub(crate) fn fit_one_insert(count: usize) -> bool {
+    count <= ROWS_PER_INSERT
+}
+
+/// Appends the INSERT of `messages` as pending rows to `sql`. With `only_if`
+/// (PostgreSQL), the rows are inserted only if the named common table
+/// expression of the statement returned a row:
+/// `INSERT … SELECT * FROM (VALUES …) AS v WHERE EXISTS (SELECT 1 FROM <only_if>)`.
+/// Call [`as_stored`] on the messages first.
+pub(crate) fn push_insert(
+    sql: &mut Sql,
+    table: &TableName,
+    messages: &[OutboxMessage],
+    only_if: Option<&str>,
+) -> Result<(), OutboxError> {
+    let dialect = sql.dialect();
+    sql.push(&format!(
+        "INSERT INTO {} (id, aggregate_type, aggregate_id, sequence, event_name, \
+         event_version, subject, payload, headers, correlation_id, causation_id, tenant, \
+         traceparent, occurred_at, created_at, status, attempts, next_attempt_at) ",
+        dialect.quote(table.as_str())
+    ));
+    sql.push(if only_if.is_some() {
+        "SELECT * FROM (VALUES "
+    } else {
+        "VALUES "
+    });
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0 {
+            sql.push(", ");
+        }
+        push_row(sql, dialect, message)?;
+    }
+    if let Some(cte) = only_if {
+        sql.push(&format!(") AS v WHERE EXISTS (SELECT 1 FROM {cte})"));
+    }
+    Ok(())
+}
+
+/// Cuts each message's `occurred_at` to the precision its row keeps
+/// (microseconds; milliseconds on SQLite, see [`Dialect::time_value`]), so
+/// the message handed to listeners after the commit equals the one a claim
+/// reads back.
+pub(crate) fn as_stored(dialect: Dialect, messages: &mut [OutboxMessage]) {
     let unit = match dialect {
         Dialect::Postgres | Dialect::MySql => 1_000,
         Dialect::Sqlite => 1_000_000,
     };
-    let at = message.occurred_at;
-    message.occurred_at = at
-        .with_nanosecond(at.nanosecond() / unit * unit)
-        .unwrap_or(at);
+    for message in messages {
+        let at = message.occurred_at;
+        message.occurred_at = at
+            .with_nanosecond(at.nanosecond() / unit * unit)
+            .unwrap_or(at);
+    }
 }
 
 fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<(), OutboxError> {

@@ -73,11 +73,12 @@ async fn create_effects(test: &TestDb) {
 }
 
 async fn apply_effect(
-    uow: &UnitOfWork,
+    uow: &mut UnitOfWork,
     event: &PaymentReceived,
     delivery: &Delivery,
 ) -> Result<(), HandlerError> {
     uow.connection()
+        .await?
         .execute_unprepared(&format!(
             "INSERT INTO effects (message_id, order_id, delivery) VALUES ('{}', '{}', {})",
             delivery.message_id(),

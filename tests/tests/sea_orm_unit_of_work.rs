@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outbox_core::{
@@ -251,6 +251,8 @@ async fn failed_statement_then_drop_writes_nothing(test: TestDb) {
     uow.save(&mut order).await.unwrap();
     let failed = uow
         .connection()
+        .await
+        .unwrap()
         .execute_unprepared("INSERT INTO no_such_table (x) VALUES (1)")
         .await;
     assert!(failed.is_err(), "the forced error must fail: {failed:?}");
@@ -343,7 +345,7 @@ async fn application_statements_share_the_transaction(test: TestDb) {
         total_cents: Set(5),
         version: Set(0),
     }
-    .insert(uow.connection())
+    .insert(uow.connection().await.unwrap())
     .await
     .unwrap();
     let seen = uow
@@ -368,7 +370,7 @@ async fn application_statements_share_the_transaction(test: TestDb) {
     let updated = entity::Entity::update_many()
         .col_expr(entity::Column::TotalCents, Expr::value(999_i64))
         .filter(entity::Column::Id.eq("app-1"))
-        .exec(uow.connection())
+        .exec(uow.connection().await.unwrap())
         .await
         .unwrap();
     assert_eq!(updated.rows_affected, 1);
@@ -398,6 +400,8 @@ async fn stale_save_is_a_conflict(test: TestDb) {
     let mut first = orders.load("o-1").await.unwrap().unwrap();
     let mut second = orders.load("o-1").await.unwrap().unwrap();
     let mut third = orders.load("o-1").await.unwrap().unwrap();
+    let mut fourth = orders.load("o-1").await.unwrap().unwrap();
+    let mut fifth = orders.load("o-1").await.unwrap().unwrap();
     first.amend(200).unwrap();
     second.amend(300).unwrap();
 
@@ -421,11 +425,25 @@ async fn stale_save_is_a_conflict(test: TestDb) {
         "a conflicting save leaves the aggregate as it was"
     );
 
-    // Same through a unit of work.
+    // Same through a unit of work: with no transaction open the save is
+    // written by the commit (one statement on PostgreSQL), which reports it;
+    // with one open, the save itself does.
     third.amend(400).unwrap();
     let mut uow = outbox.begin().await.unwrap();
-    assert_conflict(uow.save(&mut third).await, "o-1", 1);
+    uow.save(&mut third).await.unwrap();
+    uow.enqueue(&Ping { n: 1 }).unwrap();
+    assert_conflict(uow.commit().await, "o-1", 1);
+    fourth.amend(500).unwrap();
+    let mut uow = outbox.begin().await.unwrap();
+    uow.connection().await.unwrap();
+    assert_conflict(uow.save(&mut fourth).await, "o-1", 1);
     drop(uow);
+    // A state change without events: nothing gates it, the update's miss
+    // is still reported.
+    fifth.total_cents = 600;
+    let mut uow = outbox.begin().await.unwrap();
+    uow.save(&mut fifth).await.unwrap();
+    assert_conflict(uow.commit().await, "o-1", 1);
     assert_eq!(order_row(&test, "o-1").await.unwrap().total_cents, 200);
     assert_eq!(outbox_count(&test).await, before);
 }
@@ -587,6 +605,82 @@ async fn two_saves_in_one_unit_of_work(test: TestDb) {
             ("test.order.placed".to_owned(), 1),
             ("test.order.amended".to_owned(), 2)
         ]
+    );
+}
+
+/// A unit of work opens no transaction for a save: the commit writes the
+/// aggregate and its events, in one statement on PostgreSQL (two on the
+/// others, inside a transaction). A load after a save opens the transaction
+/// and sees the save.
+async fn save_is_written_by_the_commit(test: TestDb) {
+    let mut db = test.connect_again().await;
+    let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&sent);
+    db.set_metric_callback(move |info| log.lock().unwrap().push(info.statement.sql.clone()));
+    let outbox = Outbox::new(db, OutboxConfig::default());
+
+    let mut uow = outbox.begin().await.unwrap();
+    let mut order = Order::place("o-1", 100).unwrap();
+    order.amend(120).unwrap();
+    uow.save(&mut order).await.unwrap();
+    uow.enqueue(&Ping { n: 1 }).unwrap();
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "nothing sent before commit"
+    );
+    assert!(order_row(&test, "o-1").await.is_none());
+    uow.commit().await.unwrap();
+    let statements = std::mem::take(&mut *sent.lock().unwrap());
+    match test.backend() {
+        Backend::Postgres => {
+            assert_eq!(statements.len(), 1, "{statements:#?}");
+            assert!(statements[0].starts_with("WITH aggregate_written AS (INSERT INTO"));
+        }
+        _ => assert_eq!(statements.len(), 2, "{statements:#?}"),
+    }
+    assert_eq!(order_row(&test, "o-1").await.unwrap().version, 2);
+    assert_eq!(outbox_count(&test).await, 3);
+
+    let mut uow = outbox.begin().await.unwrap();
+    uow.save(&mut Order::place("o-2", 5).unwrap())
+        .await
+        .unwrap();
+    let seen = uow.load::<Order>("o-2").await.unwrap();
+    assert_eq!(
+        seen.map(|o| o.total_cents),
+        Some(5),
+        "the load sees the save"
+    );
+    assert!(order_row(&test, "o-2").await.is_none(), "not committed yet");
+    uow.commit().await.unwrap();
+    assert!(order_row(&test, "o-2").await.is_some());
+}
+
+/// An aggregate deleted and created again under its old id starts its
+/// sequences at 1 again, which its old messages hold: the commit fails as a
+/// database error (reloading would not help), and writes nothing, also when
+/// the aggregate and its events go in one statement.
+async fn recreating_a_deleted_aggregate_writes_nothing(test: TestDb) {
+    let outbox = outbox(&test);
+    let orders = outbox.repository::<Order>();
+    orders
+        .save(&mut Order::place("o-1", 100).unwrap())
+        .await
+        .unwrap();
+    let mut order = orders.load("o-1").await.unwrap().unwrap();
+    order.amend(0).unwrap();
+    orders.delete(&mut order).await.unwrap();
+    let before = outbox_count(&test).await;
+
+    let mut again = Order::place("o-1", 7).unwrap();
+    let err = orders.save(&mut again).await.unwrap_err();
+    assert!(matches!(err, OutboxError::Db(_)), "{err:?}");
+    assert!(order_row(&test, "o-1").await.is_none(), "no order row");
+    assert_eq!(outbox_count(&test).await, before, "no message");
+    assert_eq!(
+        again.events().pending().len(),
+        1,
+        "the aggregate is as it was"
     );
 }
 
@@ -836,8 +930,19 @@ async fn closed_connection_is_a_db_error(test: TestDb) {
     let outbox = Outbox::new(db, OutboxConfig::default());
     let orders = outbox.repository::<Order>();
 
-    let begun = outbox.begin().await;
-    assert!(matches!(begun, Err(OutboxError::Db(_))), "{begun:?}");
+    // Beginning sends nothing; the first statement fails.
+    let mut uow = outbox.begin().await.unwrap();
+    let opened = uow.connection().await.map(|_| ());
+    assert!(matches!(opened, Err(OutboxError::Db(_))), "{opened:?}");
+    let mut uow = outbox.begin().await.unwrap();
+    uow.save(&mut Order::place("o-0", 1).unwrap())
+        .await
+        .unwrap();
+    let committed = uow.commit().await;
+    assert!(
+        matches!(committed, Err(OutboxError::Db(_))),
+        "{committed:?}"
+    );
     let mut order = Order::place("o-1", 100).unwrap();
     let saved = orders.save(&mut order).await;
     assert!(matches!(saved, Err(OutboxError::Db(_))), "{saved:?}");
@@ -877,7 +982,10 @@ async fn unserializable_event_fails_at_record(test: TestDb) {
         matches!(err, Err(OutboxError::Record(RecordError::Serialize { .. }))),
         "{err:?}"
     );
-    let err = outbox.enqueue(uow.connection(), &bad, uow.context()).await;
+    let context = uow.context().clone();
+    let err = outbox
+        .enqueue(uow.connection().await.unwrap(), &bad, &context)
+        .await;
     assert!(
         matches!(err, Err(OutboxError::Record(RecordError::Serialize { .. }))),
         "{err:?}"
@@ -1282,6 +1390,8 @@ outbox_tests::each_backend!(
     concurrent_creates_one_wins,
     sequences_follow_the_version,
     two_saves_in_one_unit_of_work,
+    save_is_written_by_the_commit,
+    recreating_a_deleted_aggregate_writes_nothing,
     delete_checks_the_version_and_writes_events,
     uow_enqueue_writes_a_standalone_message,
     outbox_enqueue_follows_the_application_transaction,
@@ -1314,6 +1424,8 @@ async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
     uow.save(&mut loaded).await.unwrap();
     let ignored = uow
         .connection()
+        .await
+        .unwrap()
         .execute_unprepared("SELECT * FROM no_such_table")
         .await;
     assert!(ignored.is_err());

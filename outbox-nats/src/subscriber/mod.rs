@@ -191,7 +191,7 @@ impl Subscriber {
     ///     .on(inbox.handler(|event: PaymentReceived, _delivery, uow| {
     ///         Box::pin(async move {
     ///             let sql = format!("UPDATE ledger SET cents = cents + {}", event.cents);
-    ///             uow.connection().execute_unprepared(&sql).await?;
+    ///             uow.connection().await?.execute_unprepared(&sql).await?;
     ///             Ok(())
     ///         })
     ///     }))

@@ -64,6 +64,7 @@ pub enum Processed {
 /// let on_placed = inbox.handler(|event: OrderPlaced, _delivery: Delivery, uow: &mut UnitOfWork| {
 ///     Box::pin(async move {
 ///         uow.connection()
+///             .await?
 ///             .execute_unprepared("UPDATE revenue SET cents = cents + 1")
 ///             .await?;                                           // the handler's effect ...
 ///         uow.enqueue(&InvoiceRequested { order_id: event.order_id })?; // ... a new event ...
@@ -142,7 +143,7 @@ impl Inbox {
         let id = delivery.message_id();
         let mut uow = self.outbox.begin_with(delivery.caused_context()).await?;
         let recorded = sql::insert(
-            uow.connection(),
+            uow.connection().await?,
             self.table(),
             &self.consumer,
             id,

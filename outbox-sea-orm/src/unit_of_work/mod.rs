@@ -1,0 +1,281 @@
+//! [`UnitOfWork`]: aggregates and their events, committed together.
+
+mod one_statement;
+mod version;
+mod write;
+
+use outbox_core::{
+    AggregateChanges, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
+};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait, ModelTrait, PrimaryKeyTrait,
+    TransactionTrait,
+};
+
+use self::version::read_version;
+use self::write::AggregateWrite;
+use crate::aggregate_entity::AggregateEntity;
+use crate::config::TableName;
+use crate::dialect::Dialect;
+use crate::error::OutboxError;
+use crate::outbox::Outbox;
+use crate::row::insert_messages;
+
+/// The primary key value type of an aggregate's entity.
+pub type PrimaryKeyOf<A> =
+    <<<A as AggregateEntity>::Entity as EntityTrait>::PrimaryKey as PrimaryKeyTrait>::ValueType;
+
+/// Aggregates and the events they recorded, committed together: both, or
+/// neither.
+///
+/// A unit of work opens its database transaction only when something needs
+/// it: [`connection`](UnitOfWork::connection) (the application's own
+/// statements), or a [`load`](UnitOfWork::load) after a save. Until then
+/// [`save`](UnitOfWork::save) and [`delete`](UnitOfWork::delete) only
+/// prepare their statements, and [`commit`](UnitOfWork::commit) sends
+/// them. A unit that saved one aggregate (with its events, and any
+/// standalone events) commits as **one statement** on PostgreSQL, which
+/// the database commits on its own: one round trip instead of `BEGIN`,
+/// two `INSERT`s and `COMMIT`. Otherwise the commit opens a transaction,
+/// writes the aggregates in the order they were saved, then the messages,
+/// and commits. Once the transaction is open, saves and deletes are written
+/// at once.
+///
+/// A concurrency conflict is therefore reported by `save`/`delete` when the
+/// transaction is open, and by `commit` otherwise; either way nothing was
+/// written. Dropping the unit without committing, an error, or a panic
+/// rolls everything back.
+///
+/// ```no_run
+/// # use outbox_sea_orm::{AggregateEntity, Outbox};
+/// # async fn run<Order: AggregateEntity>(outbox: Outbox, mut order: Order) -> Result<(), outbox_sea_orm::OutboxError> {
+/// let mut uow = outbox.begin().await?;
+/// uow.save(&mut order).await?;      // state + its events as outbox rows
+/// uow.commit().await?;              // ... in one transaction; processors are woken
+/// # Ok(()) }
+/// ```
+pub struct UnitOfWork {
+    outbox: Outbox,
+    context: MessageContext,
+    /// Open once something needed it.
+    txn: Option<DatabaseTransaction>,
+    /// Aggregate writes kept while no transaction is open, in save order.
+    pending: Vec<AggregateWrite>,
+    messages: Vec<OutboxMessage>,
+}
+
+impl std::fmt::Debug for UnitOfWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitOfWork")
+            .field("context", &self.context)
+            .field("transaction_open", &self.txn.is_some())
+            .field("pending_writes", &self.pending.len())
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl UnitOfWork {
+    pub(crate) fn new(outbox: Outbox, context: MessageContext) -> Self {
+        Self {
+            outbox,
+            context,
+            txn: None,
+            pending: Vec::new(),
+            messages: Vec::new(),
+        }
+    }
+
+    /// The unit's transaction, for the application's own SeaORM statements:
+    /// opens it (and writes the aggregates saved so far) the first time.
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+    /// use sea_orm::ConnectionTrait;
+    /// let mut uow = outbox.begin().await?;
+    /// uow.connection().await?.execute_unprepared("UPDATE stock SET reserved = reserved + 1").await?;
+    /// uow.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connection(&mut self) -> Result<&DatabaseTransaction, OutboxError> {
+        match self.txn {
+            Some(ref txn) => Ok(txn),
+            None => {
+                let txn = self.outbox.db().begin().await?;
+                for write in self.pending.drain(..) {
+                    write.execute(&txn, self.outbox.config().table()).await?;
+                }
+                Ok(self.txn.insert(txn))
+            }
+        }
+    }
+
+    /// The context stamped on this unit's messages.
+    pub fn context(&self) -> &MessageContext {
+        &self.context
+    }
+
+    /// Loads an aggregate by primary key. Inside the unit's transaction if
+    /// it is open or this unit has saved something (so the load sees it);
+    /// otherwise on its own, as optimistic concurrency needs nothing more:
+    /// the save checks the version it loaded.
+    pub async fn load<A: AggregateEntity>(
+        &mut self,
+        id: impl Into<PrimaryKeyOf<A>>,
+    ) -> Result<Option<A>, OutboxError> {
+        if self.txn.is_none() && self.pending.is_empty() {
+            return load(self.outbox.db(), id).await;
+        }
+        load(self.connection().await?, id).await
+    }
+
+    /// Saves the aggregate's state and queues its recorded events: inserts a
+    /// new aggregate (version 0), or updates it if its stored version is
+    /// still the one it was loaded at. Fails with
+    /// [`OutboxError::ConcurrencyConflict`] otherwise (here if the
+    /// transaction is open, at [`commit`](UnitOfWork::commit) if not); the
+    /// unit of work should then be dropped. On success the aggregate is at
+    /// its new version with no pending events.
+    pub async fn save<A: AggregateEntity>(&mut self, aggregate: &mut A) -> Result<(), OutboxError> {
+        let new_version = self.write_save(&*aggregate).await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
+    }
+
+    /// Writes (or prepares) what [`save`](UnitOfWork::save) writes and
+    /// returns the new version, leaving the aggregate untouched (the
+    /// repository marks it saved only once the commit succeeded).
+    pub(crate) async fn write_save<A: AggregateEntity>(
+        &mut self,
+        aggregate: &A,
+    ) -> Result<u64, OutboxError> {
+        let changes = self.changes(aggregate);
+        let write = AggregateWrite::save(aggregate, &changes, self.backend())?;
+        self.write(write, changes).await
+    }
+
+    /// Deletes the aggregate's row if its stored version is still the loaded
+    /// one, and queues the events it recorded (e.g. `OrderArchived`). A
+    /// conflict is reported as by [`save`](UnitOfWork::save).
+    pub async fn delete<A: AggregateEntity>(
+        &mut self,
+        aggregate: &mut A,
+    ) -> Result<(), OutboxError> {
+        let new_version = self.write_delete(&*aggregate).await?;
+        aggregate.events_mut().mark_saved(new_version);
+        Ok(())
+    }
+
+    /// Writes (or prepares) what [`delete`](UnitOfWork::delete) writes and
+    /// returns the new version, leaving the aggregate untouched.
+    pub(crate) async fn write_delete<A: AggregateEntity>(
+        &mut self,
+        aggregate: &A,
+    ) -> Result<u64, OutboxError> {
+        let changes = self.changes(aggregate);
+        let write = AggregateWrite::delete(aggregate, &changes, self.backend())?;
+        self.write(write, changes).await
+    }
+
+    fn changes<A: AggregateEntity>(&self, aggregate: &A) -> AggregateChanges {
+        AggregateChanges::of(
+            aggregate,
+            &self.context,
+            self.outbox.config().subject_prefix(),
+        )
+    }
+
+    fn backend(&self) -> DbBackend {
+        self.outbox.db().get_database_backend()
+    }
+
+    /// Runs `write` in the open transaction, or keeps it for the commit.
+    async fn write(
+        &mut self,
+        write: AggregateWrite,
+        changes: AggregateChanges,
+    ) -> Result<u64, OutboxError> {
+        match &self.txn {
+            Some(txn) => write.execute(txn, self.outbox.config().table()).await?,
+            None => self.pending.push(write),
+        }
+        self.messages.extend(changes.messages);
+        Ok(changes.new_version)
+    }
+
+    /// Queues an event that belongs to no aggregate (see
+    /// [`STANDALONE`](crate::STANDALONE)).
+    pub fn enqueue<E: IntegrationEvent>(&mut self, event: &E) -> Result<MessageId, OutboxError> {
+        Ok(self.enqueue_pending(PendingMessage::new(event)?))
+    }
+
+    /// Queues an already-recorded message that belongs to no aggregate.
+    pub fn enqueue_pending(&mut self, pending: PendingMessage) -> MessageId {
+        let message = self.outbox.standalone(pending, &self.context);
+        let id = message.id;
+        self.messages.push(message);
+        id
+    }
+
+    /// Writes what is still unwritten and commits, then wakes the
+    /// processors. Returns the ids of the committed messages.
+    ///
+    /// When it fails, nothing was written, but the aggregates saved in this
+    /// unit are already at their new versions: reload them to retry.
+    pub async fn commit(mut self) -> Result<Vec<MessageId>, OutboxError> {
+        let mut messages = std::mem::take(&mut self.messages);
+        let db = self.outbox.db().clone();
+        let table = self.outbox.config().table().clone();
+        let dialect = Dialect::of(db.get_database_backend());
+        if self.txn.is_none() && one_statement::fits(dialect, self.pending.len(), messages.len()) {
+            one_statement::commit(&db, &table, self.pending.first(), &mut messages).await?;
+        } else {
+            self.connection().await?;
+            if let Some(txn) = self.txn.take() {
+                commit_transaction(txn, &table, &mut messages).await?;
+            }
+        }
+        let ids = messages.iter().map(|m| m.id).collect();
+        self.outbox.committed(messages);
+        Ok(ids)
+    }
+
+    /// Rolls everything back (dropping the unit of work does the same).
+    pub async fn rollback(self) -> Result<(), OutboxError> {
+        match self.txn {
+            Some(txn) => Ok(txn.rollback().await?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Inserts the messages in the open transaction and commits it.
+async fn commit_transaction(
+    txn: DatabaseTransaction,
+    table: &TableName,
+    messages: &mut [OutboxMessage],
+) -> Result<(), OutboxError> {
+    insert_messages(&txn, table, messages).await?;
+    if messages.is_empty() && txn.get_database_backend() == DbBackend::Postgres {
+        // PostgreSQL turns COMMIT of a transaction aborted by an earlier
+        // failed statement into a silent ROLLBACK. The INSERT above would
+        // have failed on such a transaction; with nothing to insert,
+        // probe it, so a discarded unit of work is never reported committed.
+        txn.execute_unprepared("SELECT 1").await?;
+    }
+    Ok(txn.commit().await?)
+}
+
+pub(crate) async fn load<A: AggregateEntity>(
+    db: &impl sea_orm::ConnectionTrait,
+    id: impl Into<PrimaryKeyOf<A>>,
+) -> Result<Option<A>, OutboxError> {
+    let Some(model) = A::Entity::find_by_id(id).one(db).await? else {
+        return Ok(None);
+    };
+    let version = read_version(model.get(A::version_column()))?;
+    Ok(Some(A::from_model(
+        model,
+        outbox_core::EventBuffer::at_version(version),
+    )))
+}
