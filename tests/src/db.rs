@@ -120,6 +120,12 @@ impl TestDb {
 
     /// A second, independent pool to the same isolated database.
     pub async fn connect_again(&self) -> DatabaseConnection {
+        self.connect_with(10).await
+    }
+
+    /// Like [`connect_again`](Self::connect_again), with a pool of at most
+    /// `connections` connections (1: every statement on one session).
+    pub async fn connect_with(&self, connections: u32) -> DatabaseConnection {
         let mut options = match self.backend {
             Backend::Postgres => {
                 let mut options = ConnectOptions::new(&self.url);
@@ -135,7 +141,7 @@ impl TestDb {
             }
             Backend::Sqlite => ConnectOptions::new(&self.url),
         };
-        options.max_connections(10).sqlx_logging(false);
+        options.max_connections(connections).sqlx_logging(false);
         Database::connect(options)
             .await
             .expect("connect to the test database")

@@ -19,7 +19,7 @@ use outbox_core::{
 use outbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
 use outbox_tests::orders::{Order, OrderPlaced};
 use outbox_tests::{Backend, TestDb};
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 
 const TABLE: &str = "outbox_messages";
 const LONG_LEASE: Duration = Duration::from_secs(30);
@@ -1182,21 +1182,7 @@ async fn postgres_claim_stays_fast_whatever_the_tables_history() {
         assert!(nothing_claimable(&store, 500).await);
     }
 
-    let chunk = 50_000;
-    for start in (1..=ROWS).step_by(chunk) {
-        let end = start + i64::try_from(chunk).unwrap() - 1;
-        test.db
-            .execute_unprepared(&format!(
-                "INSERT INTO {TABLE} (id, aggregate_type, aggregate_id, sequence, event_name, \
-                 event_version, subject, payload, correlation_id, occurred_at, created_at, \
-                 status, attempts, next_attempt_at) \
-                 SELECT gen_random_uuid(), 'bulk', 'bulk-' || g, 1, 'test.bulk', 1, \
-                 'events.test.bulk', '{{}}', 'bulk', now(), now(), 0, 0, now() \
-                 FROM generate_series({start}, {end}) AS g"
-            ))
-            .await
-            .unwrap();
-    }
+    bulk_insert(&test, ROWS).await;
     assert_eq!(test.count(TABLE, "status = 0").await, ROWS);
 
     let mut slowest = Duration::ZERO;
@@ -1238,6 +1224,93 @@ async fn postgres_claim_stays_fast_whatever_the_tables_history() {
         let started = Instant::now();
         assert!(nothing_claimable(&store, 500).await);
         assert!(started.elapsed() < BOUND);
+    }
+}
+
+/// The fast path's claim by ids, and the completion, are prepared
+/// statements whose text is the same for any number of ids, so PostgreSQL
+/// may cache generic plans for them, also ones made while the table was
+/// empty. Every such plan must start from the primary key: they never read
+/// the table through. Checked with the table's counters of rows read (by
+/// sequential and index scans), on a store with one connection (so its plan
+/// cache is the one exercised, and its statistics can be flushed on demand).
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_claims_by_id_never_read_the_table_through() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let db = test.connect_with(1).await;
+    let store = store_on(db.clone());
+    let unknown: Vec<MessageId> = (0..3).map(|_| MessageId::new()).collect();
+    for _ in 0..20 {
+        let batch = store.claim_ids(&unknown, LONG_LEASE).await.unwrap();
+        assert!(batch.messages.is_empty());
+    }
+    bulk_insert(&test, 200_000).await;
+    let ids: Vec<MessageId> = test
+        .db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT id FROM {TABLE} ORDER BY id DESC LIMIT 30"),
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| MessageId::from_uuid(row.try_get("", "id").unwrap()))
+        .collect();
+
+    let read_before = rows_read(&db).await;
+    for chunk in ids.chunks(10) {
+        let batch = store.claim_ids(chunk, LONG_LEASE).await.unwrap();
+        assert_eq!(sorted(ids_of(&batch)), sorted(chunk.to_vec()));
+        let done = store
+            .complete(batch.lease.token, &published(chunk))
+            .await
+            .unwrap();
+        assert_eq!(done, outcome(10, 0));
+    }
+    let read = rows_read(&db).await - read_before;
+    assert!(
+        read < 10_000,
+        "claiming and completing 30 messages by id read {read} rows of 200,000"
+    );
+}
+
+/// Rows of the outbox table read so far, by sequential and index scans, this
+/// session's included.
+async fn rows_read(db: &DatabaseConnection) -> i64 {
+    // Pending statistics reach shared memory when the session is next idle.
+    db.execute_unprepared("SELECT pg_stat_force_next_flush()")
+        .await
+        .unwrap();
+    let row = db
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!(
+                "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_user_tables \
+                 WHERE relid = '{TABLE}'::regclass"
+            ),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get("", "n").unwrap()
+}
+
+/// Inserts `rows` pending messages of as many aggregates, quickly.
+async fn bulk_insert(test: &TestDb, rows: i64) {
+    let chunk = 50_000;
+    for start in (1..=rows).step_by(chunk) {
+        let end = start + i64::try_from(chunk).unwrap() - 1;
+        test.db
+            .execute_unprepared(&format!(
+                "INSERT INTO {TABLE} (id, aggregate_type, aggregate_id, sequence, event_name, \
+                 event_version, subject, payload, correlation_id, occurred_at, created_at, \
+                 status, attempts, next_attempt_at) \
+                 SELECT gen_random_uuid(), 'bulk', 'bulk-' || g, 1, 'test.bulk', 1, \
+                 'events.test.bulk', '{{}}', 'bulk', now(), now(), 0, 0, now() \
+                 FROM generate_series({start}, {end}) AS g"
+            ))
+            .await
+            .unwrap();
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, MessageId, StoreError};
+use sea_orm::sea_query::ArrayType;
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
 use uuid::Uuid;
 
@@ -88,20 +89,29 @@ fn fence(dialect: Dialect) -> (&'static str, &'static str) {
     }
 }
 
-/// ` AND m.id IN (...)` when the claim is limited to `only`; binds the ids
-/// (so call it where the clause's placeholders fall in the statement).
+/// ` AND m.id IN (...)` when the claim is limited to `only` (on PostgreSQL
+/// ` AND m.id = ANY($n)`, one array parameter); binds the ids (so call it
+/// where the clause's placeholders fall in the statement).
 fn only_ids(sql: &mut Sql, only: Option<&[MessageId]>) -> String {
     let Some(ids) = only else {
         return String::new();
     };
-    let placeholders: Vec<String> = ids.iter().map(|id| sql.param(*id.as_uuid())).collect();
+    let ids = ids.iter().map(|id| *id.as_uuid());
+    if sql.dialect() == Dialect::Postgres {
+        let array = sql.param_array(ArrayType::Uuid, ids.map(Into::into));
+        return format!(" AND m.id = ANY({array})");
+    }
+    let placeholders: Vec<String> = ids.map(|id| sql.param(id)).collect();
     format!(" AND m.id IN ({})", placeholders.join(", "))
 }
 
 /// PostgreSQL and SQLite: lock, check and lease in one statement. On
-/// PostgreSQL it is planned with its values every time (see
+/// PostgreSQL the ordinary claim is planned with its values every time (see
 /// [`planned_each_time`]), so a generic plan cached while the table was small
-/// can never make it slow later.
+/// can never make it slow later. The claim by ids (the fast path, many small
+/// claims a second) is a prepared statement whose text is the same for any
+/// number of ids: its plan starts from the primary key whatever the table
+/// holds, so it is planned once per connection, not per claim.
 async fn claim_in_one_statement(
     store: &SeaOrmOutboxStore,
     token: LeaseToken,
@@ -116,6 +126,7 @@ async fn claim_in_one_statement(
         _ => "",
     };
     let mut sql = Sql::new(dialect);
+    let by_ids = only.is_some();
     let only = only_ids(&mut sql, only);
     let limit = sql.param(limit);
     let token_param = sql.param(*token.as_uuid());
@@ -140,7 +151,7 @@ async fn claim_in_one_statement(
         columns = message_columns(dialect, ""),
     ));
     let statement = sql.build();
-    let rows = if dialect == Dialect::Postgres {
+    let rows = if dialect == Dialect::Postgres && !by_ids {
         planned_each_time(&store.db, statement).await?
     } else {
         store

@@ -30,10 +30,15 @@ pub(super) async fn complete(
     }
     let dialect = store.dialect;
     let table = store.table();
+    let ids = published.iter().map(|p| *p.id.as_uuid());
     let mut sql = Sql::new(dialect);
     match store.config.retention() {
         Retention::Delete => {
             sql.push(&format!("DELETE FROM {table} WHERE lease_token = "));
+            sql.bind(*token.as_uuid()).push(" AND ").bind_ids("id", ids);
+        }
+        Retention::KeepPublished if dialect == Dialect::Postgres => {
+            mark_published_pg(&mut sql, &table, token, published);
         }
         Retention::KeepPublished => {
             sql.push(&format!(
@@ -50,16 +55,42 @@ pub(super) async fn complete(
                 sql.push(" END");
             }
             sql.push(" WHERE status = 0 AND lease_token = ");
+            sql.bind(*token.as_uuid()).push(" AND ").bind_ids("id", ids);
         }
     }
-    sql.bind(*token.as_uuid()).push(" AND id IN ");
-    sql.bind_list(published.iter().map(|p| *p.id.as_uuid()));
     let result = store
         .db
         .execute_raw(sql.build())
         .await
         .map_err(store_err("completing"))?;
     Ok(outcome(published.len(), result.rows_affected()))
+}
+
+/// PostgreSQL: marks `published` with their stream sequences as one
+/// statement whose text is the same for every batch (ids and sequences as
+/// two arrays), so it is prepared once per connection.
+fn mark_published_pg(sql: &mut Sql, table: &str, token: LeaseToken, published: &[Published]) {
+    let ids = sql.param_array(
+        sea_orm::sea_query::ArrayType::Uuid,
+        published.iter().map(|p| (*p.id.as_uuid()).into()),
+    );
+    // Arrays of BIGINT cannot hold NULL here: -1 stands for "no sequence".
+    let sequences = sql.param_array(
+        sea_orm::sea_query::ArrayType::BigInt,
+        published.iter().map(|p| {
+            p.stream_sequence
+                .and_then(|s| i64::try_from(s).ok())
+                .unwrap_or(-1)
+                .into()
+        }),
+    );
+    let token = sql.param(*token.as_uuid());
+    sql.push(&format!(
+        "UPDATE {table} AS m SET status = 1, published_at = now(), lease_token = NULL, \
+         lease_expires_at = NULL, stream_sequence = nullif(p.stream_sequence, -1) \
+         FROM unnest({ids}, {sequences}) AS p(id, stream_sequence) \
+         WHERE m.id = p.id AND m.status = 0 AND m.lease_token = {token}"
+    ));
 }
 
 /// Attempts + 1; back to pending after an exponential backoff with jitter
@@ -143,8 +174,8 @@ pub(super) async fn release(
         "UPDATE {} SET lease_token = NULL, lease_expires_at = NULL WHERE status = 0 AND lease_token = ",
         store.table()
     ));
-    sql.bind(*token.as_uuid()).push(" AND id IN ");
-    sql.bind_list(ids.iter().map(|id| *id.as_uuid()));
+    sql.bind(*token.as_uuid()).push(" AND ");
+    sql.bind_ids("id", ids.iter().map(|id| *id.as_uuid()));
     let result = store
         .db
         .execute_raw(sql.build())
