@@ -24,12 +24,12 @@ use outbox_sea_orm::Outbox;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::time::MissedTickBehavior;
 
 use crate::BoxError;
 use crate::child;
 use crate::fixture::{BenchDb, BenchOrder, BenchStream, config};
 use crate::machine::CpuTimes;
+use crate::offered;
 use crate::pgstats::{self, StatementLog};
 use crate::record::{Acks, RecordingPublisher};
 use crate::report::{Check, thousands};
@@ -67,6 +67,7 @@ struct Case {
     achieved: f64,
     latencies: Vec<Duration>,
     commit_latencies: Vec<Duration>,
+    schedule_lags: Vec<Duration>,
     acked_before_commit_returned: usize,
     missing: usize,
     cpu: String,
@@ -95,12 +96,13 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
             let case = measure(Placement::Nowhere, rate).await?;
             let mut commits = case.commit_latencies.clone();
             println!(
-                "{rate:>5}/s offered, {:<30} achieved {:>6} tx/s ({:5.1}%) | commit p50 {} p99 {} (baseline, no target)\n   {}",
+                "{rate:>5}/s offered, {:<30} achieved {:>6} tx/s ({:5.1}%) | commit p50 {} p99 {} | {} (baseline, no target)\n   {}",
                 Placement::Nowhere.label(),
                 thousands(case.achieved),
                 100.0 * case.achieved / rate as f64,
                 ms(percentile(&mut commits, 0.5)),
                 ms(percentile(&mut commits, 0.99)),
+                case.lag_line(),
                 case.cpu
             );
             case.print_statements();
@@ -127,6 +129,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
                 ms(percentile(&mut case.commit_latencies, 0.5)),
                 ms(percentile(&mut case.commit_latencies, 0.99)),
             );
+            println!("   {}", case.lag_line());
             println!(
                 "   {}; {} batches, {:.1} messages per batch",
                 case.cpu,
@@ -159,6 +162,17 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
 }
 
 impl Case {
+    /// The writers' schedule lag (see [`offered`]).
+    fn lag_line(&self) -> String {
+        let mut lags = self.schedule_lags.clone();
+        format!(
+            "schedule lag p50 {} p99 {} max {}",
+            ms(percentile(&mut lags, 0.5)),
+            ms(percentile(&mut lags, 0.99)),
+            ms(lags.last().copied().unwrap_or_default())
+        )
+    }
+
     /// Statements per second in the measured window, by kind.
     fn print_statements(&self) {
         let line: Vec<String> = self
@@ -170,9 +184,18 @@ impl Case {
     }
 }
 
-/// Commits of one writer: (message id, wall clock after commit returned,
-/// commit duration, in the measured window).
-type Commits = Vec<(MessageId, SystemTime, Duration, bool)>;
+/// One committed message of a writer.
+struct Commit {
+    id: MessageId,
+    /// Wall clock right after `commit()` returned.
+    returned: SystemTime,
+    /// How long the unit of work took, `begin()` to `commit()` returned.
+    took: Duration,
+    /// How late it started after its scheduled tick (see [`offered`]).
+    lag: Duration,
+    /// Begun and committed inside the measured window.
+    in_window: bool,
+}
 
 async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
     let bench = BenchDb::create().await?;
@@ -200,18 +223,16 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
     let measure_from = started + WARMUP;
     let deadline = measure_from + RUN;
     let measured = Arc::new(AtomicU64::new(0));
-    let per_writer = Duration::from_secs_f64(WRITERS as f64 / rate as f64);
     let mut writers = Vec::new();
     for writer in 0..WRITERS {
         let (outbox, measured) = (outbox.clone(), Arc::clone(&measured));
         writers.push(tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(per_writer);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
-            let mut commits: Commits = Vec::new();
+            let mut ticks = offered::schedule(WRITERS, rate);
+            let mut commits: Vec<Commit> = Vec::new();
             let mut n = 0u64;
             loop {
                 let tick = ticks.tick().await.into_std();
-                if tick >= deadline {
+                if Instant::now() >= deadline {
                     return Ok::<_, BoxError>(commits);
                 }
                 n += 1;
@@ -221,12 +242,20 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
                 uow.save(&mut order).await?;
                 let ids = uow.commit().await?;
                 let returned = SystemTime::now();
-                let in_window = tick >= measure_from;
+                let done = Instant::now();
+                // Committed inside the measured window.
+                let in_window = began >= measure_from && done < deadline;
                 if in_window {
                     measured.fetch_add(1, Ordering::Relaxed);
                 }
                 for id in ids {
-                    commits.push((id, returned, began.elapsed(), in_window));
+                    commits.push(Commit {
+                        id,
+                        returned,
+                        took: done - began,
+                        lag: began - tick,
+                        in_window,
+                    });
                 }
             }
         }));
@@ -243,7 +272,7 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
         .map(|(kind, n)| (format!("{kind} (writers' process)"), n))
         .collect();
 
-    let mut commits: Commits = Vec::new();
+    let mut commits: Vec<Commit> = Vec::new();
     for writer in writers {
         commits.extend(writer.await??);
     }
@@ -279,6 +308,7 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
         achieved,
         latencies: Vec::new(),
         commit_latencies: Vec::new(),
+        schedule_lags: Vec::new(),
         acked_before_commit_returned: 0,
         missing: 0,
         cpu,
@@ -286,11 +316,19 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
         published: report.published,
         statements,
     };
-    for (id, returned, commit_took, in_window) in commits {
+    for Commit {
+        id,
+        returned,
+        took,
+        lag,
+        in_window,
+    } in commits
+    {
         if !in_window {
             continue;
         }
-        case.commit_latencies.push(commit_took);
+        case.commit_latencies.push(took);
+        case.schedule_lags.push(lag);
         if placement == Placement::Nowhere {
             continue;
         }

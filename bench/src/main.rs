@@ -30,6 +30,7 @@ mod latency;
 mod machine;
 mod memory;
 mod naive_relay;
+mod offered;
 mod pgstats;
 mod record;
 mod report;

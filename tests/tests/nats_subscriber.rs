@@ -669,13 +669,15 @@ async fn long_handlers_are_kept_alive_with_progress_acks() {
     let seen = Arc::clone(&calls);
     let running = fx
         .subscriber()
-        .ack_wait(Duration::from_millis(600))
+        .ack_wait(Duration::from_millis(1200))
         .max_in_flight(2)
         .on(move |step: Step, delivery: Delivery| {
             let seen = Arc::clone(&seen);
             async move {
                 record_step(&seen, &step, &delivery);
-                tokio::time::sleep(Duration::from_millis(1500)).await;
+                // Well past the ack wait, which is kept long enough that a
+                // busy machine's late progress ack is still in time.
+                tokio::time::sleep(Duration::from_millis(3000)).await;
                 Ok(())
             }
         })
@@ -683,7 +685,7 @@ async fn long_handlers_are_kept_alive_with_progress_acks() {
         .await
         .unwrap()
         .spawn();
-    eventually("all handled", Duration::from_secs(10), || async {
+    eventually("all handled", Duration::from_secs(20), || async {
         len(&calls) == 3 && fx.consumer_info().await.num_ack_pending == 0
     })
     .await;
@@ -921,6 +923,9 @@ async fn the_span_continues_the_producers_trace() {
     let _guard = tracing::subscriber::set_default(
         tracing_subscriber::registry().with(SpanFields(Arc::clone(&fields))),
     );
+    // Other tests of this binary run on other threads with no subscriber:
+    // make sure no callsite keeps an interest cached before this one existed.
+    tracing::callsite::rebuild_interest_cache();
     let fx = SubscriberFixture::shared().await;
     let mut message = fx.message(&Step { n: 1 }, "a", 1);
     message.traceparent = Some(
