@@ -185,6 +185,7 @@ pub(crate) async fn connect_schema(
     options
         .set_schema_search_path(schema.to_owned())
         .max_connections(connections)
+        .test_before_acquire(false)
         .sqlx_logging(false);
     Ok(Database::connect(options).await?)
 }

@@ -22,6 +22,7 @@ pub struct ConfigError {
 /// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
 /// | `max_in_flight` | 4,096 | publishes awaiting their ack at once, over all batches |
 /// | `lease` | 30 s | how long a claim is held; renewed every third of it while a batch is in flight |
+/// | `gather` | 2 ms | while a batch is publishing, how long just-committed messages may wait for more to join them in one claim (none wait while nothing is in flight) |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
 /// | `unavailable_backoff` | 100 ms … 5 s | global pause, doubling, while the broker is unavailable |
@@ -33,6 +34,7 @@ pub struct ProcessorConfig {
     pub(crate) batches_in_flight: usize,
     pub(crate) max_in_flight: usize,
     pub(crate) lease: Duration,
+    pub(crate) gather: Duration,
     pub(crate) poll_interval: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) unavailable_backoff: (Duration, Duration),
@@ -47,6 +49,7 @@ impl Default for ProcessorConfig {
             batches_in_flight: 3,
             max_in_flight: 4096,
             lease: Duration::from_secs(30),
+            gather: Duration::from_millis(2),
             poll_interval: Duration::from_secs(1),
             retry: RetryPolicy::default(),
             unavailable_backoff: (Duration::from_millis(100), Duration::from_secs(5)),
@@ -77,6 +80,12 @@ impl ProcessorConfig {
     /// processor's lease ran out is still recognised.
     pub fn lease(&self) -> Duration {
         self.lease
+    }
+
+    /// How long just-committed messages may wait for more while a batch is
+    /// publishing (default 2 ms).
+    pub fn gather(&self) -> Duration {
+        self.gather
     }
 
     /// The fallback poll interval (default 1 s).

@@ -40,6 +40,10 @@ struct Engine<S, P> {
     unavailable_backoff: (Duration, Duration),
     /// Fast-path ids not yet claimed.
     committed: VecDeque<MessageId>,
+    /// When the oldest of `committed` arrived.
+    committed_since: Option<Instant>,
+    /// See [`ProcessorConfig::gather`](super::ProcessorConfig::gather).
+    gather: Duration,
     /// An ordinary claim is due.
     claim_due: bool,
     /// A fast-path claim came up short (an earlier message of an aggregate
@@ -87,6 +91,8 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         poll_interval: config.poll_interval,
         unavailable_backoff: config.unavailable_backoff,
         committed: VecDeque::new(),
+        committed_since: None,
+        gather: config.gather,
         claim_due: true, // catch up with whatever is pending at start
         recheck_after_batch: false,
         broker_pause: None,
@@ -124,6 +130,15 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         let woken = wake.take();
         engine.claim_due |= woken.claim;
         engine.take_committed(woken.committed);
+        if let Some(until) = engine.gathering(batches.len()) {
+            tokio::select! {
+                () = wake.woken() => {}
+                Some(done) = batches.join_next() => engine.finished(done),
+                () = sleep_until(until) => {}
+                () = shutdown.cancelled() => {}
+            }
+            continue;
+        }
         let Some(claim) = engine.next_claim() else {
             tokio::select! {
                 () = wake.woken() => {}
@@ -177,18 +192,38 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
 
 impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     fn take_committed(&mut self, ids: Vec<MessageId>) {
+        if self.committed.is_empty() && !ids.is_empty() {
+            self.committed_since = Some(Instant::now());
+        }
         self.committed.extend(ids);
         if self.committed.len() > FAST_PATH_CAPACITY {
             // Too many to hold: an ordinary claim finds them all.
             self.committed.clear();
+            self.committed_since = None;
             self.claim_due = true;
         }
+    }
+
+    /// Until when just-committed messages wait for more before they are
+    /// claimed: only while `in_flight` batches are publishing, less than a
+    /// batch has gathered, and the oldest has waited less than `gather`.
+    fn gathering(&self, in_flight: usize) -> Option<Instant> {
+        if in_flight == 0
+            || self.committed.is_empty()
+            || self.committed.len() >= self.batch_size as usize
+        {
+            return None;
+        }
+        let until = self.committed_since? + self.gather;
+        (Instant::now() < until).then_some(until)
     }
 
     fn next_claim(&mut self) -> Option<Claim> {
         if !self.committed.is_empty() {
             let take = self.committed.len().min(self.batch_size as usize);
-            return Some(Claim::Committed(self.committed.drain(..take).collect()));
+            let claim = Claim::Committed(self.committed.drain(..take).collect());
+            self.committed_since = (!self.committed.is_empty()).then(Instant::now);
+            return Some(claim);
         }
         if std::mem::take(&mut self.claim_due) {
             return Some(Claim::Oldest);

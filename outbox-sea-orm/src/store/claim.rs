@@ -9,7 +9,7 @@ use sea_orm::sea_query::ArrayType;
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
 use uuid::Uuid;
 
-use super::{SeaOrmOutboxStore, millis, store_err};
+use super::{ASYNC_COMMIT, SeaOrmOutboxStore, millis, store_err};
 use crate::dialect::{Dialect, Sql};
 use crate::row::{message_columns, read_message};
 
@@ -145,10 +145,14 @@ async fn claim_in_one_statement(
              AND e.id NOT IN (SELECT id FROM candidates){fence}) \
          ) \
          UPDATE {table} AS m SET lease_token = {token_param}, lease_expires_at = {until} \
-         FROM claimable WHERE m.id = claimable.claim_id \
+         FROM claimable{async_commit} WHERE m.id = claimable.claim_id \
          RETURNING {columns}, lease_expires_at",
         eligible = eligible(dialect, &table),
         columns = message_columns(dialect, ""),
+        async_commit = match dialect {
+            Dialect::Postgres => format!(", {ASYNC_COMMIT}"),
+            _ => String::new(),
+        },
     ));
     let statement = sql.build();
     let rows = if dialect == Dialect::Postgres && !by_ids {

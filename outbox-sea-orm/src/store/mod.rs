@@ -27,6 +27,17 @@ use crate::dialect::Dialect;
 /// writer), then keeps a message only if every earlier unpublished message of
 /// its aggregate is among the rows *it* locked. Two claimers can therefore
 /// never split one aggregate's history between them.
+///
+/// On PostgreSQL the claim and the completion, the processor's two
+/// statements per batch, commit asynchronously (`synchronous_commit = off`
+/// for their own transaction only): they return without waiting for the WAL
+/// flush, and add no flush of their own to the writers'. A database crash
+/// can lose the last such commits (up to three `wal_writer_delay`s, 600 ms
+/// by default); what it loses is bookkeeping that at-least-once delivery
+/// already covers: a lost claim leaves its rows claimable, a lost completion
+/// leaves its rows pending, and the message is published again with the same
+/// `Nats-Msg-Id` (dropped by the stream's deduplication window, or by the
+/// consumers' inbox). The application's own commits are not affected.
 #[derive(Debug, Clone)]
 pub struct SeaOrmOutboxStore {
     db: DatabaseConnection,
@@ -50,6 +61,12 @@ impl SeaOrmOutboxStore {
         self.dialect.quote(self.config.table().as_str())
     }
 }
+
+/// PostgreSQL: a one-row subquery that, joined into a statement, makes the
+/// statement's own transaction commit asynchronously (see
+/// [`SeaOrmOutboxStore`]). `set_config` is volatile, so the planner keeps and
+/// runs it.
+const ASYNC_COMMIT: &str = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
 
 fn store_err(what: &'static str) -> impl Fn(sea_orm::DbErr) -> StoreError {
     move |err| StoreError::new(what, err)

@@ -8,7 +8,7 @@ use outbox_core::{
 };
 use sea_orm::ConnectionTrait;
 
-use super::{SeaOrmOutboxStore, millis, store_err};
+use super::{ASYNC_COMMIT, SeaOrmOutboxStore, millis, store_err};
 use crate::config::Retention;
 use crate::dialect::{Dialect, Sql};
 
@@ -68,7 +68,8 @@ pub(super) async fn complete(
 
 /// PostgreSQL: marks `published` with their stream sequences as one
 /// statement whose text is the same for every batch (ids and sequences as
-/// two arrays), so it is prepared once per connection.
+/// two arrays), so it is prepared once per connection; it commits
+/// asynchronously (see [`SeaOrmOutboxStore`]).
 fn mark_published_pg(sql: &mut Sql, table: &str, token: LeaseToken, published: &[Published]) {
     let ids = sql.param_array(
         sea_orm::sea_query::ArrayType::Uuid,
@@ -88,7 +89,7 @@ fn mark_published_pg(sql: &mut Sql, table: &str, token: LeaseToken, published: &
     sql.push(&format!(
         "UPDATE {table} AS m SET status = 1, published_at = now(), lease_token = NULL, \
          lease_expires_at = NULL, stream_sequence = nullif(p.stream_sequence, -1) \
-         FROM unnest({ids}, {sequences}) AS p(id, stream_sequence) \
+         FROM unnest({ids}, {sequences}) AS p(id, stream_sequence), {ASYNC_COMMIT} \
          WHERE m.id = p.id AND m.status = 0 AND m.lease_token = {token}"
     ));
 }
