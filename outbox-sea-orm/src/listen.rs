@@ -1,8 +1,6 @@
 //! Wake-up sources for the processor: commits of this process, and
 //! PostgreSQL notifications from other processes.
 
-use std::time::Duration;
-
 use outbox_core::{WakeHandle, WakeSource};
 
 use crate::wake::{CommitListener, Wake};
@@ -33,7 +31,8 @@ pub struct PgNotifications {
 }
 
 /// Pause before listening again after the connection failed.
-const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+#[cfg(feature = "postgres")]
+const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl PgNotifications {
     /// Notifications on `db`'s outbox channel, or `None` when `db` is not

@@ -172,11 +172,13 @@ pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
 }
 
 /// The statement that drops the inbox table.
+#[cfg(feature = "migration")]
 pub(crate) fn drop_inbox(dialect: Dialect, table: &TableName) -> String {
     drop_outbox(dialect, table)
 }
 
 /// The statement that drops the outbox table.
+#[cfg(feature = "migration")]
 pub(crate) fn drop_outbox(dialect: Dialect, table: &TableName) -> String {
     format!("DROP TABLE IF EXISTS {}", dialect.quote(table.as_str()))
 }
