@@ -136,7 +136,8 @@ impl Outbox {
     /// A processor on this outbox, publishing with `publisher`, woken by the
     /// commits of this process (leased by id, no query to find them) and, on
     /// PostgreSQL, by the `NOTIFY`s of other processes; it polls as a
-    /// fallback. Tune it with the returned builder, then `build()?.spawn()`.
+    /// fallback. While it (or its builder) exists, this process's commits
+    /// send no `NOTIFY`: it serves them itself. Tune it with the returned builder, then `build()?.spawn()`.
     ///
     /// The same call runs a processor as its own process: its commit
     /// listener then simply stays quiet.
@@ -150,9 +151,12 @@ impl Outbox {
     /// ```
     pub fn processor<P: Publisher>(&self, publisher: P) -> ProcessorBuilder<SeaOrmOutboxStore, P> {
         let store = SeaOrmOutboxStore::new(self.db().clone(), self.config().clone());
-        let builder = Processor::builder(store, publisher).wake_on(self.listen());
-        // Its own commits reach it through the listener; NOTIFYs from this
-        // process would only make it claim twice.
+        // Its own commits reach it through the listener, and while it lives
+        // they send no NOTIFY (it claims them at once; other processes would
+        // only find them leased); NOTIFYs from this process, e.g. after
+        // `Outbox::wake`, would only make it claim twice.
+        let builder =
+            Processor::builder(store, publisher).wake_on(self.inner.wakers.listen_to_serve());
         match PgNotifications::new(self.db(), self.config()) {
             Some(notifications) => {
                 builder.wake_on(notifications.ignoring(self.inner.wakers.origin()))

@@ -9,9 +9,12 @@
 //!   millisecond for all writers of this process. `pg_notify` inside every
 //!   transaction serializes commits on a global lock (measured here: 8 writers
 //!   fell from 5,000 to ~1,900-2,700 transactions/s); this costs writers one
-//!   atomic store.
+//!   atomic store. While a processor of this process serves the commits
+//!   (one built by [`Outbox::processor`](crate::Outbox::processor)), no
+//!   `NOTIFY` is sent for them: that processor claims them at once, and a
+//!   processor elsewhere woken for them would only find them leased.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -42,6 +45,18 @@ pub enum Wake {
 #[derive(Debug)]
 pub struct CommitListener {
     receiver: broadcast::Receiver<Arc<[OutboxMessage]>>,
+    /// Held by a processor's listener: this process's commits are served.
+    _serving: Option<Serving>,
+}
+
+/// Counts a processor serving this process's commits while it lives.
+#[derive(Debug)]
+struct Serving(Arc<AtomicUsize>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl CommitListener {
@@ -60,6 +75,8 @@ impl CommitListener {
 #[derive(Debug)]
 pub(crate) struct Wakers {
     local: broadcast::Sender<Arc<[OutboxMessage]>>,
+    /// Processors of this process listening to its commits.
+    serving: Arc<AtomicUsize>,
     remote: Option<Arc<RemoteWaker>>,
     remote_task: OnceLock<()>,
     /// Sent as every `NOTIFY`'s payload, so this process's own processor can
@@ -95,6 +112,7 @@ impl Wakers {
             });
         Self {
             local: broadcast::channel(LISTENER_BACKLOG).0,
+            serving: Arc::new(AtomicUsize::new(0)),
             remote,
             remote_task: OnceLock::new(),
             origin,
@@ -118,11 +136,23 @@ impl Wakers {
     pub(crate) fn listen(&self) -> CommitListener {
         CommitListener {
             receiver: self.local.subscribe(),
+            _serving: None,
         }
     }
 
-    /// Called after a commit: hands the messages to local listeners and
-    /// marks other processes for a coalesced wake-up.
+    /// A listener for a processor that serves this process's commits: while
+    /// it lives, they send no `NOTIFY`.
+    pub(crate) fn listen_to_serve(&self) -> CommitListener {
+        self.serving.fetch_add(1, Ordering::AcqRel);
+        CommitListener {
+            receiver: self.local.subscribe(),
+            _serving: Some(Serving(Arc::clone(&self.serving))),
+        }
+    }
+
+    /// Called after a commit: hands the messages to local listeners and,
+    /// unless a processor of this process serves them, marks other processes
+    /// for a coalesced wake-up.
     pub(crate) fn committed(&self, messages: Vec<OutboxMessage>) {
         if messages.is_empty() {
             return;
@@ -131,7 +161,9 @@ impl Wakers {
             // No receiver, or all gone: nothing to do, nothing buffered.
             let _ = self.local.send(messages.into());
         }
-        self.wake_remote();
+        if self.serving.load(Ordering::Acquire) == 0 {
+            self.wake_remote();
+        }
     }
 
     /// Marks other processes for a wake-up (e.g. after the application

@@ -1332,6 +1332,56 @@ async fn postgres_commit_notifies_other_processes() {
     assert_eq!(notification.channel(), channel);
 }
 
+/// While a processor built from the outbox exists, this process's commits
+/// send no `NOTIFY`: that processor serves them itself (a processor elsewhere
+/// would only find them leased). Once it is gone, they notify again.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_commits_served_by_a_local_processor_send_no_notify() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let (config, mut listener) = own_notify_table(&test).await;
+    let outbox = Outbox::new(test.db.clone(), config);
+    let orders = outbox.repository::<Order>();
+
+    let processor = outbox.processor(NeverRun);
+    for i in 0..5 {
+        orders
+            .save(&mut Order::place(format!("o-{i}"), 1).unwrap())
+            .await
+            .unwrap();
+    }
+    assert!(
+        timeout(Duration::from_millis(500), listener.recv())
+            .await
+            .is_err(),
+        "no NOTIFY while a local processor serves the commits"
+    );
+
+    drop(processor);
+    orders
+        .save(&mut Order::place("o-after", 1).unwrap())
+        .await
+        .unwrap();
+    timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("a NOTIFY once no local processor serves")
+        .unwrap();
+}
+
+/// The publisher of a processor that is built and never run.
+struct NeverRun;
+
+impl outbox_core::Publisher for NeverRun {
+    async fn publish(
+        &self,
+        message: &outbox_core::OutboxMessage,
+    ) -> Result<outbox_core::PublishAck, outbox_core::PublishError> {
+        panic!(
+            "the processor is never run, yet it published {}",
+            message.id
+        )
+    }
+}
+
 /// Many rapid commits are coalesced into far fewer notifications.
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_notifications_are_coalesced() {
