@@ -7,7 +7,7 @@ use outbox_core::MessageContext;
 use crate::aggregate_entity::AggregateEntity;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
-use crate::unit_of_work::{PrimaryKeyOf, load};
+use crate::unit_of_work::{Change, PrimaryKeyOf, load};
 
 /// Loads and saves `A` aggregates, each save in a unit of work of its own.
 /// (To save several aggregates atomically, use a
@@ -59,18 +59,26 @@ impl<A: AggregateEntity> Repository<A> {
         aggregate: &mut A,
         context: MessageContext,
     ) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin_with(context).await?;
-        let new_version = uow.write_save(&*aggregate).await?;
-        uow.commit().await?;
-        aggregate.events_mut().mark_saved(new_version);
-        Ok(())
+        self.commit_change(aggregate, context, Change::Save).await
     }
 
     /// Deletes the aggregate and writes the events it recorded, in one
     /// transaction. When it fails, the aggregate is as it was.
     pub async fn delete(&self, aggregate: &mut A) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin().await?;
-        let new_version = uow.write_delete(&*aggregate).await?;
+        self.commit_change(aggregate, MessageContext::new(), Change::Delete)
+            .await
+    }
+
+    /// One unit of work for `change`; the aggregate is marked saved only
+    /// once it committed.
+    async fn commit_change(
+        &self,
+        aggregate: &mut A,
+        context: MessageContext,
+        change: Change,
+    ) -> Result<(), OutboxError> {
+        let mut uow = self.outbox.begin_with(context).await?;
+        let new_version = uow.write_change(&*aggregate, change).await?;
         uow.commit().await?;
         aggregate.events_mut().mark_saved(new_version);
         Ok(())

@@ -14,7 +14,8 @@ use outbox_core::{
 };
 use outbox_sea_orm::migration::OutboxMigrator;
 use outbox_sea_orm::{
-    Outbox, OutboxConfig, OutboxError, STANDALONE, SeaOrmOutboxStore, Wake, create_schema,
+    Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore, Wake,
+    create_schema,
 };
 use outbox_tests::orders::{Order, OrderAmended, entity};
 use outbox_tests::{Backend, TestDb};
@@ -136,6 +137,14 @@ async fn order_events(test: &TestDb, id: &str) -> Vec<(String, i64)> {
     .into_iter()
     .map(|r| (r.event_name, r.sequence))
     .collect()
+}
+
+/// Saves a new order `id` of 100 cents (its `placed` event with it).
+async fn save_new(orders: &Repository<Order>, id: &str) {
+    orders
+        .save(&mut Order::place(id, 100).unwrap())
+        .await
+        .unwrap();
 }
 
 /// Asserts the database holds no order and no outbox row at all.
@@ -393,10 +402,7 @@ async fn application_statements_share_the_transaction(test: TestDb) {
 async fn stale_save_is_a_conflict(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
     let mut first = orders.load("o-1").await.unwrap().unwrap();
     let mut second = orders.load("o-1").await.unwrap().unwrap();
     let mut third = orders.load("o-1").await.unwrap().unwrap();
@@ -452,10 +458,7 @@ async fn stale_save_is_a_conflict(test: TestDb) {
 async fn concurrent_saves_one_wins(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
     let mut copies = Vec::new();
     for total in [200_i64, 300] {
         let mut order = orders.load("o-1").await.unwrap().unwrap();
@@ -504,10 +507,7 @@ async fn race(outbox: &Outbox, copies: Vec<Order>, expected_version: u64) -> Vec
 async fn creating_an_existing_id_is_a_conflict(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
     let mut again = Order::place("o-1", 500).unwrap();
     assert_conflict(orders.save(&mut again).await, "o-1", 0);
     let stored = order_row(&test, "o-1").await.unwrap();
@@ -663,10 +663,7 @@ async fn save_is_written_by_the_commit(test: TestDb) {
 async fn recreating_a_deleted_aggregate_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
     let mut order = orders.load("o-1").await.unwrap().unwrap();
     order.amend(0).unwrap();
     orders.delete(&mut order).await.unwrap();
@@ -689,14 +686,8 @@ async fn recreating_a_deleted_aggregate_writes_nothing(test: TestDb) {
 async fn delete_checks_the_version_and_writes_events(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
-    orders
-        .save(&mut Order::place("o-2", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
+    save_new(&orders, "o-2").await;
 
     let mut order = orders.load("o-1").await.unwrap().unwrap();
     order.amend(0).unwrap(); // the "archived" event
@@ -893,10 +884,7 @@ async fn over_long_aggregate_id_is_invalid(test: TestDb) {
 async fn failed_commit_leaves_the_aggregate_for_a_retry(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    orders
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&orders, "o-1").await;
     let mut order = orders.load("o-1").await.unwrap().unwrap();
     order.amend(200).unwrap();
     let too_long = MessageContext::new().with_correlation_id("c".repeat(256));

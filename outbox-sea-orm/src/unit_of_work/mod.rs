@@ -21,6 +21,15 @@ use crate::error::OutboxError;
 use crate::outbox::Outbox;
 use crate::row::insert_messages;
 
+/// What a unit of work does to an aggregate's row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Change {
+    /// Insert it (version 0) or update it at its loaded version.
+    Save,
+    /// Delete it at its loaded version.
+    Delete,
+}
+
 /// The primary key value type of an aggregate's entity.
 pub type PrimaryKeyOf<A> =
     <<<A as AggregateEntity>::Entity as EntityTrait>::PrimaryKey as PrimaryKeyTrait>::ValueType;
@@ -137,21 +146,7 @@ impl UnitOfWork {
     /// unit of work should then be dropped. On success the aggregate is at
     /// its new version with no pending events.
     pub async fn save<A: AggregateEntity>(&mut self, aggregate: &mut A) -> Result<(), OutboxError> {
-        let new_version = self.write_save(&*aggregate).await?;
-        aggregate.events_mut().mark_saved(new_version);
-        Ok(())
-    }
-
-    /// Writes (or prepares) what [`save`](UnitOfWork::save) writes and
-    /// returns the new version, leaving the aggregate untouched (the
-    /// repository marks it saved only once the commit succeeded).
-    pub(crate) async fn write_save<A: AggregateEntity>(
-        &mut self,
-        aggregate: &A,
-    ) -> Result<u64, OutboxError> {
-        let changes = self.changes(aggregate);
-        let write = AggregateWrite::save(aggregate, &changes, self.backend())?;
-        self.write(write, changes).await
+        self.apply(aggregate, Change::Save).await
     }
 
     /// Deletes the aggregate's row if its stored version is still the loaded
@@ -161,19 +156,34 @@ impl UnitOfWork {
         &mut self,
         aggregate: &mut A,
     ) -> Result<(), OutboxError> {
-        let new_version = self.write_delete(&*aggregate).await?;
+        self.apply(aggregate, Change::Delete).await
+    }
+
+    async fn apply<A: AggregateEntity>(
+        &mut self,
+        aggregate: &mut A,
+        change: Change,
+    ) -> Result<(), OutboxError> {
+        let new_version = self.write_change(&*aggregate, change).await?;
         aggregate.events_mut().mark_saved(new_version);
         Ok(())
     }
 
-    /// Writes (or prepares) what [`delete`](UnitOfWork::delete) writes and
-    /// returns the new version, leaving the aggregate untouched.
-    pub(crate) async fn write_delete<A: AggregateEntity>(
+    /// Writes (or prepares) what [`save`](UnitOfWork::save) or
+    /// [`delete`](UnitOfWork::delete) writes and returns the new version,
+    /// leaving the aggregate untouched (the repository marks it saved only
+    /// once the commit succeeded).
+    pub(crate) async fn write_change<A: AggregateEntity>(
         &mut self,
         aggregate: &A,
+        change: Change,
     ) -> Result<u64, OutboxError> {
         let changes = self.changes(aggregate);
-        let write = AggregateWrite::delete(aggregate, &changes, self.backend())?;
+        let backend = self.backend();
+        let write = match change {
+            Change::Save => AggregateWrite::save(aggregate, &changes, backend)?,
+            Change::Delete => AggregateWrite::delete(aggregate, &changes, backend)?,
+        };
         self.write(write, changes).await
     }
 
