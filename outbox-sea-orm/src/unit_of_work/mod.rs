@@ -234,15 +234,14 @@ impl UnitOfWork {
     /// unit are already at their new versions: reload them to retry.
     pub async fn commit(mut self) -> Result<Vec<MessageId>, OutboxError> {
         let mut messages = std::mem::take(&mut self.messages);
-        let db = self.outbox.db().clone();
-        let table = self.outbox.config().table().clone();
-        let dialect = Dialect::of(db.get_database_backend());
+        let dialect = Dialect::of(self.backend());
         if self.txn.is_none() && one_statement::fits(dialect, self.pending.len(), messages.len()) {
-            one_statement::commit(&db, &table, self.pending.first(), &mut messages).await?;
+            let (db, table) = (self.outbox.db(), self.outbox.config().table());
+            one_statement::commit(db, table, self.pending.pop(), &mut messages).await?;
         } else {
             self.connection().await?;
             if let Some(txn) = self.txn.take() {
-                commit_transaction(txn, &table, &mut messages).await?;
+                commit_transaction(txn, self.outbox.config().table(), &mut messages).await?;
             }
         }
         let ids = messages.iter().map(|m| m.id).collect();

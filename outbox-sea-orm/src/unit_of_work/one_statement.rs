@@ -33,7 +33,7 @@ pub(super) fn fits(dialect: Dialect, writes: usize, messages: usize) -> bool {
 pub(super) async fn commit(
     db: &DatabaseConnection,
     table: &TableName,
-    write: Option<&AggregateWrite>,
+    write: Option<AggregateWrite>,
     messages: &mut [OutboxMessage],
 ) -> Result<(), OutboxError> {
     let Some(write) = write else {
@@ -44,12 +44,13 @@ pub(super) async fn commit(
     }
     let dialect = Dialect::of(db.get_database_backend());
     as_stored(dialect, messages);
-    let (mut sql, written) = Sql::embedding(write.returning_a_row());
+    let (statement, check) = write.returning_a_row();
+    let (mut sql, written) = Sql::embedding(statement);
     sql.push(&format!("WITH {WRITTEN} AS ({written}) "));
     push_insert(&mut sql, table, messages, Some(WRITTEN))?;
     match db.execute_raw(sql.build()).await {
-        Ok(result) if result.rows_affected() == 0 => Err(write.conflict()),
+        Ok(result) if result.rows_affected() == 0 => Err(check.conflict()),
         Ok(_) => Ok(()),
-        Err(err) => Err(write.refused(err, table)),
+        Err(err) => Err(check.refused(err, table)),
     }
 }

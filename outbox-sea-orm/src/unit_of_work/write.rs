@@ -16,6 +16,12 @@ use crate::error::OutboxError;
 /// An aggregate's row change, with what a refusal means.
 pub(super) struct AggregateWrite {
     statement: Statement,
+    check: WriteCheck,
+}
+
+/// What a statement holding an [`AggregateWrite`] means when it applies to
+/// no row or is refused.
+pub(super) struct WriteCheck {
     /// A new aggregate: a unique violation means it exists already.
     /// Otherwise the statement matches the row only at the loaded version:
     /// no row means it changed since.
@@ -64,36 +70,38 @@ impl AggregateWrite {
     }
 
     fn new(statement: Statement, creates: bool, changes: &AggregateChanges) -> Self {
-        Self {
-            statement,
+        let check = WriteCheck {
             creates,
             aggregate_type: changes.aggregate_type,
             aggregate_id: changes.aggregate_id.clone(),
             expected_version: changes.expected_version,
-        }
+        };
+        Self { statement, check }
     }
 
     /// Runs the write alone on `db`.
     pub(super) async fn execute(
-        &self,
+        self,
         db: &impl ConnectionTrait,
         table: &TableName,
     ) -> Result<(), OutboxError> {
-        match db.execute_raw(self.statement.clone()).await {
-            Ok(result) if result.rows_affected() == 0 => Err(self.conflict()),
+        match db.execute_raw(self.statement).await {
+            Ok(result) if result.rows_affected() == 0 => Err(self.check.conflict()),
             Ok(_) => Ok(()),
-            Err(err) => Err(self.refused(err, table)),
+            Err(err) => Err(self.check.refused(err, table)),
         }
     }
 
     /// The write as `<statement> RETURNING 1`, for a common table expression
-    /// that returns a row only if it applied.
-    pub(super) fn returning_a_row(&self) -> Statement {
-        let mut statement = self.statement.clone();
+    /// that returns a row only if it applied, and how to read its outcome.
+    pub(super) fn returning_a_row(self) -> (Statement, WriteCheck) {
+        let mut statement = self.statement;
         statement.sql.push_str(" RETURNING 1");
-        statement
+        (statement, self.check)
     }
+}
 
+impl WriteCheck {
     /// The error of a write that did not apply.
     pub(super) fn conflict(&self) -> OutboxError {
         OutboxError::ConcurrencyConflict {
