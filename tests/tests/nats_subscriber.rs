@@ -1,7 +1,8 @@
 //! Typed subscribers on the machine's nats-server: dispatch by type and
 //! version with upcasts, retries with growing delays, dead letters with
 //! reasons (handler failures and garbage), per-aggregate order under
-//! concurrency, shutdown, consumer verification, tracing and metrics.
+//! concurrency, shutdown, consumer verification and metrics (tracing: in
+//! `nats_subscriber_tracing.rs`, a process of its own).
 //! Each test has its own streams and durable (see `SubscriberFixture`).
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
@@ -911,108 +912,6 @@ async fn build_creates_then_verifies_the_consumer() {
         .unwrap_err();
     assert!(matches!(looping, BuildError::InvalidConfig(_)), "{looping}");
     fx.delete().await;
-}
-
-// ------------------------------------------------------------- tracing
-
-/// The span of a message carries the producer's trace id and span id.
-#[tokio::test] // current-thread: the thread-local tracing dispatcher sees every task
-async fn the_span_continues_the_producers_trace() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let fields = log();
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::registry().with(SpanFields(Arc::clone(&fields))),
-    );
-    // Other tests of this binary run on other threads with no subscriber:
-    // make sure no callsite keeps an interest cached before this one existed.
-    tracing::callsite::rebuild_interest_cache();
-    let fx = SubscriberFixture::shared().await;
-    let mut message = fx.message(&Step { n: 1 }, "a", 1);
-    message.traceparent = Some(
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-            .parse()
-            .unwrap(),
-    );
-    fx.publish(&message).await;
-    let steps = log();
-    let running = fx
-        .subscriber()
-        .on(recorder::<Step>(&steps))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("handled", Duration::from_secs(5), || async {
-        len(&steps) == 1
-    })
-    .await;
-    settle_and_shut_down(&fx, running).await;
-
-    let fields: BTreeMap<String, String> = fields.lock().unwrap().iter().cloned().collect();
-    assert_eq!(
-        fields.get("trace_id").map(String::as_str),
-        Some("4bf92f3577b34da6a3ce929d0e0e4736")
-    );
-    assert_eq!(
-        fields.get("parent_span_id").map(String::as_str),
-        Some("00f067aa0ba902b7")
-    );
-    let id = message.id.to_string();
-    assert_eq!(fields.get("message_id"), Some(&id));
-    assert_eq!(fields.get("event").map(String::as_str), Some("sub.step"));
-    assert_eq!(fields.get("outcome").map(String::as_str), Some("handled"));
-    fx.delete().await;
-}
-
-/// Records the fields of `outbox.consume` spans.
-struct SpanFields(Log<(String, String)>);
-
-impl<S> tracing_subscriber::Layer<S> for SpanFields
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        _: &tracing::span::Id,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if attrs.metadata().name() == "outbox.consume" {
-            attrs.record(&mut FieldLog(&self.0));
-        }
-    }
-
-    fn on_record(
-        &self,
-        span: &tracing::span::Id,
-        values: &tracing::span::Record<'_>,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if ctx
-            .span(span)
-            .is_some_and(|span| span.name() == "outbox.consume")
-        {
-            values.record(&mut FieldLog(&self.0));
-        }
-    }
-}
-
-struct FieldLog<'a>(&'a Log<(String, String)>);
-
-impl tracing::field::Visit for FieldLog<'_> {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((field.name().to_owned(), value.to_owned()));
-    }
-
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((field.name().to_owned(), format!("{value:?}")));
-    }
 }
 
 // ------------------------------------------------------------- metrics
