@@ -153,19 +153,7 @@ impl BenchDb {
 impl Drop for BenchDb {
     fn drop(&mut self) {
         let drop_sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        // Drop runs inside the runtime: clean up on a thread with its own.
-        let cleanup = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let admin = admin().await.ok()?;
-                admin.execute_unprepared(&drop_sql).await.ok()?;
-                admin.close().await.ok()
-            })
-        });
-        let _ = cleanup.join();
+        outbox_tests::db::execute_detached(with_application_name(&postgres_url()), drop_sql);
     }
 }
 

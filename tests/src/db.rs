@@ -169,25 +169,30 @@ impl Drop for TestDb {
             Backend::MySql => format!("DROP DATABASE IF EXISTS {}", self.name),
             Backend::Sqlite => return, // the temp dir goes with `_dir`
         };
-        let url = self.url.clone();
-        // Drop may run inside a runtime (or while unwinding): clean up on a
-        // thread of its own with a runtime of its own.
-        let cleanup = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let admin = tokio::time::timeout(Duration::from_secs(10), Database::connect(&url))
-                    .await
-                    .ok()?
-                    .ok()?;
-                admin.execute_unprepared(&drop_sql).await.ok()?;
-                admin.close().await.ok()
-            })
-        });
-        let _ = cleanup.join();
+        execute_detached(self.url.clone(), drop_sql);
     }
+}
+
+/// Runs `sql` on a fresh connection to `url` and waits for it, from code
+/// that may be inside a runtime or unwinding (a `Drop`): on a thread of its
+/// own with a runtime of its own. Cleanup only: failures are ignored (the
+/// schema or database is then left behind, harmlessly).
+pub fn execute_detached(url: String, sql: String) {
+    let cleanup = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let admin = tokio::time::timeout(Duration::from_secs(10), Database::connect(&url))
+                .await
+                .ok()?
+                .ok()?;
+            admin.execute_unprepared(&sql).await.ok()?;
+            admin.close().await.ok()
+        })
+    });
+    let _ = cleanup.join();
 }
 
 /// Runs an async test function once per backend, each in its own isolated

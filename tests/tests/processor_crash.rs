@@ -97,15 +97,12 @@ impl Drop for ProcessorProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_processor_process_loses_and_duplicates_nothing() {
-    let (
-        Setup {
-            test,
-            stream,
-            outbox,
-            table,
-        },
-        _client,
-    ) = shared_setup(Backend::Postgres).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = shared_setup(Backend::Postgres).await;
     let written = write_orders(&outbox, "c", ORDERS, EVENTS_PER_ORDER, 250).await;
     assert_eq!(written, TOTAL);
 

@@ -41,15 +41,13 @@ async fn saved_events_reach_the_stream_once_in_order_on_sqlite() {
 }
 
 async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
-    let (
-        Setup {
-            test,
-            stream,
-            outbox,
-            table,
-        },
-        client,
-    ) = shared_setup(backend).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = shared_setup(backend).await;
+    let client = stream.jetstream.client();
     let processor = spawn_processor(&outbox, client, "/orders-test");
 
     let repository = outbox.repository::<Order>();
@@ -129,16 +127,13 @@ async fn headers_carry_the_wire_contract_on_sqlite() {
 }
 
 async fn headers_carry_the_wire_contract_on(backend: Backend) {
-    let (
-        Setup {
-            test: _test,
-            stream,
-            outbox,
-            table: _,
-        },
-        client,
-    ) = shared_setup(backend).await;
-    let processor = spawn_processor(&outbox, client, "/orders-test");
+    let Setup {
+        test: _test,
+        stream,
+        outbox,
+        table: _,
+    } = shared_setup(backend).await;
+    let processor = spawn_processor(&outbox, stream.jetstream.client(), "/orders-test");
     save_new_order(&outbox, "o-h", 7).await;
     wait_for(&stream, 1).await;
 

@@ -22,15 +22,13 @@ const TOTAL: usize = ORDERS * EVENTS_PER_ORDER;
 const BATCH: usize = 500;
 
 async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
-    let (
-        Setup {
-            test,
-            stream,
-            outbox,
-            table,
-        },
-        client,
-    ) = shared_setup(backend).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = shared_setup(backend).await;
+    let client = stream.jetstream.client();
     write_orders(&outbox, "s", ORDERS, EVENTS_PER_ORDER, 250).await;
 
     let processor = outbox

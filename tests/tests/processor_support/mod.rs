@@ -46,20 +46,19 @@ pub(crate) fn outbox_for(test: &TestDb, prefix: &str) -> (Outbox, String) {
 }
 
 /// A fresh schema on `backend`, a fresh memory stream on the machine's
-/// nats-server, and an outbox for them; with the client the stream was
-/// created on, for the processor's publisher.
-pub(crate) async fn shared_setup(backend: Backend) -> (Setup, async_nats::Client) {
+/// nats-server, and an outbox for them (the stream's
+/// `jetstream.client()` is the client for the processor's publisher).
+pub(crate) async fn shared_setup(backend: Backend) -> Setup {
     let test = TestDb::with_schema(backend).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client.clone()).await;
+    let stream = TestStream::new(client).await;
     let (outbox, table) = outbox_for(&test, &stream.prefix);
-    let setup = Setup {
+    Setup {
         test,
         stream,
         outbox,
         table,
-    };
-    (setup, client)
+    }
 }
 
 /// A fresh schema on `backend`, a file stream capturing `<prefix>.>` on the
@@ -83,11 +82,7 @@ pub(crate) fn spawn_processor(
     client: async_nats::Client,
     source: &str,
 ) -> ProcessorHandle {
-    outbox
-        .processor(JetStreamPublisher::new(client, source))
-        .build()
-        .expect("valid settings")
-        .spawn()
+    spawn_tuned(outbox, client, source, |builder| builder)
 }
 
 /// Spawns a processor made for broker trouble: batches of 100 and a short
@@ -97,14 +92,30 @@ pub(crate) fn spawn_outage_processor(
     client: async_nats::Client,
     source: &str,
 ) -> ProcessorHandle {
-    outbox
-        .processor(JetStreamPublisher::new(client, source))
-        .batch_size(100)
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
+    spawn_tuned(outbox, client, source, |builder| {
+        builder
+            .batch_size(100)
+            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
+    })
+}
+
+/// Spawns a processor publishing through `client`, with the settings `tune`
+/// makes.
+fn spawn_tuned(
+    outbox: &Outbox,
+    client: async_nats::Client,
+    source: &str,
+    tune: impl FnOnce(Builder) -> Builder,
+) -> ProcessorHandle {
+    tune(outbox.processor(JetStreamPublisher::new(client, source)))
         .build()
         .expect("valid settings")
         .spawn()
 }
+
+/// The processor builder of these tests.
+type Builder =
+    outbox_core::processor::ProcessorBuilder<outbox_sea_orm::SeaOrmOutboxStore, JetStreamPublisher>;
 
 /// A retry policy of `max_attempts` with a quick backoff (50 ms up to
 /// 200 ms).
