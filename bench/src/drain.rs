@@ -8,7 +8,6 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -267,17 +266,11 @@ pub(crate) async fn drain(
     let (commits_after, rollbacks_after) = pgstats::transactions(&admin).await?;
     let table = pgstats::table_stats(&admin, &bench.schema).await?;
 
-    let left = admin
-        .query_one_raw(Statement::from_string(
-            DbBackend::Postgres,
-            format!(
-                "SELECT count(*) AS n FROM {}.outbox_messages WHERE status <> 1",
-                bench.schema
-            ),
-        ))
-        .await?
-        .ok_or("no count")?
-        .try_get::<i64>("", "n")?;
+    let unpublished = format!(
+        "SELECT count(*) AS n FROM {}.outbox_messages WHERE status <> 1",
+        bench.schema
+    );
+    let left: i64 = pgstats::scalar(&admin, unpublished, "n").await?;
     admin.close().await?;
     let stored = stream.messages().await?;
     if left != 0 || stored != rows {

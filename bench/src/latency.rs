@@ -21,7 +21,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use outbox_core::{MessageId, ProcessorReport};
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::Outbox;
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -352,14 +351,8 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
 
 /// Unpublished rows.
 async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
-    let row = db
-        .query_one_raw(Statement::from_string(
-            DbBackend::Postgres,
-            "SELECT count(*) AS n FROM outbox_messages WHERE status = 0",
-        ))
-        .await?
-        .ok_or("no count")?;
-    Ok(row.try_get("", "n")?)
+    let sql = "SELECT count(*) AS n FROM outbox_messages WHERE status = 0";
+    pgstats::scalar(db, sql, "n").await
 }
 
 /// Starts this binary as the processor child and waits for its `ready`.

@@ -98,32 +98,38 @@ pub(crate) async fn transactions(admin: &DatabaseConnection) -> Result<(i64, i64
     ))
 }
 
+/// The `column` of the one row `sql` returns.
+pub(crate) async fn scalar<T: sea_orm::TryGetable>(
+    db: &DatabaseConnection,
+    sql: impl Into<String>,
+    column: &str,
+) -> Result<T, BoxError> {
+    let sql = sql.into();
+    let row = db
+        .query_one_raw(Statement::from_string(DbBackend::Postgres, sql.clone()))
+        .await?
+        .ok_or_else(|| format!("no row from `{sql}`"))?;
+    Ok(row.try_get("", column)?)
+}
+
 /// Sessions on this database that are not the bench's.
 pub(crate) async fn other_clients(admin: &DatabaseConnection) -> Result<i64, BoxError> {
-    let row = admin
-        .query_one_raw(Statement::from_string(
-            DbBackend::Postgres,
-            format!(
-                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
-                 AND backend_type = 'client backend' AND application_name <> '{APPLICATION_NAME}'"
-            ),
-        ))
-        .await?
-        .ok_or("no count")?;
-    Ok(row.try_get("", "n")?)
+    let sql = format!(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+         AND backend_type = 'client backend' AND application_name <> '{APPLICATION_NAME}'"
+    );
+    scalar(admin, sql, "n").await
 }
 
 /// Whether `pg_stat_statements` is loaded (it needs
 /// `shared_preload_libraries`, hence a server restart, to be).
 pub(crate) async fn pg_stat_statements(admin: &DatabaseConnection) -> Result<bool, BoxError> {
-    let row = admin
-        .query_one_raw(Statement::from_string(
-            DbBackend::Postgres,
-            "SELECT current_setting('shared_preload_libraries') AS libs",
-        ))
-        .await?
-        .ok_or("no setting")?;
-    let libs: String = row.try_get("", "libs")?;
+    let libs: String = scalar(
+        admin,
+        "SELECT current_setting('shared_preload_libraries') AS libs",
+        "libs",
+    )
+    .await?;
     Ok(libs.contains("pg_stat_statements"))
 }
 
