@@ -150,9 +150,8 @@ impl Wakers {
         }
     }
 
-    /// Called after a commit: hands the messages to local listeners and,
-    /// unless a processor of this process serves them, marks other processes
-    /// for a coalesced wake-up.
+    /// Called after a commit: hands the messages to local listeners and
+    /// marks other processes for a coalesced wake-up.
     pub(crate) fn committed(&self, messages: Vec<OutboxMessage>) {
         if messages.is_empty() {
             return;
@@ -161,15 +160,17 @@ impl Wakers {
             // No receiver, or all gone: nothing to do, nothing buffered.
             let _ = self.local.send(messages.into());
         }
-        if self.serving.load(Ordering::Acquire) == 0 {
-            self.wake_remote();
-        }
+        self.wake_remote();
     }
 
     /// Marks other processes for a wake-up (e.g. after the application
-    /// committed its own transaction with enqueued messages).
-    pub(crate) fn wake_remote(&self) {
+    /// committed its own transaction with enqueued messages), unless a
+    /// processor of this process serves its commits: it claims them itself.
+    fn wake_remote(&self) {
         let Some(remote) = &self.remote else { return };
+        if self.serving.load(Ordering::Acquire) > 0 {
+            return;
+        }
         remote.dirty.store(true, Ordering::Release);
         remote.notify.notify_one();
         self.remote_task.get_or_init(|| {
