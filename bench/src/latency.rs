@@ -86,7 +86,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
         RUN.as_secs()
     );
     let mut checks = Vec::new();
-    for rate in [1000u64, 5000] {
+    for rate in rates()? {
         let (p50_target, p99_target) = match rate {
             1000 => (Duration::from_millis(3), Duration::from_millis(10)),
             _ => (Duration::from_millis(5), Duration::from_millis(20)),
@@ -158,6 +158,22 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
         }
     }
     Ok(checks)
+}
+
+/// The offered rates to measure: 1,000 and 5,000 events/s, or those listed
+/// in `OUTBOX_BENCH_RATES` (e.g. `5000`, to study one rate).
+fn rates() -> Result<Vec<u64>, BoxError> {
+    match std::env::var("OUTBOX_BENCH_RATES") {
+        Ok(list) => list
+            .split(',')
+            .map(|rate| {
+                rate.trim()
+                    .parse()
+                    .map_err(|_| format!("OUTBOX_BENCH_RATES: `{rate}` is not a rate").into())
+            })
+            .collect(),
+        Err(_) => Ok(vec![1000, 5000]),
+    }
 }
 
 impl Case {

@@ -16,6 +16,8 @@
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
 //!
+//! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
+//!
 //! Each part runs in a fresh schema (and a fresh stream) deleted afterwards.
 //! Figures go to standard output; `BENCHMARKS.md` records them with the
 //! machine.

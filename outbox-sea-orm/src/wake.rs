@@ -22,6 +22,8 @@ use outbox_core::OutboxMessage;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::{Notify, broadcast};
 
+use crate::store::ASYNC_COMMIT;
+
 /// How many commits a slow listener may fall behind before it is told it
 /// missed some (and should claim instead).
 const LISTENER_BACKLOG: usize = 4096;
@@ -189,9 +191,11 @@ impl Drop for Wakers {
 }
 
 async fn notify_loop(remote: Arc<RemoteWaker>) {
+    // Committed asynchronously: a NOTIFY lost in a crash costs a poll
+    // interval, and it spares the writers' WAL flushes one more waiter.
     let statement = Statement::from_sql_and_values(
         DbBackend::Postgres,
-        "SELECT pg_notify($1, $2)",
+        format!("SELECT pg_notify($1, $2) FROM {ASYNC_COMMIT}"),
         [remote.channel.clone().into(), remote.origin.clone().into()],
     );
     while !remote.closed.load(Ordering::Acquire) {

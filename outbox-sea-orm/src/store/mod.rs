@@ -64,9 +64,10 @@ impl SeaOrmOutboxStore {
 
 /// PostgreSQL: a one-row subquery that, joined into a statement, makes the
 /// statement's own transaction commit asynchronously (see
-/// [`SeaOrmOutboxStore`]). `set_config` is volatile, so the planner keeps and
-/// runs it.
-const ASYNC_COMMIT: &str = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
+/// [`SeaOrmOutboxStore`]; wake-up `NOTIFY`s commit so too). `set_config` is
+/// volatile, so the planner keeps and runs it.
+pub(crate) const ASYNC_COMMIT: &str =
+    "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
 
 fn store_err(what: &'static str) -> impl Fn(sea_orm::DbErr) -> StoreError {
     move |err| StoreError::new(what, err)
