@@ -3,15 +3,28 @@
 
 use outbox_core::{WakeHandle, WakeSource};
 
-use crate::wake::{CommitListener, Wake};
+use crate::wake::CommitListener;
 
 impl WakeSource for CommitListener {
     /// Hands the ids of just-committed messages to the processor's fast path.
+    /// A processor's own listener (see [`Outbox::processor`](crate::Outbox::processor))
+    /// first takes the processor's lease offer, so this process's writers
+    /// write their messages leased to it and hand them over themselves; it
+    /// passes on the ids of the others.
     async fn run(mut self, wake: WakeHandle) {
-        while let Some(event) = self.recv().await {
-            match event {
-                Wake::Committed(messages) => wake.committed(messages.iter().map(|m| m.id)),
-                Wake::Missed => wake.claim(),
+        if let Some(offer) = wake.offer_leases() {
+            self.take_offer(offer);
+        }
+        while let Some(commit) = self.recv_commit().await {
+            match commit {
+                Some(commit) => wake.committed(
+                    commit
+                        .messages
+                        .iter()
+                        .map(|m| m.id)
+                        .filter(|id| !commit.handed_over.contains(id)),
+                ),
+                None => wake.claim(),
             }
         }
     }

@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use outbox_core::processor::ProcessorBuilder;
+use outbox_core::processor::{LeasedCommit, ProcessorBuilder};
 use outbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
     Processor, Publisher,
@@ -134,9 +134,10 @@ impl Outbox {
     }
 
     /// A processor on this outbox, publishing with `publisher`, woken by the
-    /// commits of this process (leased by id, no query to find them) and, on
-    /// PostgreSQL, by the `NOTIFY`s of other processes; it polls as a
-    /// fallback. While it (or its builder) exists, this process's commits
+    /// commits of this process (leased by id, no query to find them; on
+    /// PostgreSQL the unit of work even writes them leased to it, so it
+    /// publishes them without a claim) and, on PostgreSQL, by the `NOTIFY`s
+    /// of other processes; it polls as a fallback. While it (or its builder) exists, this process's commits
     /// send no `NOTIFY`: it serves them itself. Tune it with the returned builder, then `build()?.spawn()`.
     ///
     /// The same call runs a processor as its own process: its commit
@@ -184,7 +185,17 @@ impl Outbox {
         OutboxMessage::seal(pending, owner, context, self.config().subject_prefix())
     }
 
-    pub(crate) fn committed(&self, messages: Vec<OutboxMessage>) {
-        self.inner.wakers.committed(messages);
+    pub(crate) fn committed(
+        &self,
+        messages: Vec<OutboxMessage>,
+        leased: Option<(LeasedCommit, Vec<MessageId>)>,
+    ) {
+        self.inner.wakers.committed(messages, leased);
+    }
+
+    /// Enters the lease offer of this process's processor for one commit
+    /// (see [`LeasedCommit`]), if one is running and has room.
+    pub(crate) fn enter_lease(&self) -> Option<LeasedCommit> {
+        self.inner.wakers.enter_lease()
     }
 }

@@ -26,7 +26,7 @@ pub(crate) async fn insert_messages(
     as_stored(dialect, messages);
     for chunk in messages.chunks(ROWS_PER_INSERT) {
         let mut sql = Sql::new(dialect);
-        push_insert(&mut sql, table, chunk, None)?;
+        push_insert(&mut sql, table, chunk, None, None)?;
         db.execute_raw(sql.build()).await?;
     }
     Ok(())
@@ -37,37 +37,78 @@ pub(crate) fn fit_one_insert(count: usize) -> bool {
     count <= ROWS_PER_INSERT
 }
 
+/// The columns an INSERT of messages writes, in [`push_row`]'s order.
+const INSERT_COLUMNS: &str = "id, aggregate_type, aggregate_id, sequence, event_name, \
+     event_version, subject, payload, headers, correlation_id, causation_id, tenant, \
+     traceparent, occurred_at, created_at, status, attempts, next_attempt_at";
+
+/// PostgreSQL: rows written already leased to a processor of this process
+/// (see [`outbox_core::processor::LeaseOffer`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseAtCommit {
+    pub(crate) token: Uuid,
+    pub(crate) lease_millis: i64,
+}
+
+/// The column an INSERT with a [`LeaseAtCommit`] returns per row: whether
+/// the row was written leased.
+pub(crate) const LEASED_AT_COMMIT: &str = "leased_at_commit";
+
 /// Appends the INSERT of `messages` as pending rows to `sql`. With `only_if`
 /// (PostgreSQL), the rows are inserted only if the named common table
 /// expression of the statement returned a row:
 /// `INSERT … SELECT * FROM (VALUES …) AS v WHERE EXISTS (SELECT 1 FROM <only_if>)`.
-/// Call [`as_stored`] on the messages first.
+/// With `leased` (PostgreSQL), each row is written leased under its token
+/// unless an earlier message of its aggregate is unpublished (then it waits
+/// for a claim, so order holds), and the statement returns `id` and
+/// [`LEASED_AT_COMMIT`] per row. Call [`as_stored`] on the messages first.
 pub(crate) fn push_insert(
     sql: &mut Sql,
     table: &TableName,
     messages: &[OutboxMessage],
     only_if: Option<&str>,
+    leased: Option<LeaseAtCommit>,
 ) -> Result<(), OutboxError> {
     let dialect = sql.dialect();
-    sql.push(&format!(
-        "INSERT INTO {} (id, aggregate_type, aggregate_id, sequence, event_name, \
-         event_version, subject, payload, headers, correlation_id, causation_id, tenant, \
-         traceparent, occurred_at, created_at, status, attempts, next_attempt_at) ",
-        dialect.quote(table.as_str())
-    ));
-    sql.push(if only_if.is_some() {
-        "SELECT * FROM (VALUES "
-    } else {
-        "VALUES "
-    });
+    let table = dialect.quote(table.as_str());
+    match leased {
+        Some(_) => sql.push(&format!(
+            "INSERT INTO {table} ({INSERT_COLUMNS}, lease_token, lease_expires_at) \
+             SELECT v.*, CASE WHEN f.free THEN l.token END, CASE WHEN f.free THEN l.until END \
+             FROM (VALUES "
+        )),
+        None if only_if.is_some() => sql.push(&format!(
+            "INSERT INTO {table} ({INSERT_COLUMNS}) SELECT * FROM (VALUES "
+        )),
+        None => sql.push(&format!("INSERT INTO {table} ({INSERT_COLUMNS}) VALUES ")),
+    };
     for (i, message) in messages.iter().enumerate() {
         if i > 0 {
             sql.push(", ");
         }
         push_row(sql, dialect, message)?;
     }
+    if let Some(lease) = leased {
+        let token = sql.param(lease.token);
+        let lease = sql.param(lease.lease_millis);
+        sql.push(&format!(
+            ") AS v ({INSERT_COLUMNS}) \
+             CROSS JOIN (SELECT {token}::uuid AS token, {until} AS until) AS l \
+             CROSS JOIN LATERAL (SELECT NOT EXISTS (SELECT 1 FROM {table} e \
+                 WHERE e.aggregate_type = v.aggregate_type AND e.aggregate_id = v.aggregate_id \
+                 AND e.sequence < v.sequence AND e.status <> 1 OFFSET 0) AS free) AS f",
+            until = dialect.now_plus_millis(&lease),
+        ));
+    } else if only_if.is_some() {
+        sql.push(") AS v");
+    }
     if let Some(cte) = only_if {
-        sql.push(&format!(") AS v WHERE EXISTS (SELECT 1 FROM {cte})"));
+        sql.push(&format!(" WHERE EXISTS (SELECT 1 FROM {cte})"));
+    }
+    if leased.is_some() {
+        sql.push(&format!(
+            " RETURNING id, lease_token IS NOT NULL AS {LEASED_AT_COMMIT}"
+        ));
     }
     Ok(())
 }

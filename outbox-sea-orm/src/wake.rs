@@ -15,10 +15,11 @@
 //!   processor elsewhere woken for them would only find them leased.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use outbox_core::OutboxMessage;
+use outbox_core::processor::{LeaseOffer, LeasedCommit};
+use outbox_core::{MessageId, OutboxMessage};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::{Notify, broadcast};
 
@@ -46,29 +47,73 @@ pub enum Wake {
 /// processor's fast path. Obtained from [`Outbox::listen`](crate::Outbox::listen).
 #[derive(Debug)]
 pub struct CommitListener {
-    receiver: broadcast::Receiver<Arc<[OutboxMessage]>>,
+    receiver: broadcast::Receiver<Commit>,
     /// Held by a processor's listener: this process's commits are served.
-    _serving: Option<Serving>,
+    serving: Option<Serving>,
 }
 
-/// Counts a processor serving this process's commits while it lives.
+/// One commit of this process as its listeners hear it (no messages: they
+/// missed some, claim).
+#[derive(Debug, Clone)]
+pub(crate) struct Commit {
+    pub(crate) messages: Arc<[OutboxMessage]>,
+    /// Those written leased to the serving processor and handed to it.
+    pub(crate) handed_over: Arc<[MessageId]>,
+}
+
+/// The offer of the processor serving this process's commits, if any.
+type OfferSlot = Arc<Mutex<Option<LeaseOffer>>>;
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A processor serving this process's commits, while it lives: counted (no
+/// `NOTIFY`s meanwhile), and its lease offer (if it made one) withdrawn when
+/// it goes.
 #[derive(Debug)]
-struct Serving(Arc<AtomicUsize>);
+struct Serving {
+    count: Arc<AtomicUsize>,
+    slot: OfferSlot,
+    token: Option<outbox_core::LeaseToken>,
+}
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        let mut slot = locked(&self.slot);
+        if self.token.is_some() && slot.as_ref().map(LeaseOffer::token) == self.token {
+            *slot = None;
+        }
     }
 }
 
 impl CommitListener {
     /// The next commit, or `None` once the [`Outbox`](crate::Outbox) is gone.
     pub async fn recv(&mut self) -> Option<Wake> {
+        Some(match self.recv_commit().await? {
+            Some(commit) => Wake::Committed(commit.messages),
+            None => Wake::Missed,
+        })
+    }
+
+    /// The next commit (`None` inside: some were missed), or `None` once the
+    /// [`Outbox`](crate::Outbox) is gone.
+    pub(crate) async fn recv_commit(&mut self) -> Option<Option<Commit>> {
         match self.receiver.recv().await {
-            Ok(messages) if messages.is_empty() => Some(Wake::Missed),
-            Ok(messages) => Some(Wake::Committed(messages)),
-            Err(broadcast::error::RecvError::Lagged(_)) => Some(Wake::Missed),
+            Ok(commit) if commit.messages.is_empty() => Some(None),
+            Ok(commit) => Some(Some(commit)),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(None),
             Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// For a processor's listener: offers this process's writers to lease
+    /// their messages to the processor at commit.
+    pub(crate) fn take_offer(&mut self, offer: LeaseOffer) {
+        if let Some(serving) = &mut self.serving {
+            serving.token = Some(offer.token());
+            *locked(&serving.slot) = Some(offer);
         }
     }
 }
@@ -76,9 +121,11 @@ impl CommitListener {
 /// The wake-up side of an [`Outbox`](crate::Outbox).
 #[derive(Debug)]
 pub(crate) struct Wakers {
-    local: broadcast::Sender<Arc<[OutboxMessage]>>,
+    local: broadcast::Sender<Commit>,
     /// Processors of this process listening to its commits.
     serving: Arc<AtomicUsize>,
+    /// Where writers find the serving processor's lease offer.
+    offer: OfferSlot,
     remote: Option<Arc<RemoteWaker>>,
     remote_task: OnceLock<()>,
     /// Sent as every `NOTIFY`'s payload, so this process's own processor can
@@ -115,6 +162,7 @@ impl Wakers {
         Self {
             local: broadcast::channel(LISTENER_BACKLOG).0,
             serving: Arc::new(AtomicUsize::new(0)),
+            offer: OfferSlot::default(),
             remote,
             remote_task: OnceLock::new(),
             origin,
@@ -130,7 +178,10 @@ impl Wakers {
     /// unit of work) and marks other processes for a wake-up.
     pub(crate) fn wake_all(&self) {
         if self.local.receiver_count() > 0 {
-            let _ = self.local.send(Arc::from(Vec::new()));
+            let _ = self.local.send(Commit {
+                messages: Arc::from(Vec::new()),
+                handed_over: Arc::from(Vec::new()),
+            });
         }
         self.wake_remote();
     }
@@ -138,7 +189,7 @@ impl Wakers {
     pub(crate) fn listen(&self) -> CommitListener {
         CommitListener {
             receiver: self.local.subscribe(),
-            _serving: None,
+            serving: None,
         }
     }
 
@@ -148,19 +199,50 @@ impl Wakers {
         self.serving.fetch_add(1, Ordering::AcqRel);
         CommitListener {
             receiver: self.local.subscribe(),
-            _serving: Some(Serving(Arc::clone(&self.serving))),
+            serving: Some(Serving {
+                count: Arc::clone(&self.serving),
+                slot: Arc::clone(&self.offer),
+                token: None,
+            }),
         }
     }
 
-    /// Called after a commit: hands the messages to local listeners and
-    /// marks other processes for a coalesced wake-up.
-    pub(crate) fn committed(&self, messages: Vec<OutboxMessage>) {
+    /// Enters the serving processor's lease offer for one commit, if there
+    /// is one and it has room.
+    pub(crate) fn enter_lease(&self) -> Option<LeasedCommit> {
+        locked(&self.offer).as_ref().and_then(LeaseOffer::enter)
+    }
+
+    /// Called after a commit: hands the messages written leased (`leased`,
+    /// the commit's entry into the offer and their ids) to the serving
+    /// processor, all of them to local listeners, and marks other processes
+    /// for a coalesced wake-up.
+    pub(crate) fn committed(
+        &self,
+        messages: Vec<OutboxMessage>,
+        leased: Option<(LeasedCommit, Vec<MessageId>)>,
+    ) {
         if messages.is_empty() {
             return;
         }
+        let handed_over = match leased {
+            Some((commit, ids)) if !ids.is_empty() => {
+                let handed = messages
+                    .iter()
+                    .filter(|m| ids.contains(&m.id))
+                    .cloned()
+                    .collect();
+                commit.hand_over(handed);
+                ids
+            }
+            _ => Vec::new(),
+        };
         if self.local.receiver_count() > 0 {
             // No receiver, or all gone: nothing to do, nothing buffered.
-            let _ = self.local.send(messages.into());
+            let _ = self.local.send(Commit {
+                messages: messages.into(),
+                handed_over: handed_over.into(),
+            });
         }
         self.wake_remote();
     }

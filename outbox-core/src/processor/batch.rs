@@ -52,11 +52,13 @@ struct Outcomes {
     released: Vec<MessageId>,
 }
 
-/// Publishes `batch` and settles it: one completion statement, one release
-/// statement, one statement per failure (failures are the exception).
+/// Publishes `batch`, whose lease started no earlier than `leased_at`, and
+/// settles it: one completion statement, one release statement, one
+/// statement per failure (failures are the exception).
 pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     ctx: Arc<BatchContext<S, P>>,
     batch: ClaimedBatch,
+    leased_at: Instant,
 ) -> BatchReport {
     let token = batch.lease.token;
     let claimed = batch.messages.len();
@@ -65,7 +67,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     // A publish is started only while the lease has a fifth of its time left:
     // past that, another processor may claim the batch before our ack lands.
     let margin = ctx.lease / 5;
-    let valid_until = Mutex::new(Instant::now() + ctx.lease - margin);
+    let valid_until = Mutex::new(leased_at + ctx.lease - margin);
     let stop = ctx.shutdown.child_token();
     let outcomes = Mutex::new(Outcomes::default());
     let unavailable = std::sync::atomic::AtomicBool::new(false);
@@ -78,7 +80,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
         tokio::pin!(publishing);
         // Renewing runs beside publishing, never in its way: a slow renewal
         // does not hold back acks.
-        let renewing = keep_renewed(&ctx, token, margin, &valid_until, &stop);
+        let renewing = keep_renewed(&ctx, token, leased_at, margin, &valid_until, &stop);
         let lease_lost = tokio::select! {
             _ = &mut publishing => false,
             () = renewing => true,
@@ -119,11 +121,12 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
 async fn keep_renewed<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,
+    leased_at: Instant,
     margin: Duration,
     valid_until: &Mutex<Instant>,
     stop: &CancellationToken,
 ) {
-    let mut renewals = tokio::time::interval_at(Instant::now() + ctx.lease / 3, ctx.lease / 3);
+    let mut renewals = tokio::time::interval_at(leased_at + ctx.lease / 3, ctx.lease / 3);
     loop {
         renewals.tick().await;
         let renewed_at = Instant::now();

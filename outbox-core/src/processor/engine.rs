@@ -12,20 +12,23 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::batch::{self, BatchContext, BatchReport};
+use super::handover::Handover;
 use super::metrics;
-use super::wake::FAST_PATH_CAPACITY;
+use super::wake::{FAST_PATH_CAPACITY, WakeHandle};
 use super::{Processor, ProcessorReport};
-use crate::id::MessageId;
+use crate::id::{LeaseToken, MessageId};
 use crate::publisher::Publisher;
-use crate::store::{ClaimedBatch, OutboxStore, StoreError};
+use crate::store::{ClaimedBatch, ClaimedMessage, Lease, OutboxStore, StoreError};
 
 /// How often a paused processor asks the publisher whether the broker is back.
 const AVAILABILITY_CHECK: Duration = Duration::from_millis(50);
 /// First and longest pause after the store failed a claim.
 const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 
-/// Where the next claim comes from.
+/// Where the next batch comes from.
 enum Claim {
+    /// Messages leased at commit: publish them, no claim needed.
+    Handed(Vec<Handover>),
     /// Lease these just-committed messages by id.
     Committed(Vec<MessageId>),
     /// An ordinary claim of the oldest publishable messages.
@@ -38,10 +41,14 @@ struct Engine<S, P> {
     batches_in_flight: usize,
     poll_interval: Duration,
     unavailable_backoff: (Duration, Duration),
+    /// Commits leased to this processor at commit, not yet publishing.
+    handed: VecDeque<Handover>,
+    /// Messages in `handed`.
+    handed_messages: usize,
     /// Fast-path ids not yet claimed.
     committed: VecDeque<MessageId>,
-    /// When the oldest of `committed` arrived.
-    committed_since: Option<Instant>,
+    /// When the oldest of `handed` and `committed` arrived.
+    fast_since: Option<Instant>,
     /// See [`ProcessorConfig::gather`](super::ProcessorConfig::gather).
     gather: Duration,
     /// An ordinary claim is due.
@@ -54,6 +61,8 @@ struct Engine<S, P> {
     /// The pause the next unavailability gets: doubles, reset by an ack.
     next_broker_pause: Duration,
     store_pause: Option<Duration>,
+    /// Lease offers are paused (the broker was away).
+    offers_paused: bool,
     report: ProcessorReport,
 }
 
@@ -68,6 +77,10 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         wake,
         sources,
     } = processor;
+    // Sources may now offer leases at commit; whatever way this task ends,
+    // no writer enters an offer afterwards.
+    wake.serve(config.lease);
+    let _close_offers = CloseOffersOnDrop(wake.clone());
     let mut background = JoinSet::new();
     for source in sources {
         background.spawn(source);
@@ -90,14 +103,17 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         batches_in_flight: config.batches_in_flight,
         poll_interval: config.poll_interval,
         unavailable_backoff: config.unavailable_backoff,
+        handed: VecDeque::new(),
+        handed_messages: 0,
         committed: VecDeque::new(),
-        committed_since: None,
+        fast_since: None,
         gather: config.gather,
         claim_due: true, // catch up with whatever is pending at start
         recheck_after_batch: false,
         broker_pause: None,
         next_broker_pause: config.unavailable_backoff.0,
         store_pause: None,
+        offers_paused: false,
         report: ProcessorReport::default(),
     };
     tracing::info!(
@@ -113,12 +129,15 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             engine.finished(done);
         }
         if let Some(pause) = engine.broker_pause {
-            engine.wait_for_broker(pause, &shutdown).await;
+            engine.wait_for_broker(pause, &wake, &shutdown).await;
             continue;
         }
         if !engine.ctx.publisher.is_available() {
             engine.broker_unavailable();
             continue;
+        }
+        if std::mem::take(&mut engine.offers_paused) {
+            wake.resume_offers(); // the broker is back
         }
         if batches.len() >= engine.batches_in_flight {
             tokio::select! {
@@ -129,6 +148,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         }
         let woken = wake.take();
         engine.claim_due |= woken.claim;
+        engine.take_handed(woken.handed);
         engine.take_committed(woken.committed);
         if let Some(until) = engine.gathering(batches.len()) {
             tokio::select! {
@@ -149,7 +169,8 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             continue;
         };
         next_poll = Instant::now() + engine.poll_interval;
-        match engine.claim(claim).await {
+        let leased_at = claim.leased_at();
+        match engine.claim(claim, &wake).await {
             Ok(Some(claimed)) => {
                 engine.report.batches += 1;
                 let ctx = Arc::clone(&engine.ctx);
@@ -158,14 +179,18 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
                     token = %claimed.lease.token,
                     size = claimed.messages.len()
                 );
-                batches.spawn(batch::run(ctx, claimed).instrument(span));
+                batches.spawn(batch::run(ctx, claimed, leased_at).instrument(span));
             }
             Ok(None) => {}
             Err(err) => engine.store_failed(err, &shutdown).await,
         }
     }
 
-    // Shutdown: no new claims; acks in flight get until the deadline.
+    // Shutdown: no new claims, nothing handed over any more (what was, and
+    // is not publishing, goes back); acks in flight get until the deadline.
+    wake.close_offers().await;
+    engine.take_handed(wake.take().handed);
+    engine.release_handed(&wake).await;
     let deadline = sleep(config.shutdown_timeout);
     tokio::pin!(deadline);
     loop {
@@ -191,50 +216,119 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
 }
 
 impl<S: OutboxStore, P: Publisher> Engine<S, P> {
-    fn take_committed(&mut self, ids: Vec<MessageId>) {
-        if self.committed.is_empty() && !ids.is_empty() {
-            self.committed_since = Some(Instant::now());
+    /// Fast-path messages waiting: handed over, and ids to claim.
+    fn fast_waiting(&self) -> usize {
+        self.handed_messages + self.committed.len()
+    }
+
+    fn mark_fast_arrival(&mut self, was_waiting: usize) {
+        if was_waiting == 0 && self.fast_waiting() > 0 {
+            self.fast_since = Some(Instant::now());
         }
+    }
+
+    fn take_handed(&mut self, handed: Vec<Handover>) {
+        let was_waiting = self.fast_waiting();
+        for handover in handed {
+            self.handed_messages += handover.messages.len();
+            self.handed.push_back(handover);
+        }
+        self.mark_fast_arrival(was_waiting);
+    }
+
+    fn take_committed(&mut self, ids: Vec<MessageId>) {
+        let was_waiting = self.fast_waiting();
         self.committed.extend(ids);
         if self.committed.len() > FAST_PATH_CAPACITY {
             // Too many to hold: an ordinary claim finds them all.
             self.committed.clear();
-            self.committed_since = None;
             self.claim_due = true;
+        }
+        self.mark_fast_arrival(was_waiting);
+        if self.fast_waiting() == 0 {
+            self.fast_since = None;
         }
     }
 
-    /// Until when just-committed messages wait for more before they are
-    /// claimed: only while `in_flight` batches are publishing, less than a
-    /// batch has gathered, and the oldest has waited less than `gather`.
+    /// Until when fast-path messages wait for more before they are
+    /// published or claimed: only while `in_flight` batches are publishing,
+    /// less than a batch has gathered, and the oldest has waited less than
+    /// `gather`.
     fn gathering(&self, in_flight: usize) -> Option<Instant> {
-        if in_flight == 0
-            || self.committed.is_empty()
-            || self.committed.len() >= self.batch_size as usize
-        {
+        let waiting = self.fast_waiting();
+        if in_flight == 0 || waiting == 0 || waiting >= self.batch_size as usize {
             return None;
         }
-        let until = self.committed_since? + self.gather;
+        let until = self.fast_since? + self.gather;
         (Instant::now() < until).then_some(until)
     }
 
     fn next_claim(&mut self) -> Option<Claim> {
-        if !self.committed.is_empty() {
+        let claim = if let Some(token) = self.handed.front().map(|h| h.token) {
+            Claim::Handed(self.take_handed_batch(token))
+        } else if !self.committed.is_empty() {
             let take = self.committed.len().min(self.batch_size as usize);
-            let claim = Claim::Committed(self.committed.drain(..take).collect());
-            self.committed_since = (!self.committed.is_empty()).then(Instant::now);
-            return Some(claim);
-        }
-        if std::mem::take(&mut self.claim_due) {
+            Claim::Committed(self.committed.drain(..take).collect())
+        } else if std::mem::take(&mut self.claim_due) {
             return Some(Claim::Oldest);
-        }
-        None
+        } else {
+            return None;
+        };
+        self.fast_since = (self.fast_waiting() > 0).then(Instant::now);
+        Some(claim)
     }
 
-    async fn claim(&mut self, claim: Claim) -> Result<Option<ClaimedBatch>, StoreError> {
+    /// Whole commits handed over under `token`, up to a batch (at least
+    /// one: a commit is never split, so an aggregate's messages stay in one
+    /// batch, in order).
+    fn take_handed_batch(&mut self, token: LeaseToken) -> Vec<Handover> {
+        let mut taken = Vec::new();
+        let mut messages = 0;
+        while let Some(next) = self.handed.front() {
+            let fits =
+                taken.is_empty() || messages + next.messages.len() <= self.batch_size as usize;
+            if next.token != token || !fits {
+                break;
+            }
+            messages += next.messages.len();
+            taken.extend(self.handed.pop_front());
+        }
+        self.handed_messages -= messages;
+        taken
+    }
+
+    /// Gives back (unleases) everything handed over that is not publishing.
+    async fn release_handed(&mut self, wake: &WakeHandle) {
+        while let Some(token) = self.handed.front().map(|h| h.token) {
+            let handed = self.take_handed_batch(token);
+            let ids: Vec<MessageId> = handed
+                .iter()
+                .flat_map(|h| h.messages.iter().map(|m| m.id))
+                .collect();
+            wake.handed_settled(ids.len());
+            match self.ctx.store.release(token, &ids).await {
+                Ok(outcome) => self.report.released += outcome.applied,
+                // Their lease runs out; any processor claims them then.
+                Err(err) => {
+                    tracing::warn!(error = %err, "outbox release of handed-over messages failed")
+                }
+            }
+        }
+    }
+
+    async fn claim(
+        &mut self,
+        claim: Claim,
+        wake: &WakeHandle,
+    ) -> Result<Option<ClaimedBatch>, StoreError> {
         let lease = self.ctx.lease;
         let store = &self.ctx.store;
         let claimed = match claim {
+            Claim::Handed(handed) => {
+                let batch = handed_batch(handed, lease);
+                wake.handed_settled(batch.messages.len());
+                batch
+            }
             Claim::Committed(ids) => {
                 let claimed = store.claim_ids(&ids, lease).await?;
                 if claimed.messages.len() < ids.len() {
@@ -293,7 +387,21 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
 
     /// Sleeps `pause`, or less when the publisher reports the broker back;
     /// then catches up with an ordinary claim.
-    async fn wait_for_broker(&mut self, pause: Duration, shutdown: &CancellationToken) {
+    async fn wait_for_broker(
+        &mut self,
+        pause: Duration,
+        wake: &WakeHandle,
+        shutdown: &CancellationToken,
+    ) {
+        // Hold nothing leased while the broker is away: writers lease no
+        // more at commit, and what was handed over goes back to pending.
+        wake.pause_offers().await;
+        self.offers_paused = true;
+        let woken = wake.take();
+        self.claim_due |= woken.claim;
+        self.take_handed(woken.handed);
+        self.take_committed(woken.committed);
+        self.release_handed(wake).await;
         let until = Instant::now() + pause;
         let was_down = !self.ctx.publisher.is_available();
         while Instant::now() < until && !shutdown.is_cancelled() {
@@ -322,6 +430,57 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             () = sleep(pause) => {}
             () = shutdown.cancelled() => {}
         }
+    }
+}
+
+impl Claim {
+    /// No later than the start of the lease this batch will hold.
+    fn leased_at(&self) -> Instant {
+        match self {
+            Claim::Handed(handed) => handed
+                .iter()
+                .map(|h| h.since)
+                .min()
+                .unwrap_or_else(Instant::now),
+            Claim::Committed(_) | Claim::Oldest => Instant::now(),
+        }
+    }
+}
+
+/// A batch of messages leased at commit, as a claim would have returned it.
+fn handed_batch(handed: Vec<Handover>, lease: Duration) -> ClaimedBatch {
+    let token = handed.first().map_or_else(LeaseToken::new, |h| h.token);
+    let mut messages: Vec<ClaimedMessage> = handed
+        .into_iter()
+        .flat_map(|h| h.messages)
+        .map(|message| ClaimedMessage {
+            message,
+            attempts: 0,
+        })
+        .collect();
+    // Per aggregate, by sequence, as claims come.
+    messages.sort_by(|a, b| publishing_order(a).cmp(&publishing_order(b)));
+    ClaimedBatch {
+        lease: Lease {
+            token,
+            expires_at: chrono::Utc::now()
+                + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX),
+        },
+        messages,
+    }
+}
+
+fn publishing_order(claimed: &ClaimedMessage) -> (&str, &str, u64) {
+    let m = &claimed.message;
+    (&m.aggregate_type, &m.aggregate_id, m.sequence)
+}
+
+/// Closes the processor's lease offers when its task ends, however it ends.
+struct CloseOffersOnDrop(WakeHandle);
+
+impl Drop for CloseOffersOnDrop {
+    fn drop(&mut self) {
+        self.0.close_offers_now();
     }
 }
 

@@ -53,11 +53,13 @@ mod batch;
 mod builder;
 mod config;
 mod engine;
+mod handover;
 pub mod metrics;
 mod wake;
 
 pub use builder::ProcessorBuilder;
 pub use config::{ConfigError, ProcessorConfig};
+pub use handover::{HANDOVER_CAPACITY, LeaseOffer, LeasedCommit};
 pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
 
 use std::future::Future;

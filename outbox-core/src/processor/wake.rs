@@ -6,11 +6,13 @@
 //! degrades to "claim", which finds the same messages with one query.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::handover::{Handover, LeaseOffer, OfferShared};
 use crate::id::MessageId;
 
 /// Most just-committed message ids a processor holds for its fast path.
@@ -39,6 +41,13 @@ struct WakeState {
     committed: Mutex<Vec<MessageId>>,
     claim: AtomicBool,
     notify: Notify,
+    /// Commits leased to the processor at commit (see [`LeaseOffer`]).
+    handed: Mutex<Vec<Handover>>,
+    /// Messages handed over and not yet published or released.
+    handed_count: AtomicUsize,
+    /// The processor's lease while it runs: offers can be made.
+    lease: Mutex<Option<Duration>>,
+    offers: Mutex<Vec<Arc<OfferShared>>>,
 }
 
 /// What accumulated since the processor last looked.
@@ -48,6 +57,12 @@ pub(crate) struct Wakeups {
     pub(crate) committed: Vec<MessageId>,
     /// Run an ordinary claim as well.
     pub(crate) claim: bool,
+    /// Commits leased to the processor at commit: publish, no claim.
+    pub(crate) handed: Vec<Handover>,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl WakeHandle {
@@ -77,17 +92,89 @@ impl WakeHandle {
         self.state.notify.notify_one();
     }
 
+    /// An offer to take messages leased at commit (see [`LeaseOffer`]), or
+    /// `None` while the processor is not running. For a wake source in the
+    /// processor's own process that hears about commits before they are
+    /// sent.
+    pub fn offer_leases(&self) -> Option<LeaseOffer> {
+        let lease = (*locked(&self.state.lease))?;
+        let (offer, shared) = LeaseOffer::new(lease, self.clone());
+        locked(&self.state.offers).push(shared);
+        Some(offer)
+    }
+
+    /// The processor runs with `lease`: offers can be made.
+    pub(crate) fn serve(&self, lease: Duration) {
+        *locked(&self.state.lease) = Some(lease);
+    }
+
+    /// Closes every offer and waits for the writers inside them, so nothing
+    /// is handed over afterwards.
+    pub(crate) async fn close_offers(&self) {
+        *locked(&self.state.lease) = None;
+        let offers = std::mem::take(&mut *locked(&self.state.offers));
+        for offer in offers {
+            offer.close().await;
+        }
+    }
+
+    /// Pauses every offer (the broker is away) and waits for the writers
+    /// inside them.
+    pub(crate) async fn pause_offers(&self) {
+        let offers = locked(&self.state.offers).clone();
+        for offer in offers {
+            offer.pause().await;
+        }
+    }
+
+    /// Lets writers lease at commit again.
+    pub(crate) fn resume_offers(&self) {
+        for offer in locked(&self.state.offers).iter() {
+            offer.resume();
+        }
+    }
+
+    /// Closes every offer without waiting (the processor is going away).
+    pub(crate) fn close_offers_now(&self) {
+        *locked(&self.state.lease) = None;
+        for offer in std::mem::take(&mut *locked(&self.state.offers)) {
+            offer.close_now();
+        }
+    }
+
+    pub(crate) fn hand_over(&self, handover: Handover) {
+        self.state
+            .handed_count
+            .fetch_add(handover.messages.len(), Ordering::AcqRel);
+        locked(&self.state.handed).push(handover);
+        self.state.notify.notify_one();
+    }
+
+    /// Messages handed over and not yet published or released.
+    pub(crate) fn handed_over(&self) -> usize {
+        self.state.handed_count.load(Ordering::Acquire)
+    }
+
+    /// `count` handed-over messages went into a batch or were released.
+    pub(crate) fn handed_settled(&self, count: usize) {
+        let _ = self
+            .state
+            .handed_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(count))
+            });
+    }
+
     /// Everything that accumulated, leaving nothing behind.
     pub(crate) fn take(&self) -> Wakeups {
-        let committed = std::mem::take(
-            &mut *self
-                .state
-                .committed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let committed = std::mem::take(&mut *locked(&self.state.committed));
         let claim = self.state.claim.swap(false, Ordering::AcqRel);
-        Wakeups { committed, claim }
+        let handed = std::mem::take(&mut *locked(&self.state.handed));
+        Wakeups {
+            committed,
+            claim,
+            handed,
+        }
     }
 
     /// Resolves at the next wake-up (at once if one came since the last
@@ -111,7 +198,8 @@ mod tests {
             wake.take(),
             Wakeups {
                 committed: ids,
-                claim: false
+                claim: false,
+                handed: Vec::new(),
             }
         );
         assert_eq!(wake.take(), Wakeups::default());

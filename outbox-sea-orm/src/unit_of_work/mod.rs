@@ -19,7 +19,7 @@ use crate::config::TableName;
 use crate::dialect::Dialect;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
-use crate::row::insert_messages;
+use crate::row::{LeaseAtCommit, insert_messages};
 
 /// What a unit of work does to an aggregate's row.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,11 @@ pub type PrimaryKeyOf<A> =
 /// them. A unit that saved one aggregate (with its events, and any
 /// standalone events) commits as **one statement** on PostgreSQL, which
 /// the database commits on its own: one round trip instead of `BEGIN`,
-/// two `INSERT`s and `COMMIT`. Otherwise the commit opens a transaction,
+/// two `INSERT`s and `COMMIT`. While a processor of this process runs (one
+/// from [`Outbox::processor`]), that statement also writes the messages
+/// already leased to it, unless an earlier message of their aggregate is
+/// still unpublished, and hands them over after the commit: the processor
+/// publishes them without claiming them first. Otherwise the commit opens a transaction,
 /// writes the aggregates in the order they were saved, then the messages,
 /// and commits. Once the transaction is open, saves and deletes are written
 /// at once.
@@ -235,9 +239,21 @@ impl UnitOfWork {
     pub async fn commit(mut self) -> Result<Vec<MessageId>, OutboxError> {
         let mut messages = std::mem::take(&mut self.messages);
         let dialect = Dialect::of(self.backend());
+        let mut leased = None;
         if self.txn.is_none() && one_statement::fits(dialect, self.pending.len(), messages.len()) {
             let (db, table) = (self.outbox.db(), self.outbox.config().table());
-            one_statement::commit(db, table, self.pending.pop(), &mut messages).await?;
+            // PostgreSQL, with a processor in this process: write the
+            // messages leased to it, so it publishes them without a claim.
+            let entered = (dialect == Dialect::Postgres && !messages.is_empty())
+                .then(|| self.outbox.enter_lease())
+                .flatten();
+            let lease = entered.as_ref().map(|entered| LeaseAtCommit {
+                token: *entered.token().as_uuid(),
+                lease_millis: i64::try_from(entered.lease().as_millis()).unwrap_or(i64::MAX),
+            });
+            let written_leased =
+                one_statement::commit(db, table, self.pending.pop(), &mut messages, lease).await?;
+            leased = entered.map(|entered| (entered, written_leased));
         } else {
             self.connection().await?;
             if let Some(txn) = self.txn.take() {
@@ -245,7 +261,7 @@ impl UnitOfWork {
             }
         }
         let ids = messages.iter().map(|m| m.id).collect();
-        self.outbox.committed(messages);
+        self.outbox.committed(messages, leased);
         Ok(ids)
     }
 

@@ -3,14 +3,17 @@
 //! `COMMIT`, one round trip instead of four for "save an aggregate and its
 //! events".
 
-use outbox_core::OutboxMessage;
+use outbox_core::{MessageId, OutboxMessage};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use uuid::Uuid;
 
-use super::write::AggregateWrite;
+use super::write::{AggregateWrite, WriteCheck};
 use crate::config::TableName;
 use crate::dialect::{Dialect, Sql};
 use crate::error::OutboxError;
-use crate::row::{as_stored, fit_one_insert, insert_messages, push_insert};
+use crate::row::{
+    LEASED_AT_COMMIT, LeaseAtCommit, as_stored, fit_one_insert, insert_messages, push_insert,
+};
 
 /// The name of the aggregate write's common table expression.
 const WRITTEN: &str = "aggregate_written";
@@ -29,28 +32,68 @@ pub(super) fn fits(dialect: Dialect, writes: usize, messages: usize) -> bool {
 /// PostgreSQL both go together as
 /// `WITH aggregate_written AS (<write> RETURNING 1) INSERT … WHERE EXISTS (SELECT 1 FROM aggregate_written)`:
 /// the messages are inserted only if the write applied, and a statement
-/// either commits whole or not at all. Call only when [`fits`] says so.
+/// either commits whole or not at all. With `leased` (PostgreSQL), the
+/// messages are written leased at commit where order allows (see
+/// [`push_insert`]); returns the ids of those so written. Call only when
+/// [`fits`] says so.
 pub(super) async fn commit(
     db: &DatabaseConnection,
     table: &TableName,
     write: Option<AggregateWrite>,
     messages: &mut [OutboxMessage],
-) -> Result<(), OutboxError> {
-    let Some(write) = write else {
-        return insert_messages(db, table, messages).await;
+    leased: Option<LeaseAtCommit>,
+) -> Result<Vec<MessageId>, OutboxError> {
+    let leased = leased.filter(|_| !messages.is_empty());
+    let write = match write {
+        None if leased.is_none() => {
+            insert_messages(db, table, messages).await?;
+            return Ok(Vec::new());
+        }
+        Some(write) if messages.is_empty() => {
+            write.execute(db, table).await?;
+            return Ok(Vec::new());
+        }
+        write => write,
     };
-    if messages.is_empty() {
-        return write.execute(db, table).await;
-    }
     let dialect = Dialect::of(db.get_database_backend());
     as_stored(dialect, messages);
-    let (statement, check) = write.returning_a_row();
-    let (mut sql, written) = Sql::embedding(statement);
-    sql.push(&format!("WITH {WRITTEN} AS ({written}) "));
-    push_insert(&mut sql, table, messages, Some(WRITTEN))?;
-    match db.execute_raw(sql.build()).await {
-        Ok(result) if result.rows_affected() == 0 => Err(check.conflict()),
-        Ok(_) => Ok(()),
-        Err(err) => Err(check.refused(err, table)),
+    let (mut sql, check) = match write {
+        Some(write) => {
+            let (statement, check) = write.returning_a_row();
+            let (mut sql, written) = Sql::embedding(statement);
+            sql.push(&format!("WITH {WRITTEN} AS ({written}) "));
+            (sql, Some(check))
+        }
+        None => (Sql::new(dialect), None),
+    };
+    push_insert(
+        &mut sql,
+        table,
+        messages,
+        check.as_ref().map(|_| WRITTEN),
+        leased,
+    )?;
+    let refused = |err| match &check {
+        Some(check) => check.refused(err, table),
+        None => err.into(),
+    };
+    let conflict = || check.as_ref().map(WriteCheck::conflict);
+    if leased.is_none() {
+        let result = db.execute_raw(sql.build()).await.map_err(refused)?;
+        return match conflict() {
+            Some(conflict) if result.rows_affected() == 0 => Err(conflict),
+            _ => Ok(Vec::new()),
+        };
     }
+    let rows = db.query_all_raw(sql.build()).await.map_err(refused)?;
+    if let Some(conflict) = conflict().filter(|_| rows.is_empty()) {
+        return Err(conflict);
+    }
+    let mut ids = Vec::new();
+    for row in &rows {
+        if row.try_get::<bool>("", LEASED_AT_COMMIT)? {
+            ids.push(MessageId::from(row.try_get::<Uuid>("", "id")?));
+        }
+    }
+    Ok(ids)
 }

@@ -1,0 +1,196 @@
+//! PostgreSQL, processor in the writers' process: the unit of work writes
+//! outbox rows already leased to that processor, which publishes them
+//! without a claim; unless an earlier message of the aggregate is
+//! unpublished (order first); and a processor that stops gives back what it
+//! was handed and did not publish.
+
+mod processor_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
+use outbox_nats::JetStreamPublisher;
+use outbox_sea_orm::Outbox;
+use outbox_tests::orders::Order;
+use outbox_tests::{Backend, TestDb};
+use processor_support::{Setup, save_new_order, shared_setup, wait_until};
+use sea_orm::{ConnectionTrait, Statement};
+use tokio::sync::Semaphore;
+
+/// The machine's JetStream publisher behind a gate: each publish waits for a
+/// permit, so a test can hold messages in flight.
+#[derive(Clone)]
+struct Gated {
+    inner: Arc<JetStreamPublisher>,
+    gate: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
+}
+
+impl Gated {
+    fn closed(inner: JetStreamPublisher) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            gate: Arc::new(Semaphore::new(0)),
+            waiting: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn open(&self) {
+        self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
+    }
+}
+
+impl Publisher for Gated {
+    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let permit = self.gate.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        permit.expect("the gate is never closed").forget();
+        self.inner.publish(message).await
+    }
+}
+
+/// For each outbox row of `order` (by sequence): whether it is leased, and
+/// whether the transaction that wrote the order row wrote its current
+/// version (so no claim has updated it since).
+async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
+    let rows = test
+        .db
+        .query_all_raw(Statement::from_string(
+            test.db_backend(),
+            format!(
+                "SELECT m.lease_token IS NOT NULL AS leased, m.xmin::text = o.xmin::text AS same_txn \
+                 FROM {table} m JOIN orders o ON o.id = m.aggregate_id \
+                 WHERE m.aggregate_id = '{order}' ORDER BY m.sequence"
+            ),
+        ))
+        .await
+        .expect("select rows");
+    rows.iter()
+        .map(|row| {
+            (
+                row.try_get("", "leased").expect("leased"),
+                row.try_get("", "same_txn").expect("same_txn"),
+            )
+        })
+        .collect()
+}
+
+fn gated_processor(outbox: &Outbox, publisher: Gated) -> outbox_core::ProcessorHandle {
+    outbox
+        .processor(publisher)
+        .batches_in_flight(1)
+        .shutdown_timeout(Duration::from_millis(300))
+        .build()
+        .expect("valid settings")
+        .spawn()
+}
+
+async fn publishes_waiting(publisher: &Gated, count: usize) {
+    wait_until(
+        Duration::from_secs(10),
+        "publishes wait at the gate",
+        || {
+            let waiting = publisher.waiting.load(Ordering::Acquire);
+            async move { waiting >= count }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = shared_setup(Backend::Postgres).await;
+    let publisher = Gated::closed(JetStreamPublisher::new(
+        stream.jetstream.client(),
+        "/lease-at-commit",
+    ));
+    let processor = gated_processor(&outbox, publisher.clone());
+    // Let the processor start and make its offer.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    save_new_order(&outbox, "o-1", 100).await;
+    publishes_waiting(&publisher, 1).await;
+    assert_eq!(
+        rows_of(&test, &table, "o-1").await,
+        vec![(true, true)],
+        "leased by the commit itself, not by a claim"
+    );
+
+    // The order's next event waits behind the unpublished first one: it is
+    // written unleased, and no claim may take it while the first is out.
+    let mut uow = outbox.begin().await.expect("begin");
+    let mut order = uow
+        .load::<Order>("o-1".to_owned())
+        .await
+        .expect("load")
+        .expect("exists");
+    order.amend(150).expect("record");
+    uow.save(&mut order).await.expect("save");
+    uow.commit().await.expect("commit");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rows_of(&test, &table, "o-1").await,
+        vec![(true, false), (false, true)],
+        "the second event is not leased while the first is unpublished"
+    );
+
+    publisher.open();
+    processor_support::wait_all_published(&test, &table, 2).await;
+    processor_support::assert_all_published_cleanly(&test, &table).await;
+    processor_support::assert_stream_matches_outbox(&stream, &test, &table).await;
+    processor.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_processor_gives_back_what_it_was_handed() {
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = shared_setup(Backend::Postgres).await;
+    let publisher = Gated::closed(JetStreamPublisher::new(
+        stream.jetstream.client(),
+        "/lease-at-commit",
+    ));
+    let processor = gated_processor(&outbox, publisher.clone());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // One batch publishing (held at the gate), the other orders handed over
+    // and waiting for it.
+    save_new_order(&outbox, "o-0", 100).await;
+    publishes_waiting(&publisher, 1).await;
+    for i in 1..5 {
+        save_new_order(&outbox, &format!("o-{i}"), 100).await;
+    }
+    assert_eq!(
+        test.count(&table, "lease_token IS NOT NULL").await,
+        5,
+        "every order was leased at commit"
+    );
+
+    let report = processor.shutdown().await.expect("clean shutdown");
+    assert_eq!(report.published, 0);
+    assert_eq!(report.released, 5, "{report:?}");
+    assert_eq!(
+        test.count(
+            &table,
+            "status = 0 AND attempts = 0 AND lease_token IS NULL"
+        )
+        .await,
+        5,
+        "all pending again, nothing leased, no attempt spent"
+    );
+
+    // Commits after the processor stopped are written unleased.
+    save_new_order(&outbox, "o-after", 100).await;
+    assert_eq!(test.count(&table, "lease_token IS NOT NULL").await, 0);
+}
