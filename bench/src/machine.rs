@@ -61,10 +61,31 @@ pub(crate) async fn print() -> Result<(), BoxError> {
         nats.version
     );
     println!(
-        "load before the run: {}",
-        load_state(Duration::from_secs(1)).await
+        "load before the run: {}; {}",
+        load_state(Duration::from_secs(1)).await,
+        speed_probe()
     );
     Ok(())
+}
+
+/// One core's speed right now: a fixed integer loop, in millions of rounds a
+/// second (higher is faster). The same binary on the same machine should
+/// give the same figure; when it does not, a neighbour on the host is taking
+/// CPU time that `/proc/stat` does not show as steal, and figures of that run
+/// are lower for it.
+pub(crate) fn speed_probe() -> String {
+    const ROUNDS: u64 = 50_000_000;
+    let started = std::time::Instant::now();
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15_u64);
+    for _ in 0..ROUNDS {
+        // xorshift64: a dependent chain the compiler cannot fold away.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    std::hint::black_box(x);
+    let rate = ROUNDS as f64 / started.elapsed().as_secs_f64() / 1e6;
+    format!("speed probe {rate:.0} M rounds/s on one core")
 }
 
 /// The load average and how busy the CPUs were over `window` (this sleeps

@@ -124,8 +124,9 @@ async fn main() -> Result<(), BoxError> {
             report::print(part, checks);
         }
         println!(
-            "load after the run: {}",
-            machine::load_state(Duration::from_secs(1)).await
+            "load after the run: {}; {}",
+            machine::load_state(Duration::from_secs(1)).await,
+            machine::speed_probe()
         );
     }
     Ok(())
