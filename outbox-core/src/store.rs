@@ -187,8 +187,9 @@ pub trait OutboxStore: Send + Sync {
 
     /// Leases these messages, by primary key, if they are publishable by the
     /// same rules as [`claim`](OutboxStore::claim): the processor's fast path
-    /// for messages committed in its own process, which needs no query to
-    /// find them. Ids that are not publishable (already published, leased
+    /// for messages it was told were committed (in its own process, or named
+    /// by another process's notification), which needs no query to find
+    /// them. Ids that are not publishable (already published, leased
     /// elsewhere, behind an unpublished earlier message) are left out.
     fn claim_ids(
         &self,

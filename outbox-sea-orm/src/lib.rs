@@ -27,6 +27,7 @@ mod inbox;
 mod listen;
 #[cfg(feature = "migration")]
 pub mod migration;
+mod notice;
 mod outbox;
 mod repository;
 mod row;

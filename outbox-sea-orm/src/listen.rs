@@ -3,6 +3,7 @@
 
 use outbox_core::{WakeHandle, WakeSource};
 
+use crate::notice;
 use crate::wake::CommitListener;
 
 impl WakeSource for CommitListener {
@@ -33,6 +34,10 @@ impl WakeSource for CommitListener {
 /// Wakes a processor when another process commits outbox messages: `LISTEN`
 /// on the outbox's channel (PostgreSQL only; see
 /// [`OutboxConfig::notify_channel`](crate::OutboxConfig::notify_channel)).
+/// A notification that names the committed messages has them leased by
+/// primary key, as commits in the processor's own process are; one that
+/// does not (a burst too large to name, a commit outside a unit of work)
+/// asks for an ordinary claim.
 /// After every (re)connection it asks for a catch-up claim, so
 /// notifications missed while disconnected cost nothing but a short delay.
 #[derive(Debug, Clone)]
@@ -75,6 +80,19 @@ impl PgNotifications {
     pub fn channel(&self) -> &str {
         &self.channel
     }
+
+    /// Hands a notification to the processor: the ids it carries go to the
+    /// fast path (leased by primary key); without ids, a claim.
+    fn pass_on(&self, payload: &str, wake: &WakeHandle) {
+        let notice = notice::decode(payload);
+        if Some(notice.origin) == self.ignored_origin.as_deref() {
+            return;
+        }
+        match notice.ids {
+            Some(ids) => wake.committed(ids),
+            None => wake.claim(),
+        }
+    }
 }
 
 impl WakeSource for PgNotifications {
@@ -99,9 +117,7 @@ impl WakeSource for PgNotifications {
             wake.claim(); // catch up with what was committed while not listening
             loop {
                 match listener.try_recv().await {
-                    Ok(Some(notification))
-                        if Some(notification.payload()) == self.ignored_origin.as_deref() => {}
-                    Ok(Some(_)) => wake.claim(),
+                    Ok(Some(notification)) => self.pass_on(notification.payload(), &wake),
                     // The connection dropped; the next call reconnects.
                     Ok(None) => wake.claim(),
                     Err(err) => {

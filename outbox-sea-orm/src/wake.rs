@@ -6,10 +6,14 @@
 //!   claim.
 //! - In other processes (PostgreSQL): after commit, never inside the writer's
 //!   transaction, a single background task sends at most one `NOTIFY` per
-//!   millisecond for all writers of this process. `pg_notify` inside every
-//!   transaction serializes commits on a global lock (measured here: 8 writers
-//!   fell from 5,000 to ~1,900-2,700 transactions/s); this costs writers one
-//!   atomic store. While a processor of this process serves the commits
+//!   millisecond for all writers of this process, carrying the ids committed
+//!   since the previous one when they fit (see [`notice`](crate::notice)),
+//!   so a processor elsewhere leases them by primary key instead of
+//!   searching the table. `pg_notify` inside every transaction serializes
+//!   commits on a global lock (measured here: 8 writers fell from 5,000 to
+//!   ~1,900-2,700 transactions/s); this costs writers a short push under a
+//!   lock, and the `NOTIFY` commits asynchronously (a lost one costs a
+//!   poll interval, never a message). While a processor of this process serves the commits
 //!   (one built by [`Outbox::processor`](crate::Outbox::processor)), no
 //!   `NOTIFY` is sent for them: that processor claims them at once, and a
 //!   processor elsewhere woken for them would only find them leased.
@@ -23,6 +27,7 @@ use outbox_core::{MessageId, OutboxMessage};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::{Notify, broadcast};
 
+use crate::notice;
 use crate::store::ASYNC_COMMIT;
 
 /// How many commits a slow listener may fall behind before it is told it
@@ -139,9 +144,44 @@ pub(crate) struct RemoteWaker {
     db: DatabaseConnection,
     channel: String,
     origin: String,
-    dirty: AtomicBool,
+    unsent: Mutex<Unsent>,
     closed: AtomicBool,
     notify: Notify,
+}
+
+/// What the next `NOTIFY` announces.
+#[derive(Debug, Default)]
+struct Unsent {
+    /// Messages committed since the last `NOTIFY`, while they fit in one.
+    ids: Vec<MessageId>,
+    /// Too many ids, or a commit outside a unit of work: just "claim".
+    claim: bool,
+}
+
+impl Unsent {
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty() && !self.claim
+    }
+
+    fn add(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        if self.claim {
+            return;
+        }
+        self.ids.extend(ids);
+        if self.ids.len() > notice::MAX_IDS {
+            self.claim_instead();
+        }
+    }
+
+    fn claim_instead(&mut self) {
+        self.claim = true;
+        self.ids = Vec::new();
+    }
+
+    fn payload(&self, origin: &str) -> String {
+        let ids: &[MessageId] = if self.claim { &[] } else { &self.ids };
+        notice::encode(origin, ids)
+    }
 }
 
 impl Wakers {
@@ -154,7 +194,7 @@ impl Wakers {
                     db: db.clone(),
                     channel,
                     origin: origin.clone(),
-                    dirty: AtomicBool::new(false),
+                    unsent: Mutex::default(),
                     closed: AtomicBool::new(false),
                     notify: Notify::new(),
                 })
@@ -183,7 +223,7 @@ impl Wakers {
                 handed_over: Arc::from(Vec::new()),
             });
         }
-        self.wake_remote();
+        self.wake_remote(Unsent::claim_instead);
     }
 
     pub(crate) fn listen(&self) -> CommitListener {
@@ -237,6 +277,7 @@ impl Wakers {
             }
             _ => Vec::new(),
         };
+        let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         if self.local.receiver_count() > 0 {
             // No receiver, or all gone: nothing to do, nothing buffered.
             let _ = self.local.send(Commit {
@@ -244,18 +285,18 @@ impl Wakers {
                 handed_over: handed_over.into(),
             });
         }
-        self.wake_remote();
+        self.wake_remote(|unsent| unsent.add(ids));
     }
 
-    /// Marks other processes for a wake-up (e.g. after the application
-    /// committed its own transaction with enqueued messages), unless a
-    /// processor of this process serves its commits: it claims them itself.
-    fn wake_remote(&self) {
+    /// Marks other processes for a wake-up (`announce` adds what to tell
+    /// them), unless a processor of this process serves its commits: it
+    /// claims them itself.
+    fn wake_remote(&self, announce: impl FnOnce(&mut Unsent)) {
         let Some(remote) = &self.remote else { return };
         if self.serving.load(Ordering::Acquire) > 0 {
             return;
         }
-        remote.dirty.store(true, Ordering::Release);
+        announce(&mut remote.unsent.lock().unwrap_or_else(PoisonError::into_inner));
         remote.notify.notify_one();
         self.remote_task.get_or_init(|| {
             tokio::spawn(notify_loop(Arc::clone(remote)));
@@ -275,22 +316,48 @@ impl Drop for Wakers {
 async fn notify_loop(remote: Arc<RemoteWaker>) {
     // Committed asynchronously: a NOTIFY lost in a crash costs a poll
     // interval, and it spares the writers' WAL flushes one more waiter.
-    let statement = Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        format!("SELECT pg_notify($1, $2) FROM {ASYNC_COMMIT}"),
-        [remote.channel.clone().into(), remote.origin.clone().into()],
-    );
+    let sql = format!("SELECT pg_notify($1, $2) FROM {ASYNC_COMMIT}");
     while !remote.closed.load(Ordering::Acquire) {
+        let unsent =
+            std::mem::take(&mut *remote.unsent.lock().unwrap_or_else(PoisonError::into_inner));
         // `notify_one` leaves a permit when nobody waits, so a commit between
-        // the check and the wait is not lost.
-        if !remote.dirty.swap(false, Ordering::AcqRel) {
+        // the take and the wait is not lost.
+        if unsent.is_empty() {
             remote.notify.notified().await;
             continue;
         }
-        if let Err(err) = remote.db.execute_raw(statement.clone()).await {
+        let statement = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            &sql,
+            [
+                remote.channel.clone().into(),
+                unsent.payload(&remote.origin).into(),
+            ],
+        );
+        if let Err(err) = remote.db.execute_raw(statement).await {
             // Processors fall back to polling; the next commit tries again.
             tracing::warn!(error = %err, channel = %remote.channel, "outbox NOTIFY failed");
         }
         tokio::time::sleep(NOTIFY_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsent_ids_past_one_notification_turn_into_a_claim() {
+        let mut unsent = Unsent::default();
+        assert!(unsent.is_empty());
+        let ids: Vec<MessageId> = (0..notice::MAX_IDS).map(|_| MessageId::new()).collect();
+        unsent.add(ids.clone());
+        assert_eq!(unsent.payload("o"), notice::encode("o", &ids));
+
+        unsent.add([MessageId::new()]);
+        assert!(unsent.claim && unsent.ids.is_empty(), "{unsent:?}");
+        unsent.add([MessageId::new()]);
+        assert!(unsent.ids.is_empty(), "a claim stays a claim");
+        assert_eq!(unsent.payload("o"), "o");
     }
 }

@@ -1304,6 +1304,24 @@ async fn postgres_commit_notifies_other_processes() {
         .expect("a NOTIFY after the commit")
         .unwrap();
     assert_eq!(notification.channel(), channel);
+    // It names the committed message: "<origin> <id as 32 hex digits>".
+    let table = &channel; // the channel is the table's name
+    let id: Uuid = test
+        .db
+        .query_one_raw(Statement::from_string(
+            test.db_backend(),
+            format!("SELECT id FROM {table}"),
+        ))
+        .await
+        .unwrap()
+        .expect("the committed row")
+        .try_get("", "id")
+        .unwrap();
+    let (_origin, ids) = notification
+        .payload()
+        .split_once(' ')
+        .expect("the payload names the committed messages");
+    assert_eq!(ids, id.simple().to_string());
 
     // `Outbox::wake` after the application's own commit.
     let txn = test.db.begin().await.unwrap();
@@ -1318,6 +1336,11 @@ async fn postgres_commit_notifies_other_processes() {
         .expect("a NOTIFY after wake()")
         .unwrap();
     assert_eq!(notification.channel(), channel);
+    assert!(
+        !notification.payload().contains(' '),
+        "wake() names no messages (it does not know them): {:?}",
+        notification.payload()
+    );
 }
 
 /// While a processor built from the outbox exists, this process's commits

@@ -18,9 +18,10 @@ use crate::id::MessageId;
 /// Most just-committed message ids a processor holds for its fast path.
 pub const FAST_PATH_CAPACITY: usize = 65_536;
 
-/// Something that wakes a processor: commits in this process (with the ids
-/// of the messages, so they are leased by primary key and need no query to
-/// be found), a database notification from another process, a reconnect.
+/// Something that wakes a processor: commits in this process or a database
+/// notification from another process (with the ids of the messages when
+/// known, so they are leased by primary key and need no query to be found),
+/// a reconnect.
 ///
 /// `outbox-sea-orm` implements it for its commit listener and for
 /// PostgreSQL `LISTEN`.
@@ -66,7 +67,8 @@ fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl WakeHandle {
-    /// These messages were just committed: lease and publish them.
+    /// These messages were just committed (here or in another process):
+    /// lease them by id and publish them.
     pub fn committed(&self, ids: impl IntoIterator<Item = MessageId>) {
         {
             let mut committed = self
