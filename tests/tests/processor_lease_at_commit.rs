@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{Setup, save_new_order, shared_setup, wait_until};
@@ -78,14 +77,25 @@ async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
         .collect()
 }
 
-fn gated_processor(outbox: &Outbox, publisher: Gated) -> outbox_core::ProcessorHandle {
-    outbox
-        .processor(publisher)
+/// A PostgreSQL setup and a running processor in the writers' process whose
+/// publishes wait at a closed gate (one batch in flight at a time).
+async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
+    let setup = shared_setup(Backend::Postgres).await;
+    let publisher = Gated::closed(JetStreamPublisher::new(
+        setup.stream.jetstream.client(),
+        "/lease-at-commit",
+    ));
+    let processor = setup
+        .outbox
+        .processor(publisher.clone())
         .batches_in_flight(1)
         .shutdown_timeout(Duration::from_millis(300))
         .build()
         .expect("valid settings")
-        .spawn()
+        .spawn();
+    // Let the processor start and make its offer.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    (setup, publisher, processor)
 }
 
 async fn publishes_waiting(publisher: &Gated, count: usize) {
@@ -102,24 +112,18 @@ async fn publishes_waiting(publisher: &Gated, count: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
+    let (setup, publisher, processor) = gated_setup().await;
     let Setup {
         test,
-        stream,
         outbox,
         table,
-    } = shared_setup(Backend::Postgres).await;
-    let publisher = Gated::closed(JetStreamPublisher::new(
-        stream.jetstream.client(),
-        "/lease-at-commit",
-    ));
-    let processor = gated_processor(&outbox, publisher.clone());
-    // Let the processor start and make its offer.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+        ..
+    } = &setup;
 
-    save_new_order(&outbox, "o-1", 100).await;
+    save_new_order(outbox, "o-1", 100).await;
     publishes_waiting(&publisher, 1).await;
     assert_eq!(
-        rows_of(&test, &table, "o-1").await,
+        rows_of(test, table, "o-1").await,
         vec![(true, true)],
         "leased by the commit itself, not by a claim"
     );
@@ -137,42 +141,37 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
     uow.commit().await.expect("commit");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        rows_of(&test, &table, "o-1").await,
+        rows_of(test, table, "o-1").await,
         vec![(true, false), (false, true)],
         "the second event is not leased while the first is unpublished"
     );
 
     publisher.open();
-    processor_support::wait_all_published(&test, &table, 2).await;
-    processor_support::assert_all_published_cleanly(&test, &table).await;
-    processor_support::assert_stream_matches_outbox(&stream, &test, &table).await;
+    processor_support::wait_all_published(test, table, 2).await;
+    processor_support::assert_all_published_cleanly(test, table).await;
+    processor_support::assert_stream_matches_outbox(&setup.stream, test, table).await;
     processor.shutdown().await.expect("clean shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_processor_gives_back_what_it_was_handed() {
+    let (setup, publisher, processor) = gated_setup().await;
     let Setup {
         test,
-        stream,
         outbox,
         table,
-    } = shared_setup(Backend::Postgres).await;
-    let publisher = Gated::closed(JetStreamPublisher::new(
-        stream.jetstream.client(),
-        "/lease-at-commit",
-    ));
-    let processor = gated_processor(&outbox, publisher.clone());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+        ..
+    } = &setup;
 
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.
-    save_new_order(&outbox, "o-0", 100).await;
+    save_new_order(outbox, "o-0", 100).await;
     publishes_waiting(&publisher, 1).await;
     for i in 1..5 {
-        save_new_order(&outbox, &format!("o-{i}"), 100).await;
+        save_new_order(outbox, &format!("o-{i}"), 100).await;
     }
     assert_eq!(
-        test.count(&table, "lease_token IS NOT NULL").await,
+        test.count(table, "lease_token IS NOT NULL").await,
         5,
         "every order was leased at commit"
     );
@@ -182,7 +181,7 @@ async fn a_stopping_processor_gives_back_what_it_was_handed() {
     assert_eq!(report.released, 5, "{report:?}");
     assert_eq!(
         test.count(
-            &table,
+            table,
             "status = 0 AND attempts = 0 AND lease_token IS NULL"
         )
         .await,
@@ -191,6 +190,6 @@ async fn a_stopping_processor_gives_back_what_it_was_handed() {
     );
 
     // Commits after the processor stopped are written unleased.
-    save_new_order(&outbox, "o-after", 100).await;
-    assert_eq!(test.count(&table, "lease_token IS NOT NULL").await, 0);
+    save_new_order(outbox, "o-after", 100).await;
+    assert_eq!(test.count(table, "lease_token IS NOT NULL").await, 0);
 }
