@@ -180,11 +180,8 @@ async fn a_stopping_processor_gives_back_what_it_was_handed() {
     assert_eq!(report.published, 0);
     assert_eq!(report.released, 5, "{report:?}");
     assert_eq!(
-        test.count(
-            table,
-            "status = 0 AND attempts = 0 AND lease_token IS NULL"
-        )
-        .await,
+        test.count(table, "status = 0 AND attempts = 0 AND lease_token IS NULL")
+            .await,
         5,
         "all pending again, nothing leased, no attempt spent"
     );
