@@ -29,6 +29,7 @@ mod listen;
 pub mod migration;
 mod notice;
 mod outbox;
+mod remote_wake;
 mod repository;
 mod row;
 mod schema;

@@ -5,37 +5,31 @@
 //!   find them. A listener that falls behind is told so and catches up with a
 //!   claim.
 //! - In other processes (PostgreSQL): after commit, never inside the writer's
-//!   transaction, a single background task sends at most one `NOTIFY` per
-//!   millisecond for all writers of this process, carrying the ids committed
-//!   since the previous one when they fit (see [`notice`](crate::notice)),
-//!   so a processor elsewhere leases them by primary key instead of
-//!   searching the table. `pg_notify` inside every transaction serializes
-//!   commits on a global lock (measured here: 8 writers fell from 5,000 to
-//!   ~1,900-2,700 transactions/s); this costs writers a short push under a
-//!   lock, and the `NOTIFY` commits asynchronously (a lost one costs a
-//!   poll interval, never a message). While a processor of this process serves the commits
-//!   (one built by [`Outbox::processor`](crate::Outbox::processor)), no
-//!   `NOTIFY` is sent for them: that processor claims them at once, and a
-//!   processor elsewhere woken for them would only find them leased.
+//!   transaction, coalesced `NOTIFY`s naming the committed messages (see
+//!   [`remote_wake`](crate::remote_wake)). `pg_notify` inside every
+//!   transaction serializes commits on a global lock (measured here: 8
+//!   writers fell from 5,000 to ~1,900-2,700 transactions/s); this costs
+//!   writers a short push under a lock. While a processor of this process
+//!   serves the commits (one built by
+//!   [`Outbox::processor`](crate::Outbox::processor)), no `NOTIFY` is sent
+//!   for them: that processor claims them at once (on PostgreSQL they are
+//!   even written leased to it), and a processor elsewhere woken for them
+//!   would only find them leased.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use outbox_core::processor::{LeaseOffer, LeasedCommit};
 use outbox_core::{MessageId, OutboxMessage};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
-use tokio::sync::{Notify, broadcast};
+use sea_orm::{DatabaseConnection, DbBackend};
+use tokio::sync::broadcast;
 
-use crate::notice;
-use crate::store::ASYNC_COMMIT;
+use crate::remote_wake::{RemoteWaker, Unsent};
 
 /// How many commits a slow listener may fall behind before it is told it
 /// missed some (and should claim instead).
 const LISTENER_BACKLOG: usize = 4096;
-
-/// Shortest gap between two `NOTIFY`s of one process.
-const NOTIFY_INTERVAL: Duration = Duration::from_millis(1);
 
 /// What a [`CommitListener`] receives.
 #[derive(Debug, Clone)]
@@ -63,7 +57,7 @@ pub struct CommitListener {
 pub(crate) struct Commit {
     pub(crate) messages: Arc<[OutboxMessage]>,
     /// Those written leased to the serving processor and handed to it.
-    pub(crate) handed_over: Arc<[MessageId]>,
+    pub(crate) handed_over: Arc<HashSet<MessageId>>,
 }
 
 /// The offer of the processor serving this process's commits, if any.
@@ -131,57 +125,10 @@ pub(crate) struct Wakers {
     serving: Arc<AtomicUsize>,
     /// Where writers find the serving processor's lease offer.
     offer: OfferSlot,
-    remote: Option<Arc<RemoteWaker>>,
-    remote_task: OnceLock<()>,
+    remote: Option<RemoteWaker>,
     /// Sent as every `NOTIFY`'s payload, so this process's own processor can
     /// ignore the notifications of commits it already heard about.
     origin: String,
-}
-
-/// State shared with the background NOTIFY task.
-#[derive(Debug)]
-pub(crate) struct RemoteWaker {
-    db: DatabaseConnection,
-    channel: String,
-    origin: String,
-    unsent: Mutex<Unsent>,
-    closed: AtomicBool,
-    notify: Notify,
-}
-
-/// What the next `NOTIFY` announces.
-#[derive(Debug, Default)]
-struct Unsent {
-    /// Messages committed since the last `NOTIFY`, while they fit in one.
-    ids: Vec<MessageId>,
-    /// Too many ids, or a commit outside a unit of work: just "claim".
-    claim: bool,
-}
-
-impl Unsent {
-    fn is_empty(&self) -> bool {
-        self.ids.is_empty() && !self.claim
-    }
-
-    fn add(&mut self, ids: impl IntoIterator<Item = MessageId>) {
-        if self.claim {
-            return;
-        }
-        self.ids.extend(ids);
-        if self.ids.len() > notice::MAX_IDS {
-            self.claim_instead();
-        }
-    }
-
-    fn claim_instead(&mut self) {
-        self.claim = true;
-        self.ids = Vec::new();
-    }
-
-    fn payload(&self, origin: &str) -> String {
-        let ids: &[MessageId] = if self.claim { &[] } else { &self.ids };
-        notice::encode(origin, ids)
-    }
 }
 
 impl Wakers {
@@ -189,22 +136,12 @@ impl Wakers {
         let origin = uuid::Uuid::now_v7().to_string();
         let remote = channel
             .filter(|_| db.get_database_backend() == DbBackend::Postgres)
-            .map(|channel| {
-                Arc::new(RemoteWaker {
-                    db: db.clone(),
-                    channel,
-                    origin: origin.clone(),
-                    unsent: Mutex::default(),
-                    closed: AtomicBool::new(false),
-                    notify: Notify::new(),
-                })
-            });
+            .map(|channel| RemoteWaker::new(db.clone(), channel, origin.clone()));
         Self {
             local: broadcast::channel(LISTENER_BACKLOG).0,
             serving: Arc::new(AtomicUsize::new(0)),
             offer: OfferSlot::default(),
             remote,
-            remote_task: OnceLock::new(),
             origin,
         }
     }
@@ -220,7 +157,7 @@ impl Wakers {
         if self.local.receiver_count() > 0 {
             let _ = self.local.send(Commit {
                 messages: Arc::from(Vec::new()),
-                handed_over: Arc::from(Vec::new()),
+                handed_over: Arc::default(),
             });
         }
         self.wake_remote(Unsent::claim_instead);
@@ -265,8 +202,9 @@ impl Wakers {
         if messages.is_empty() {
             return;
         }
-        let handed_over = match leased {
+        let handed_over: HashSet<MessageId> = match leased {
             Some((commit, ids)) if !ids.is_empty() => {
+                let ids: HashSet<MessageId> = ids.into_iter().collect();
                 let handed = messages
                     .iter()
                     .filter(|m| ids.contains(&m.id))
@@ -275,14 +213,14 @@ impl Wakers {
                 commit.hand_over(handed);
                 ids
             }
-            _ => Vec::new(),
+            _ => HashSet::new(),
         };
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         if self.local.receiver_count() > 0 {
             // No receiver, or all gone: nothing to do, nothing buffered.
             let _ = self.local.send(Commit {
                 messages: messages.into(),
-                handed_over: handed_over.into(),
+                handed_over: Arc::new(handed_over),
             });
         }
         self.wake_remote(|unsent| unsent.add(ids));
@@ -296,68 +234,6 @@ impl Wakers {
         if self.serving.load(Ordering::Acquire) > 0 {
             return;
         }
-        announce(&mut remote.unsent.lock().unwrap_or_else(PoisonError::into_inner));
-        remote.notify.notify_one();
-        self.remote_task.get_or_init(|| {
-            tokio::spawn(notify_loop(Arc::clone(remote)));
-        });
-    }
-}
-
-impl Drop for Wakers {
-    fn drop(&mut self) {
-        if let Some(remote) = &self.remote {
-            remote.closed.store(true, Ordering::Release);
-            remote.notify.notify_one(); // lets the task see it is done
-        }
-    }
-}
-
-async fn notify_loop(remote: Arc<RemoteWaker>) {
-    // Committed asynchronously: a NOTIFY lost in a crash costs a poll
-    // interval, and it spares the writers' WAL flushes one more waiter.
-    let sql = format!("SELECT pg_notify($1, $2) FROM {ASYNC_COMMIT}");
-    while !remote.closed.load(Ordering::Acquire) {
-        let unsent =
-            std::mem::take(&mut *remote.unsent.lock().unwrap_or_else(PoisonError::into_inner));
-        // `notify_one` leaves a permit when nobody waits, so a commit between
-        // the take and the wait is not lost.
-        if unsent.is_empty() {
-            remote.notify.notified().await;
-            continue;
-        }
-        let statement = Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            &sql,
-            [
-                remote.channel.clone().into(),
-                unsent.payload(&remote.origin).into(),
-            ],
-        );
-        if let Err(err) = remote.db.execute_raw(statement).await {
-            // Processors fall back to polling; the next commit tries again.
-            tracing::warn!(error = %err, channel = %remote.channel, "outbox NOTIFY failed");
-        }
-        tokio::time::sleep(NOTIFY_INTERVAL).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unsent_ids_past_one_notification_turn_into_a_claim() {
-        let mut unsent = Unsent::default();
-        assert!(unsent.is_empty());
-        let ids: Vec<MessageId> = (0..notice::MAX_IDS).map(|_| MessageId::new()).collect();
-        unsent.add(ids.clone());
-        assert_eq!(unsent.payload("o"), notice::encode("o", &ids));
-
-        unsent.add([MessageId::new()]);
-        assert!(unsent.claim && unsent.ids.is_empty(), "{unsent:?}");
-        unsent.add([MessageId::new()]);
-        assert!(unsent.ids.is_empty(), "a claim stays a claim");
-        assert_eq!(unsent.payload("o"), "o");
+        remote.announce(announce);
     }
 }
