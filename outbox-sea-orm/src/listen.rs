@@ -13,7 +13,9 @@ impl WakeSource for CommitListener {
     /// write their messages leased to it and hand them over themselves; it
     /// passes on the ids of the others.
     async fn run(mut self, wake: WakeHandle) {
-        if let Some(offer) = wake.offer_leases() {
+        if self.serves()
+            && let Some(offer) = wake.offer_leases()
+        {
             self.take_offer(offer);
         }
         while let Some(commit) = self.recv_commit().await {

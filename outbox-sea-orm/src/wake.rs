@@ -107,6 +107,12 @@ impl CommitListener {
         }
     }
 
+    /// Whether this is a processor's own listener (see
+    /// [`Outbox::processor`](crate::Outbox::processor)).
+    pub(crate) fn serves(&self) -> bool {
+        self.serving.is_some()
+    }
+
     /// For a processor's listener: offers this process's writers to lease
     /// their messages to the processor at commit.
     pub(crate) fn take_offer(&mut self, offer: LeaseOffer) {
