@@ -30,6 +30,19 @@ pub struct ClaimedMessage {
     pub attempts: u32,
 }
 
+impl ClaimedMessage {
+    /// Sorts `messages` into publishing order, the order of
+    /// [`ClaimedBatch::messages`]: per aggregate, by sequence.
+    pub fn sort_for_publishing(messages: &mut [ClaimedMessage]) {
+        messages.sort_by(|a, b| a.publishing_key().cmp(&b.publishing_key()));
+    }
+
+    fn publishing_key(&self) -> (&str, &str, u64) {
+        let m = &self.message;
+        (&m.aggregate_type, &m.aggregate_id, m.sequence)
+    }
+}
+
 /// The result of [`OutboxStore::claim`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedBatch {

@@ -170,7 +170,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         };
         next_poll = Instant::now() + engine.poll_interval;
         let leased_at = claim.leased_at();
-        match engine.claim(claim, &wake).await {
+        match engine.claim(claim, leased_at, &wake).await {
             Ok(Some(claimed)) => {
                 engine.report.batches += 1;
                 let ctx = Arc::clone(&engine.ctx);
@@ -319,13 +319,14 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     async fn claim(
         &mut self,
         claim: Claim,
+        leased_at: Instant,
         wake: &WakeHandle,
     ) -> Result<Option<ClaimedBatch>, StoreError> {
         let lease = self.ctx.lease;
         let store = &self.ctx.store;
         let claimed = match claim {
             Claim::Handed(handed) => {
-                let batch = handed_batch(handed, lease);
+                let batch = handed_batch(handed, leased_at, lease);
                 wake.handed_settled(batch.messages.len());
                 batch
             }
@@ -448,7 +449,7 @@ impl Claim {
 }
 
 /// A batch of messages leased at commit, as a claim would have returned it.
-fn handed_batch(handed: Vec<Handover>, lease: Duration) -> ClaimedBatch {
+fn handed_batch(handed: Vec<Handover>, leased_at: Instant, lease: Duration) -> ClaimedBatch {
     let token = handed.first().map_or_else(LeaseToken::new, |h| h.token);
     let mut messages: Vec<ClaimedMessage> = handed
         .into_iter()
@@ -458,21 +459,18 @@ fn handed_batch(handed: Vec<Handover>, lease: Duration) -> ClaimedBatch {
             attempts: 0,
         })
         .collect();
-    // Per aggregate, by sequence, as claims come.
-    messages.sort_by(|a, b| publishing_order(a).cmp(&publishing_order(b)));
+    ClaimedMessage::sort_for_publishing(&mut messages);
+    // The lease ran from the commit (no earlier than `leased_at`).
+    let leased_at =
+        chrono::Utc::now() - chrono::Duration::from_std(leased_at.elapsed()).unwrap_or_default();
     ClaimedBatch {
         lease: Lease {
             token,
-            expires_at: chrono::Utc::now()
+            expires_at: leased_at
                 + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX),
         },
         messages,
     }
-}
-
-fn publishing_order(claimed: &ClaimedMessage) -> (&str, &str, u64) {
-    let m = &claimed.message;
-    (&m.aggregate_type, &m.aggregate_id, m.sequence)
 }
 
 /// Closes the processor's lease offers when its task ends, however it ends.

@@ -46,19 +46,13 @@ pub(super) async fn claim(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(store_err("reading claimed rows"))?;
-    messages.sort_by(|a, b| publishing_order(a).cmp(&publishing_order(b)));
+    ClaimedMessage::sort_for_publishing(&mut messages);
     let expires_at = expires_at.unwrap_or_else(Utc::now);
     tracing::trace!(claimed = messages.len(), %token, "outbox claim");
     Ok(ClaimedBatch {
         lease: Lease { token, expires_at },
         messages,
     })
-}
-
-/// Per aggregate, by sequence.
-fn publishing_order(claimed: &ClaimedMessage) -> (&str, &str, u64) {
-    let m = &claimed.message;
-    (&m.aggregate_type, &m.aggregate_id, m.sequence)
 }
 
 /// The part of the claim shared by every backend: pending, due, unleased,
