@@ -221,7 +221,7 @@ impl Wakers {
             }
             _ => HashSet::new(),
         };
-        let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
+        self.wake_remote(|unsent| unsent.add(messages.iter().map(|m| m.id)));
         if self.local.receiver_count() > 0 {
             // No receiver, or all gone: nothing to do, nothing buffered.
             let _ = self.local.send(Commit {
@@ -229,7 +229,6 @@ impl Wakers {
                 handed_over: Arc::new(handed_over),
             });
         }
-        self.wake_remote(|unsent| unsent.add(ids));
     }
 
     /// Marks other processes for a wake-up (`announce` adds what to tell
