@@ -1,6 +1,7 @@
 //! Outbox messages in and out of rows.
 
 use chrono::Timelike;
+use outbox_core::processor::LeasedCommit;
 use outbox_core::{Headers, MessageId, OutboxMessage, Payload};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use uuid::Uuid;
@@ -48,6 +49,15 @@ const INSERT_COLUMNS: &str = "id, aggregate_type, aggregate_id, sequence, event_
 pub(crate) struct LeaseAtCommit {
     pub(crate) token: Uuid,
     pub(crate) lease_millis: i64,
+}
+
+impl From<&LeasedCommit> for LeaseAtCommit {
+    fn from(commit: &LeasedCommit) -> Self {
+        Self {
+            token: *commit.token().as_uuid(),
+            lease_millis: crate::store::millis(commit.lease()),
+        }
+    }
 }
 
 /// The column an INSERT with a [`LeaseAtCommit`] returns per row: whether

@@ -73,7 +73,8 @@ fn store_err(what: &'static str) -> impl Fn(sea_orm::DbErr) -> StoreError {
     move |err| StoreError::new(what, err)
 }
 
-fn millis(duration: Duration) -> i64 {
+/// A duration in whole milliseconds, as SQL parameters take it.
+pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 

@@ -247,10 +247,7 @@ impl UnitOfWork {
             let entered = (dialect == Dialect::Postgres && !messages.is_empty())
                 .then(|| self.outbox.enter_lease())
                 .flatten();
-            let lease = entered.as_ref().map(|entered| LeaseAtCommit {
-                token: *entered.token().as_uuid(),
-                lease_millis: i64::try_from(entered.lease().as_millis()).unwrap_or(i64::MAX),
-            });
+            let lease = entered.as_ref().map(LeaseAtCommit::from);
             let written_leased =
                 one_statement::commit(db, table, self.pending.pop(), &mut messages, lease).await?;
             leased = entered.map(|entered| (entered, written_leased));
