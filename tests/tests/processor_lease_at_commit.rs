@@ -112,18 +112,21 @@ async fn publishes_waiting(publisher: &Gated, count: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
-    let (setup, publisher, processor) = gated_setup().await;
-    let Setup {
-        test,
-        outbox,
-        table,
-        ..
-    } = &setup;
+    let (
+        Setup {
+            test,
+            stream,
+            outbox,
+            table,
+        },
+        publisher,
+        processor,
+    ) = gated_setup().await;
 
-    save_new_order(outbox, "o-1", 100).await;
+    save_new_order(&outbox, "o-1", 100).await;
     publishes_waiting(&publisher, 1).await;
     assert_eq!(
-        rows_of(test, table, "o-1").await,
+        rows_of(&test, &table, "o-1").await,
         vec![(true, true)],
         "leased by the commit itself, not by a claim"
     );
@@ -141,37 +144,40 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
     uow.commit().await.expect("commit");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        rows_of(test, table, "o-1").await,
+        rows_of(&test, &table, "o-1").await,
         vec![(true, false), (false, true)],
         "the second event is not leased while the first is unpublished"
     );
 
     publisher.open();
-    processor_support::wait_all_published(test, table, 2).await;
-    processor_support::assert_all_published_cleanly(test, table).await;
-    processor_support::assert_stream_matches_outbox(&setup.stream, test, table).await;
+    processor_support::wait_all_published(&test, &table, 2).await;
+    processor_support::assert_all_published_cleanly(&test, &table).await;
+    processor_support::assert_stream_matches_outbox(&stream, &test, &table).await;
     processor.shutdown().await.expect("clean shutdown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_processor_gives_back_what_it_was_handed() {
-    let (setup, publisher, processor) = gated_setup().await;
-    let Setup {
-        test,
-        outbox,
-        table,
-        ..
-    } = &setup;
+    let (
+        Setup {
+            test,
+            outbox,
+            table,
+            ..
+        },
+        publisher,
+        processor,
+    ) = gated_setup().await;
 
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.
-    save_new_order(outbox, "o-0", 100).await;
+    save_new_order(&outbox, "o-0", 100).await;
     publishes_waiting(&publisher, 1).await;
     for i in 1..5 {
-        save_new_order(outbox, &format!("o-{i}"), 100).await;
+        save_new_order(&outbox, &format!("o-{i}"), 100).await;
     }
     assert_eq!(
-        test.count(table, "lease_token IS NOT NULL").await,
+        test.count(&table, "lease_token IS NOT NULL").await,
         5,
         "every order was leased at commit"
     );
@@ -180,13 +186,16 @@ async fn a_stopping_processor_gives_back_what_it_was_handed() {
     assert_eq!(report.published, 0);
     assert_eq!(report.released, 5, "{report:?}");
     assert_eq!(
-        test.count(table, "status = 0 AND attempts = 0 AND lease_token IS NULL")
-            .await,
+        test.count(
+            &table,
+            "status = 0 AND attempts = 0 AND lease_token IS NULL"
+        )
+        .await,
         5,
         "all pending again, nothing leased, no attempt spent"
     );
 
     // Commits after the processor stopped are written unleased.
-    save_new_order(outbox, "o-after", 100).await;
-    assert_eq!(test.count(table, "lease_token IS NOT NULL").await, 0);
+    save_new_order(&outbox, "o-after", 100).await;
+    assert_eq!(test.count(&table, "lease_token IS NOT NULL").await, 0);
 }
