@@ -60,7 +60,7 @@ pub(super) async fn purge_batch(
 ) -> Result<u64, DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
     let table = dialect.quote(table);
-    let ago = -i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+    let ago = -crate::store::millis(older_than);
     let mut sql = Sql::new(dialect);
     // Placeholders are bound in the order they appear (`?` is positional).
     let filter = |sql: &mut Sql| {
