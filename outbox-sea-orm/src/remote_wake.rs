@@ -1,5 +1,5 @@
 //! Waking processors in other processes (PostgreSQL): a background task
-//! sends at most one `NOTIFY` per millisecond for all writers of this
+//! starts at most one `NOTIFY` per millisecond for all writers of this
 //! process, after their commits, carrying the ids committed since the
 //! previous one when they fit (see [`notice`](crate::notice)).
 
@@ -126,11 +126,14 @@ async fn notify_loop(remote: Arc<Shared>) {
                 unsent.payload(&remote.origin).into(),
             ],
         );
+        // The gap counts from this NOTIFY's start, so its round trip is part
+        // of the gap instead of adding to the wait of the commits after it.
+        let next_at = tokio::time::Instant::now() + NOTIFY_INTERVAL;
         if let Err(err) = remote.db.execute_raw(statement).await {
             // Processors fall back to polling; the next commit tries again.
             tracing::warn!(error = %err, channel = %remote.channel, "outbox NOTIFY failed");
         }
-        tokio::time::sleep(NOTIFY_INTERVAL).await;
+        tokio::time::sleep_until(next_at).await;
     }
 }
 
