@@ -268,7 +268,7 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
         let (outbox, measured) = (outbox.clone(), Arc::clone(&measured));
         let prefix = stream.prefix.clone();
         writers.push(tokio::spawn(async move {
-            let mut ticks = offered::schedule(WRITERS, rate);
+            let mut ticks = offered::schedule(started.into(), writer, WRITERS, rate);
             let mut commits: Vec<Commit> = Vec::new();
             let mut n = 0u64;
             loop {

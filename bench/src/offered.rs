@@ -1,5 +1,9 @@
 //! Offered load: each of `writers` writers starts one transaction per tick
-//! of its own schedule, its ticks `writers / rate` apart.
+//! of its own schedule, its ticks `writers / rate` apart, and the writers'
+//! schedules staggered evenly over one period, so that together they offer
+//! one transaction every `1 / rate` (a steady rate; until 23 Nov 2026 all
+//! writers ticked at the same instants, offering bursts of `writers`
+//! transactions at once).
 //!
 //! A writer that falls behind (a transaction took longer than its tick)
 //! starts the late transactions at once, as requests that arrived meanwhile
@@ -13,13 +17,14 @@
 
 use std::time::Duration;
 
-use tokio::time::{Interval, MissedTickBehavior};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-/// One writer's schedule at `rate` transactions per second over `writers`
-/// writers.
-pub(crate) fn schedule(writers: usize, rate: u64) -> Interval {
+/// Writer `writer`'s schedule (of `writers`, together offering `rate`
+/// transactions per second), its first tick `writer / rate` after `start`.
+pub(crate) fn schedule(start: Instant, writer: usize, writers: usize, rate: u64) -> Interval {
     let period = Duration::from_secs_f64(writers as f64 / rate as f64);
-    let mut ticks = tokio::time::interval(period);
+    let offset = Duration::from_secs_f64(writer as f64 / rate as f64);
+    let mut ticks = tokio::time::interval_at(start + offset, period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
     ticks
 }

@@ -84,7 +84,7 @@ async fn measure(mode: Mode) -> Result<Measured, BoxError> {
     for writer in 0..WRITERS {
         let (outbox, done) = (outbox.clone(), Arc::clone(&done));
         tasks.push(tokio::spawn(async move {
-            let mut ticks = offered::schedule(WRITERS, OFFERED_PER_SEC);
+            let mut ticks = offered::schedule(start.into(), writer, WRITERS, OFFERED_PER_SEC);
             let mut latencies = Vec::new();
             let mut lags = Vec::new();
             let mut n = 0u64;
