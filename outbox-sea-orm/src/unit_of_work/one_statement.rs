@@ -4,10 +4,10 @@
 //! events".
 
 use outbox_core::{MessageId, OutboxMessage};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult};
 use uuid::Uuid;
 
-use super::write::{AggregateWrite, WriteCheck};
+use super::write::AggregateWrite;
 use crate::config::TableName;
 use crate::dialect::{Dialect, Sql};
 use crate::error::OutboxError;
@@ -77,20 +77,23 @@ pub(super) async fn commit(
         Some(check) => check.refused(err, table),
         None => err.into(),
     };
-    let conflict = || check.as_ref().map(WriteCheck::conflict);
-    if leased.is_none() {
+    let (applied, written_leased) = if leased.is_none() {
         let result = db.execute_raw(sql.build()).await.map_err(refused)?;
-        return match conflict() {
-            Some(conflict) if result.rows_affected() == 0 => Err(conflict),
-            _ => Ok(Vec::new()),
-        };
+        (result.rows_affected() > 0, Vec::new())
+    } else {
+        let rows = db.query_all_raw(sql.build()).await.map_err(refused)?;
+        (!rows.is_empty(), leased_ids(&rows)?)
+    };
+    match &check {
+        Some(check) if !applied => Err(check.conflict()),
+        _ => Ok(written_leased),
     }
-    let rows = db.query_all_raw(sql.build()).await.map_err(refused)?;
-    if let Some(conflict) = conflict().filter(|_| rows.is_empty()) {
-        return Err(conflict);
-    }
+}
+
+/// The ids of the rows a leased INSERT returned as written leased.
+fn leased_ids(rows: &[QueryResult]) -> Result<Vec<MessageId>, OutboxError> {
     let mut ids = Vec::new();
-    for row in &rows {
+    for row in rows {
         if row.try_get::<bool>("", LEASED_AT_COMMIT)? {
             ids.push(MessageId::from(row.try_get::<Uuid>("", "id")?));
         }
