@@ -4,7 +4,7 @@
 //! previous one when they fit (see [`notice`](crate::notice)).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use outbox_core::MessageId;
@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 
 use crate::notice;
 use crate::store::ASYNC_COMMIT;
+use crate::wake::locked;
 
 /// Shortest gap between two `NOTIFY`s of one process.
 const NOTIFY_INTERVAL: Duration = Duration::from_millis(1);
@@ -55,7 +56,7 @@ impl RemoteWaker {
     /// that sends it the first time.
     pub(crate) fn announce(&self, announce: impl FnOnce(&mut Unsent)) {
         let shared = &self.shared;
-        announce(&mut shared.unsent.lock().unwrap_or_else(PoisonError::into_inner));
+        announce(&mut locked(&shared.unsent));
         shared.notify.notify_one();
         self.task.get_or_init(|| {
             tokio::spawn(notify_loop(Arc::clone(shared)));
@@ -110,8 +111,7 @@ async fn notify_loop(remote: Arc<Shared>) {
     // interval, and it spares the writers' WAL flushes one more waiter.
     let sql = format!("SELECT pg_notify($1, $2) FROM {ASYNC_COMMIT}");
     while !remote.closed.load(Ordering::Acquire) {
-        let unsent =
-            std::mem::take(&mut *remote.unsent.lock().unwrap_or_else(PoisonError::into_inner));
+        let unsent = std::mem::take(&mut *locked(&remote.unsent));
         // `notify_one` leaves a permit when nobody waits, so a commit between
         // the take and the wait is not lost.
         if unsent.is_empty() {

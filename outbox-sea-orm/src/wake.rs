@@ -63,7 +63,9 @@ pub(crate) struct Commit {
 /// The offer of the processor serving this process's commits, if any.
 type OfferSlot = Arc<Mutex<Option<LeaseOffer>>>;
 
-fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `mutex`, also after a panic elsewhere poisoned it (what it guards
+/// stays consistent: every holder only pushes, takes or replaces).
+pub(crate) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics;
+use super::wake::locked;
 use crate::id::MessageId;
 use crate::publisher::{PublishErrorKind, Publisher};
 use crate::store::{ClaimedBatch, ClaimedMessage, Failure, FailureKind, OutboxStore, Published};
@@ -132,8 +133,7 @@ async fn keep_renewed<S: OutboxStore, P: Publisher>(
         let renewed_at = Instant::now();
         match ctx.store.renew(token, ctx.lease).await {
             Ok(outcome) if outcome.applied > 0 => {
-                *valid_until.lock().unwrap_or_else(PoisonError::into_inner) =
-                    renewed_at + ctx.lease - margin;
+                *locked(valid_until) = renewed_at + ctx.lease - margin;
             }
             Ok(_) => {
                 tracing::warn!(%token, "outbox lease lost: another processor took the batch over");
@@ -166,7 +166,7 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
     unavailable: &std::sync::atomic::AtomicBool,
 ) {
     let record = |f: &mut dyn FnMut(&mut Outcomes)| {
-        f(&mut outcomes.lock().unwrap_or_else(PoisonError::into_inner));
+        f(&mut locked(outcomes));
     };
     let release_from = |index: usize| {
         record(&mut |o| {
@@ -175,7 +175,7 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
         })
     };
     for (index, claimed) in chain.iter().enumerate() {
-        let lease_left = *valid_until.lock().unwrap_or_else(PoisonError::into_inner);
+        let lease_left = *locked(valid_until);
         if stop.is_cancelled() || Instant::now() >= lease_left {
             return release_from(index);
         }

@@ -62,7 +62,9 @@ pub(crate) struct Wakeups {
     pub(crate) handed: Vec<Handover>,
 }
 
-fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `mutex`, also after a panic elsewhere poisoned it (what the
+/// processor guards stays consistent: holders push, take or replace).
+pub(super) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -71,11 +73,7 @@ impl WakeHandle {
     /// lease them by id and publish them.
     pub fn committed(&self, ids: impl IntoIterator<Item = MessageId>) {
         {
-            let mut committed = self
-                .state
-                .committed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut committed = locked(&self.state.committed);
             for id in ids {
                 if committed.len() >= FAST_PATH_CAPACITY {
                     self.state.claim.store(true, Ordering::Release);
