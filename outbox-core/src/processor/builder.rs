@@ -57,9 +57,9 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         self
     }
 
-    /// How long a claim is held (default 30 s); renewed every third of it
-    /// while the batch is in flight. Keep the broker's deduplication window
-    /// longer than this.
+    /// How long a claim is held (default 30 s, 1 s to 24 h); renewed every
+    /// third of it while the batch is in flight. Keep the broker's
+    /// deduplication window longer than this.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self

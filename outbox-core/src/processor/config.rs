@@ -4,6 +4,11 @@ use std::time::Duration;
 
 use crate::store::RetryPolicy;
 
+/// The longest lease a processor takes. Past it a lease makes no sense (a
+/// dead processor's messages wait it out, and no broker's duplicate window
+/// covers it); far past it, the deadlines computed from it overflow.
+const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A setting that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
@@ -21,7 +26,7 @@ pub struct ConfigError {
 /// | `batch_size` | 1,000 | messages per claim (one claim and one completion statement per batch) |
 /// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
 /// | `max_in_flight` | 4,096 | publishes awaiting their ack at once, over all batches |
-/// | `lease` | 30 s | how long a claim is held; renewed every third of it while a batch is in flight |
+/// | `lease` | 30 s | how long a claim is held (1 s to 24 h); renewed every third of it while a batch is in flight |
 /// | `gather` | 2 ms | while a batch is publishing, how long just-committed messages may wait for more to join them in one claim (none wait while nothing is in flight) |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
@@ -126,6 +131,13 @@ impl ProcessorConfig {
                 "must be at least 1 s (it is renewed every third of it)",
             );
         }
+        if self.lease > MAX_LEASE {
+            return bad(
+                "lease",
+                "must be at most 24 h (a dead processor's messages wait out its lease, \
+                 and the broker's duplicate window must outlast it)",
+            );
+        }
         if self.poll_interval.is_zero() {
             return bad("poll_interval", "must be longer than zero");
         }
@@ -146,5 +158,37 @@ impl ProcessorConfig {
             return bad("stats_interval", "must be longer than zero (or None)");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_lease(lease: Duration) -> ProcessorConfig {
+        ProcessorConfig {
+            lease,
+            ..ProcessorConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        assert_eq!(ProcessorConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_lease_must_be_between_a_second_and_a_day() {
+        for bad in [
+            Duration::from_millis(999),
+            MAX_LEASE + Duration::from_secs(1),
+            Duration::MAX,
+        ] {
+            let err = with_lease(bad).validate().expect_err("out of bounds");
+            assert_eq!(err.setting, "lease", "{bad:?}");
+        }
+        for good in [Duration::from_secs(1), MAX_LEASE] {
+            assert_eq!(with_lease(good).validate(), Ok(()), "{good:?}");
+        }
     }
 }
