@@ -1,6 +1,7 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
-//! `migration`): [`CreateOutboxTable`], then [`CreateInboxTable`]. A database
-//! migrated before the inbox existed gets it by running the migrator again.
+//! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
+//! [`IndexAggregateHeads`]. A database migrated before a later migration
+//! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
 //! `outbox_migrations`, so it never clashes with the application's
@@ -23,7 +24,7 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, Sch
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
-use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox};
+use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox, index_heads};
 
 /// Where [`OutboxMigrator`] records which migrations ran.
 pub const MIGRATION_TABLE: &str = "outbox_migrations";
@@ -34,6 +35,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(config)),
         Box::new(CreateInboxTable::new(config)),
+        Box::new(IndexAggregateHeads::new(config)),
     ]
 }
 
@@ -118,6 +120,61 @@ impl MigrationTrait for CreateInboxTable {
             [drop_inbox(dialect(manager), self.config.inbox_table())],
         )
         .await
+    }
+}
+
+/// MySQL/MariaDB: the index the claim walks the aggregates' heads with,
+/// `(status, aggregate_type, aggregate_id, sequence)`, replacing
+/// `(aggregate_type, aggregate_id, status, sequence)`, whose ranges ran
+/// through published rows. Nothing on PostgreSQL and SQLite, whose
+/// partial index of unpublished rows serves the walk already.
+#[derive(Debug, Clone)]
+pub struct IndexAggregateHeads {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl IndexAggregateHeads {
+    /// The migration for `config`'s table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261124_000003_index_heads_{}", config.table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for IndexAggregateHeads {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for IndexAggregateHeads {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(manager, index_heads(dialect(manager), self.config.table())).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let table = self.config.table().as_str();
+        let q = |ident: &str| dialect(manager).quote(ident);
+        let statements = match dialect(manager) {
+            Dialect::MySql => vec![
+                format!(
+                    "CREATE INDEX {} ON {} (aggregate_type, aggregate_id, status, sequence)",
+                    q(&format!("{table}_unpublished")),
+                    q(table)
+                ),
+                format!(
+                    "DROP INDEX {} ON {}",
+                    q(&format!("{table}_heads")),
+                    q(table)
+                ),
+            ],
+            _ => Vec::new(),
+        };
+        execute(manager, statements).await
     }
 }
 

@@ -19,9 +19,17 @@
 //!   keeps pending rows in one contiguous range instead.
 //! - `<table>_aggregate`: unique `(aggregate_type, aggregate_id, sequence)`,
 //!   per-aggregate order, and no two messages with one sequence.
-//! - `<table>_unpublished`: the claim's "is an earlier message unpublished"
-//!   probe: partial on unpublished rows (PostgreSQL, SQLite), or
-//!   `(aggregate_type, aggregate_id, status, sequence)` (MySQL/MariaDB).
+//! - `<table>_unpublished` (PostgreSQL, SQLite): partial on unpublished rows,
+//!   `(aggregate_type, aggregate_id, sequence)`: the claim's walk over the
+//!   aggregates (one probe per aggregate finds its head) and its "is an
+//!   earlier message unpublished" probe. Published rows are not in it, so a
+//!   long history costs the claim nothing.
+//! - `<table>_heads` (MySQL/MariaDB, from migration `m20261124_000003`):
+//!   `(status, aggregate_type, aggregate_id, sequence)`, so pending rows are
+//!   in aggregate order apart from published ones and the walk is a loose
+//!   index scan. It replaces the first schema's `<table>_unpublished`
+//!   `(aggregate_type, aggregate_id, status, sequence)`, whose ranges ran
+//!   through published rows.
 //! - `<table>_published`: the purge's scan of old published rows.
 //!
 //! The inbox table (default `outbox_inbox`, see [`Inbox`](crate::Inbox)):
@@ -138,6 +146,28 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
     statements
 }
 
+/// The statements that give the claim's walk its index (MySQL/MariaDB; see
+/// the module docs): `<table>_heads` replaces `<table>_unpublished`.
+pub(crate) fn index_heads(dialect: Dialect, table: &TableName) -> Vec<String> {
+    if dialect != Dialect::MySql {
+        return Vec::new();
+    }
+    let t = table.as_str();
+    let q = |ident: &str| dialect.quote(ident);
+    vec![
+        format!(
+            "CREATE INDEX {name} ON {table} (status, aggregate_type, aggregate_id, sequence)",
+            name = q(&format!("{t}_heads")),
+            table = q(t),
+        ),
+        format!(
+            "DROP INDEX {name} ON {table}",
+            name = q(&format!("{t}_unpublished")),
+            table = q(t),
+        ),
+    ]
+}
+
 /// The statements that create the inbox table and its index.
 pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();
@@ -194,18 +224,21 @@ pub async fn create_schema(
     let inbox = create_inbox(dialect, config.inbox_table());
     for statement in create_outbox(dialect, config.table())
         .into_iter()
+        .chain(index_heads(dialect, config.table()))
         .chain(inbox)
     {
         match db.execute_unprepared(&statement).await {
             Ok(_) => {}
-            // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index is fine.
-            Err(err) if dialect == Dialect::MySql && is_duplicate_key_name(&err) => {}
+            // MySQL has no CREATE INDEX IF NOT EXISTS nor (MySQL 8) DROP
+            // INDEX IF EXISTS: an index already there, or already gone, is fine.
+            Err(err) if dialect == Dialect::MySql && is_index_already_done(&err) => {}
             Err(err) => return Err(err),
         }
     }
     Ok(())
 }
 
-fn is_duplicate_key_name(err: &sea_orm::DbErr) -> bool {
-    err.to_string().contains("Duplicate key name")
+fn is_index_already_done(err: &sea_orm::DbErr) -> bool {
+    let text = err.to_string();
+    text.contains("Duplicate key name") || text.contains("Can't DROP")
 }

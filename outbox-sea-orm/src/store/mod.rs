@@ -20,13 +20,17 @@ use crate::dialect::Dialect;
 /// fencing tokens, completions, failures with backoff, and operations
 /// (requeue, purge, stats). Every time comparison uses the database clock.
 ///
-/// How a claim keeps per-aggregate order, on every backend: it takes only
-/// due, unleased pending messages whose earlier unpublished siblings are all
-/// claimable too (so a blocked aggregate never fills the batch), locks them
-/// (`FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL/MariaDB; SQLite has one
-/// writer), then keeps a message only if every earlier unpublished message of
-/// its aggregate is among the rows *it* locked. Two claimers can therefore
-/// never split one aggregate's history between them.
+/// How a claim keeps per-aggregate order, on every backend: it walks the
+/// aggregates that have unpublished messages, looking only at each one's
+/// head (its lowest unpublished sequence); from each head that is
+/// publishable now it takes the run of consecutive publishable messages,
+/// locks them (`FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL/MariaDB;
+/// SQLite has one writer), and keeps a message only if every earlier
+/// unpublished message of its aggregate is among the rows *it* locked. Two
+/// claimers can therefore never split one aggregate's history between them,
+/// and a claim's cost is bounded by its batch and the aggregates it visits:
+/// never by published history, never by what waits behind a blocked head
+/// (see the `claim` module for each backend's statements).
 ///
 /// On PostgreSQL the claim and the completion, the processor's two
 /// statements per batch, commit asynchronously (`synchronous_commit = off`
@@ -43,6 +47,7 @@ pub struct SeaOrmOutboxStore {
     db: DatabaseConnection,
     config: OutboxConfig,
     dialect: Dialect,
+    cursor: claim::WalkCursor,
 }
 
 impl SeaOrmOutboxStore {
@@ -53,6 +58,7 @@ impl SeaOrmOutboxStore {
             db,
             config,
             dialect,
+            cursor: claim::WalkCursor::default(),
         }
     }
 
@@ -80,7 +86,7 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 
 impl OutboxStore for SeaOrmOutboxStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
-        claim::claim(self, limit, lease, None).await
+        claim::claim(self, limit, lease).await
     }
 
     async fn claim_ids(
@@ -88,8 +94,7 @@ impl OutboxStore for SeaOrmOutboxStore {
         ids: &[MessageId],
         lease: Duration,
     ) -> Result<ClaimedBatch, StoreError> {
-        let limit = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-        claim::claim(self, limit, lease, Some(ids)).await
+        claim::claim_ids(self, ids, lease).await
     }
 
     async fn complete(

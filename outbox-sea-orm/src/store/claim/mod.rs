@@ -1,0 +1,193 @@
+//! Claiming a batch under a lease, in per-aggregate order, at a cost bounded
+//! by the work: never by an aggregate's published history, never by the
+//! pending rows blocked behind a leased, backing-off or dead message.
+//!
+//! An ordinary claim *walks the aggregates*: it visits, in key order, each
+//! aggregate that has an unpublished message, looking only at that
+//! aggregate's *head* (its lowest unpublished sequence) through the index of
+//! unpublished rows, and stops once it found `limit` heads that are
+//! publishable now. From each such head it takes the run of consecutive
+//! publishable messages, up to `limit` messages in all, locks them, and
+//! keeps a message only if every earlier message of the run is locked by
+//! this claim too. A blocked aggregate costs one index probe, whatever waits
+//! behind its head; a published history costs nothing (the probe never sees
+//! published rows).
+//!
+//! The walk resumes where the previous claim that filled its batch stopped
+//! (the store's [`WalkCursor`]) and wraps around at the end, so every
+//! aggregate is visited in turn under a backlog that never drains: claims
+//! are fair between aggregates, not first-in-first-out between messages.
+//!
+//! | backend | walk | lock |
+//! |---|---|---|
+//! | PostgreSQL | recursive CTE, one index probe per aggregate ([`postgres`]) | in the same statement, `FOR UPDATE SKIP LOCKED` |
+//! | MySQL/MariaDB | loose index scan over `(status, aggregate_type, aggregate_id, sequence)` ([`mysql`]) | heads `SKIP LOCKED`, then their runs, one transaction at `READ COMMITTED` |
+//! | SQLite | recursive CTE, one index probe per aggregate ([`sqlite`]) | one statement under the single writer |
+//!
+//! The claim by ids (the processor's fast path, for messages it was told
+//! were just committed) looks only at the named rows, their aggregates'
+//! heads and the rows between.
+
+mod by_ids;
+mod mysql;
+mod postgres;
+mod sqlite;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, MessageId, StoreError};
+use sea_orm::QueryResult;
+
+use super::{SeaOrmOutboxStore, store_err};
+use crate::dialect::Dialect;
+use crate::row::read_message;
+
+/// An aggregate, as the walk orders them: by type, then id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct AggregateKey {
+    pub(crate) aggregate_type: String,
+    pub(crate) aggregate_id: String,
+}
+
+/// Where the next walk over the aggregates starts: after the last aggregate
+/// a claim that filled its batch took messages from. Shared by the clones
+/// of one store; it only decides fairness, never correctness.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WalkCursor(Arc<Mutex<Option<AggregateKey>>>);
+
+impl WalkCursor {
+    fn take(&self) -> Option<AggregateKey> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    fn set(&self, key: Option<AggregateKey>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = key;
+    }
+}
+
+/// What one walk leased.
+#[derive(Default)]
+struct Walked {
+    /// The leased rows, selected with [`crate::row::message_columns`].
+    rows: Vec<QueryResult>,
+    /// When their lease runs out, by the database clock.
+    expires_at: Option<DateTime<Utc>>,
+    /// The last aggregate, in walk order, that messages were taken from.
+    last: Option<AggregateKey>,
+}
+
+/// Leases up to `limit` publishable messages, walking the aggregates from
+/// where the last full claim stopped, and from the start when that finds too
+/// few.
+pub(super) async fn claim(
+    store: &SeaOrmOutboxStore,
+    limit: u32,
+    lease: Duration,
+) -> Result<ClaimedBatch, StoreError> {
+    let token = LeaseToken::new();
+    let limit = limit.max(1) as usize;
+    let start = store.cursor.take();
+    let resumed = start.is_some();
+    let mut walked = walk(store, token, limit, lease, start).await?;
+    if resumed && walked.rows.len() < limit {
+        // The end of the aggregates came first: wrap around. What the first
+        // walk leased is skipped now (its heads are leased).
+        let rest = walk(store, token, limit - walked.rows.len(), lease, None).await?;
+        walked.rows.extend(rest.rows);
+        walked.expires_at = match (walked.expires_at, rest.expires_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        walked.last = rest.last.or(walked.last);
+    }
+    store.cursor.set(if walked.rows.len() >= limit {
+        walked.last.take()
+    } else {
+        None
+    });
+    batch(store, token, walked.rows, walked.expires_at)
+}
+
+/// Leases the named messages that are publishable now (see
+/// [`OutboxStore::claim_ids`](outbox_core::OutboxStore::claim_ids)).
+pub(super) async fn claim_ids(
+    store: &SeaOrmOutboxStore,
+    ids: &[MessageId],
+    lease: Duration,
+) -> Result<ClaimedBatch, StoreError> {
+    let token = LeaseToken::new();
+    if ids.is_empty() {
+        return batch(store, token, Vec::new(), None);
+    }
+    let (rows, expires_at) = match store.dialect {
+        Dialect::Postgres | Dialect::Sqlite => by_ids::claim(store, token, ids, lease).await?,
+        Dialect::MySql => mysql::claim_ids(store, token, ids, lease).await?,
+    };
+    batch(store, token, rows, expires_at)
+}
+
+/// One walk of `limit` messages from `after` (or the first aggregate).
+async fn walk(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    limit: usize,
+    lease: Duration,
+    after: Option<AggregateKey>,
+) -> Result<Walked, StoreError> {
+    match store.dialect {
+        Dialect::Postgres => postgres::walk(store, token, limit, lease, after.as_ref()).await,
+        Dialect::MySql => mysql::walk(store, token, limit, lease, after.as_ref()).await,
+        Dialect::Sqlite => sqlite::walk(store, token, limit, lease, after.as_ref()).await,
+    }
+}
+
+/// The claimed batch from its leased rows, in publishing order.
+fn batch(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    rows: Vec<QueryResult>,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<ClaimedBatch, StoreError> {
+    let mut messages = rows
+        .iter()
+        .map(|row| {
+            read_message(store.dialect, row)
+                .map(|(message, attempts)| ClaimedMessage { message, attempts })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(store_err("reading claimed rows"))?;
+    ClaimedMessage::sort_for_publishing(&mut messages);
+    tracing::trace!(claimed = messages.len(), %token, "outbox claim");
+    Ok(ClaimedBatch {
+        lease: Lease {
+            token,
+            expires_at: expires_at.unwrap_or_else(Utc::now),
+        },
+        messages,
+    })
+}
+
+/// `<alias>` is publishable now: pending, due, and not leased.
+fn publishable(dialect: Dialect, alias: &str) -> String {
+    let now = dialect.now();
+    format!(
+        "({alias}.status = 0 AND {alias}.next_attempt_at <= {now} \
+         AND ({alias}.lease_expires_at IS NULL OR {alias}.lease_expires_at <= {now}))"
+    )
+}
+
+/// The lease's expiry of the first row, if any.
+fn first_lease(
+    dialect: Dialect,
+    rows: &[QueryResult],
+    column: &str,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    match rows.first() {
+        Some(row) => dialect
+            .time_opt(row, column)
+            .map_err(store_err("reading the lease")),
+        None => Ok(None),
+    }
+}
