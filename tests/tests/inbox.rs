@@ -289,7 +289,8 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .await
             .unwrap()
             .len(),
-        1
+        2,
+        "the inbox table, then the claim's heads index"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);

@@ -1091,13 +1091,38 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(table_exists(&test, "outbox_inbox").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        2,
-        "the outbox table, then the inbox table"
+        3,
+        "the outbox table, the inbox table, the claim's heads index"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
         "the application's history table is left alone"
     );
+    if backend == Backend::MySql {
+        let index = |name: &str| {
+            format!(
+                "table_schema = DATABASE() AND table_name = 'outbox_messages' AND index_name = '{name}'"
+            )
+        };
+        assert_eq!(
+            test.count(
+                "information_schema.statistics",
+                &index("outbox_messages_heads")
+            )
+            .await,
+            4,
+            "the heads index: (status, aggregate_type, aggregate_id, sequence)"
+        );
+        assert_eq!(
+            test.count(
+                "information_schema.statistics",
+                &index("outbox_messages_unpublished")
+            )
+            .await,
+            0,
+            "the heads index replaces the first schema's unpublished index"
+        );
+    }
 
     outbox_tests::orders::create_table(&test.db).await.unwrap();
     let outbox = outbox(&test);
@@ -1109,7 +1134,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 2);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 3);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)

@@ -62,6 +62,14 @@ impl SeaOrmOutboxStore {
         }
     }
 
+    /// Not part of the API (for the plan tests): the plan of an ordinary
+    /// claim of `limit`, PostgreSQL's `EXPLAIN (ANALYZE, BUFFERS, FORMAT
+    /// JSON)` (run and rolled back) or SQLite's `EXPLAIN QUERY PLAN`.
+    #[doc(hidden)]
+    pub async fn explain_claim(&self, limit: u32) -> Result<String, StoreError> {
+        claim::explain(self, limit).await
+    }
+
     /// The quoted table name.
     fn table(&self) -> String {
         self.dialect.quote(self.config.table().as_str())

@@ -143,6 +143,20 @@ async fn walk(
     }
 }
 
+/// The plan of an ordinary claim of `limit` (PostgreSQL: `EXPLAIN (ANALYZE,
+/// BUFFERS, FORMAT JSON)`, run and rolled back; SQLite: `EXPLAIN QUERY
+/// PLAN`); MySQL/MariaDB claim in several statements and have none.
+pub(super) async fn explain(store: &SeaOrmOutboxStore, limit: u32) -> Result<String, StoreError> {
+    let limit = limit.max(1) as usize;
+    match store.dialect {
+        Dialect::Postgres => postgres::explain(store, limit).await,
+        Dialect::Sqlite => sqlite::explain(store, limit).await,
+        Dialect::MySql => Err(StoreError::msg(
+            "MySQL/MariaDB claims run several statements: count rows read (Handler_read_*) instead",
+        )),
+    }
+}
+
 /// The claimed batch from its leased rows, in publishing order.
 fn batch(
     store: &SeaOrmOutboxStore,

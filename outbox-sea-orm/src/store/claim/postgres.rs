@@ -26,6 +26,34 @@ use crate::store::{SeaOrmOutboxStore, millis, store_err};
 /// The column of the walk's step, for the cursor.
 const STEP: &str = "walk_step";
 
+/// What the claim's implicit transaction runs with: no JIT, and an
+/// asynchronous commit.
+const SETTINGS: &str = "SET LOCAL jit = off; SET LOCAL synchronous_commit = off;";
+
+/// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` of an ordinary claim of `limit`
+/// from the first aggregate, run and rolled back: the plan tests read its
+/// shape (nodes, buffers touched, no JIT).
+pub(super) async fn explain(store: &SeaOrmOutboxStore, limit: usize) -> Result<String, StoreError> {
+    let sql = format!(
+        "BEGIN; {SETTINGS} EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}; ROLLBACK;",
+        statement(
+            &store.table(),
+            LeaseToken::new(),
+            limit,
+            Duration::from_secs(30),
+            None
+        )
+    );
+    let rows = run(&store.db, sql).await?;
+    let plan = rows
+        .first()
+        .ok_or_else(|| StoreError::msg("EXPLAIN returned no plan"))?;
+    let plan: serde_json::Value = plan
+        .try_get("", "QUERY PLAN")
+        .map_err(store_err("reading the plan"))?;
+    Ok(plan.to_string())
+}
+
 /// Leases up to `limit` messages, walking the aggregates after `after`.
 pub(super) async fn walk(
     store: &SeaOrmOutboxStore,
@@ -34,7 +62,10 @@ pub(super) async fn walk(
     lease: Duration,
     after: Option<&AggregateKey>,
 ) -> Result<Walked, StoreError> {
-    let sql = statement(&store.table(), token, limit, lease, after);
+    let sql = format!(
+        "{SETTINGS} {}",
+        statement(&store.table(), token, limit, lease, after)
+    );
     let rows = run(&store.db, sql).await?;
     let expires_at = first_lease(Dialect::Postgres, &rows, "lease_expires_at")?;
     let mut last: Option<(i64, AggregateKey)> = None;
@@ -95,8 +126,7 @@ fn statement(
     }
     let order = "ORDER BY h.aggregate_type, h.aggregate_id, h.sequence LIMIT 1";
     format!(
-        "SET LOCAL jit = off; SET LOCAL synchronous_commit = off; \
-         WITH RECURSIVE walk AS ( \
+        "WITH RECURSIVE walk AS ( \
            SELECT 1::bigint AS step, f.*, f.free::int::bigint AS found FROM ( \
              SELECT {head_h} FROM {table} h WHERE {first} {order}) f \
            UNION ALL \
