@@ -38,14 +38,14 @@ pub(crate) async fn run(ceilings: Ceilings) -> Result<Vec<Check>, BoxError> {
         "== drain: {} pending rows, one processor, default settings ==",
         thousands(ROWS as f64)
     );
-    let drained = drain(Settings::default(), ROWS, Duration::from_millis(100)).await?;
+    let drained = drain(Settings::default(), ROWS, ROWS, Duration::from_millis(100)).await?;
     drained.print();
     drained.print_details();
     Ok(checks(&drained, ceilings))
 }
 
 /// The targets of a drain, with its ratios to the ceilings.
-fn checks(drained: &Drain, ceilings: Ceilings) -> Vec<Check> {
+pub(crate) fn checks(drained: &Drain, ceilings: Ceilings) -> Vec<Check> {
     let rate = drained.rate();
     let mut checks = vec![Check::new(
         "drain rate, one processor, 200,000 rows",
@@ -139,6 +139,7 @@ pub(crate) async fn tune() -> Result<(), BoxError> {
                 processors,
             },
             ROWS,
+            ROWS,
             Duration::from_millis(100),
         )
         .await?;
@@ -154,7 +155,13 @@ pub(crate) async fn one_million() -> Result<Vec<Check>, BoxError> {
         "== drain-1m: {} pending rows, one processor, default settings, VmRSS every second ==",
         thousands(ROWS_1M as f64)
     );
-    let drained = drain(Settings::default(), ROWS_1M, Duration::from_secs(1)).await?;
+    let drained = drain(
+        Settings::default(),
+        ROWS_1M,
+        ROWS_1M,
+        Duration::from_secs(1),
+    )
+    .await?;
     drained.print();
     drained.print_details();
     let rss: Vec<u64> = drained.child.samples.iter().map(|(_, kib)| *kib).collect();

@@ -18,6 +18,7 @@ use crate::machine::CpuTimes;
 use crate::memory;
 use crate::pgstats;
 use crate::report::thousands;
+use crate::skew;
 
 /// The processor settings a drain runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,9 +211,14 @@ impl Drain {
 
 /// Fills a fresh table with `rows` and drains it with one processor in a
 /// child process, which samples its `VmRSS` every `sample_every`.
+///
+/// With `aggregates` below `rows`, the backlog is spread over that many
+/// aggregates first ([`skew::spread`]): the drain then publishes each
+/// aggregate's messages in sequence order.
 pub(crate) async fn drain(
     settings: Settings,
     rows: u64,
+    aggregates: u64,
     sample_every: Duration,
 ) -> Result<Drain, BoxError> {
     let bench = BenchDb::create().await?;
@@ -222,6 +228,9 @@ pub(crate) async fn drain(
         "   ({} rows filled in {fill_secs:.1} s, not measured)",
         thousands(rows as f64)
     );
+    if aggregates < rows {
+        skew::spread(&bench, aggregates).await?;
+    }
 
     let admin = fixture::admin().await?;
     let other_clients = pgstats::other_clients(&admin).await?;

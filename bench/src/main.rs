@@ -37,6 +37,7 @@ mod pgstats;
 mod record;
 mod report;
 mod save_cost;
+mod skew;
 mod stats;
 mod writers;
 
@@ -49,12 +50,13 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 8] = [
+const PARTS: [(&str, bool); 9] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
     ("naive", true),
     ("drain", true),
+    ("drain-skew", true),
     ("latency", true),
     ("drain-1m", false),
     ("drain-tune", false),
@@ -101,6 +103,12 @@ async fn main() -> Result<(), BoxError> {
         let checks = backlog::run(ceilings).await?;
         report::print("drain targets", &checks);
         summary.push(("drain", checks));
+        between_parts().await;
+    }
+    if wants("drain-skew") {
+        let checks = skew::run(ceilings).await?;
+        report::print("drain-skew targets", &checks);
+        summary.push(("drain-skew", checks));
         between_parts().await;
     }
     if wants("latency") {
