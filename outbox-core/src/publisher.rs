@@ -108,6 +108,34 @@ pub trait Publisher: Send + Sync + 'static {
         message: &OutboxMessage,
     ) -> impl Future<Output = Result<PublishAck, PublishError>> + Send;
 
+    /// Publishes a run of one aggregate's consecutive messages, in order:
+    /// message `k + 1` must never be stored before message `k`, whatever
+    /// fails. Returns one result per message of a prefix of `run` (at least
+    /// its first message): every result but the last is `Ok`; when the last
+    /// is `Ok` too, the caller goes on with the rest of the run.
+    ///
+    /// The default publishes one message at a time, each after the previous
+    /// one's ack, and stops at the first failure. A publisher whose broker
+    /// can refuse a message unless its predecessor was the last one stored
+    /// (JetStream's `Nats-Expected-Last-Msg-Id`) may keep several in flight.
+    fn publish_run(
+        &self,
+        run: &[&OutboxMessage],
+    ) -> impl Future<Output = Vec<Result<PublishAck, PublishError>>> + Send {
+        async move {
+            let mut results = Vec::with_capacity(run.len());
+            for message in run {
+                let result = self.publish(message).await;
+                let failed = result.is_err();
+                results.push(result);
+                if failed {
+                    break;
+                }
+            }
+            results
+        }
+    }
+
     /// Whether the broker connection is up right now. While it is not, the
     /// processor claims nothing and publishes nothing; when it comes back,
     /// the processor catches up at once. The default says always.

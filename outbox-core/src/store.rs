@@ -125,12 +125,19 @@ pub enum DeadSelector {
     All,
 }
 
-/// Counts for dashboards and alarms. Cheap to compute however many
-/// published rows are kept: only unpublished rows are counted.
+/// Counts for dashboards and alarms. Cheap to compute however many rows
+/// the table holds: a store counts a bounded number of pending rows exactly
+/// (the oldest first) and estimates past them, never reads published rows,
+/// and finds the oldest pending message through an index.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutboxStats {
-    /// Messages waiting to be published (leased or not).
+    /// Messages waiting to be published (leased or not); an estimate when
+    /// [`pending_is_estimate`](Self::pending_is_estimate) is set.
     pub pending: u64,
+    /// More messages are pending than the store counts exactly: `pending` is
+    /// an estimate (at least the exact limit), and `leased` and the
+    /// per-event pending counts cover the oldest pending messages only.
+    pub pending_is_estimate: bool,
     /// Pending messages under a live lease.
     pub leased: u64,
     /// Messages that will not be retried.

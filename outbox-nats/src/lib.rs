@@ -27,6 +27,7 @@
 
 mod connect;
 mod publisher;
+mod run_window;
 mod stream;
 pub mod subscriber;
 

@@ -9,13 +9,19 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::{Client, HeaderMap};
 use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
 
+use crate::run_window::RunWindow;
+
 /// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
 /// [`outbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
 /// published twice inside the stream's duplicate window is stored once (a
 /// `duplicate` ack counts as success).
 ///
 /// Acks are pipelined: `publish` is called concurrently by the processor,
-/// each call sends at once and waits only for its own ack.
+/// each call sends at once and waits only for its own ack. One aggregate's
+/// run ([`Publisher::publish_run`]) is chained: each message after the first
+/// carries `Nats-Expected-Last-Msg-Id` = its predecessor's id, so the stream
+/// stores it only right after its predecessor, and up to 64 are in flight
+/// at once while nothing else interleaves (see `run_window.rs`).
 ///
 /// How failures are classified (see [`outbox_core::PublishErrorKind`]):
 ///
@@ -41,6 +47,7 @@ pub struct JetStreamPublisher {
     client: Client,
     jetstream: jetstream::Context,
     source: String,
+    run_window: RunWindow,
 }
 
 /// How long an ack may take by default before the broker counts as
@@ -63,6 +70,7 @@ impl JetStreamPublisher {
             client,
             jetstream,
             source: source.into(),
+            run_window: RunWindow::default(),
         }
     }
 
@@ -172,19 +180,97 @@ fn is_valid_subject(subject: &str) -> bool {
         })
 }
 
+impl JetStreamPublisher {
+    /// Sends `message` (stored only if `after` is the stream's last message,
+    /// when given) and returns its pending ack.
+    async fn send(
+        &self,
+        message: &OutboxMessage,
+        after: Option<&OutboxMessage>,
+    ) -> Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError> {
+        let mut publish = PublishMessage::build()
+            .headers(self.headers(message))
+            .payload(message.payload.as_str().to_owned().into());
+        if let Some(previous) = after {
+            publish = publish.expected_last_message_id(previous.id.to_string());
+        }
+        self.jetstream
+            .send_publish(message.subject.clone(), publish)
+            .await
+    }
+
+    /// Publishes a chained run (see the type's docs): sends every message,
+    /// then reads the acks in order. A message whose ack came back `Ok` was
+    /// stored right after its predecessor, so every message before the last
+    /// `Ok` is stored too (also one whose own ack was lost): those are
+    /// published. The first message after them was not stored, nor was any
+    /// after it. If it was refused because other messages interleaved, it is
+    /// published again on its own; any other failure is its result.
+    async fn publish_chained(
+        &self,
+        run: &[&OutboxMessage],
+    ) -> Vec<Result<PublishAck, PublishError>> {
+        let mut pending = Vec::with_capacity(run.len());
+        let mut send_failure = None;
+        for (index, message) in run.iter().enumerate() {
+            let after = index.checked_sub(1).map(|previous| run[previous]);
+            match self.send(message, after).await {
+                Ok(ack) => pending.push(ack),
+                Err(err) => {
+                    send_failure = Some(err);
+                    break;
+                }
+            }
+        }
+        let mut acks = Vec::with_capacity(pending.len());
+        for ack in pending {
+            acks.push(ack.await);
+        }
+        let stored = acks
+            .iter()
+            .rposition(Result::is_ok)
+            .map_or(0, |last| last + 1);
+        let mut results: Vec<Result<PublishAck, PublishError>> = acks
+            .iter()
+            .take(stored)
+            .map(|ack| {
+                Ok(ack
+                    .as_ref()
+                    .map_or(PublishAck::default(), |ack| PublishAck {
+                        stream_sequence: Some(ack.sequence),
+                        duplicate: ack.duplicate,
+                    }))
+            })
+            .collect();
+        let Some(next) = run.get(stored) else {
+            self.run_window.held(run.len());
+            return results;
+        };
+        let failure = match acks.into_iter().nth(stored) {
+            Some(Err(err)) => Some((err, true)),
+            Some(Ok(_)) => None, // not reached: `stored` counts up to the last Ok
+            None => send_failure.map(|err| (err, false)),
+        };
+        match failure {
+            Some((err, _)) if err.kind() == JsErrorKind::WrongLastMessageId => {
+                // Other messages were stored in between: no order was broken
+                // (the stream refused this one); go on one at a time.
+                self.run_window.broke();
+                results.push(self.publish(next).await);
+            }
+            Some((err, acked)) => results.push(Err(self.classify(next, err, acked).await)),
+            None => results.push(self.publish(next).await),
+        }
+        results
+    }
+}
+
 impl Publisher for JetStreamPublisher {
     async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
         if self.client.connection_state() != State::Connected {
             return Err(PublishError::unavailable("not connected to NATS"));
         }
-        let publish = PublishMessage::build()
-            .headers(self.headers(message))
-            .payload(message.payload.as_str().to_owned().into());
-        let pending = match self
-            .jetstream
-            .send_publish(message.subject.clone(), publish)
-            .await
-        {
+        let pending = match self.send(message, None).await {
             Ok(pending) => pending,
             Err(err) => return Err(self.classify(message, err, false).await),
         };
@@ -195,6 +281,17 @@ impl Publisher for JetStreamPublisher {
             }),
             Err(err) => Err(self.classify(message, err, true).await),
         }
+    }
+
+    async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
+        let window = self.run_window.current().min(run.len());
+        if window < 2 || self.client.connection_state() != State::Connected {
+            let Some(first) = run.first() else {
+                return Vec::new();
+            };
+            return vec![self.publish(first).await];
+        }
+        self.publish_chained(&run[..window]).await
     }
 
     fn is_available(&self) -> bool {

@@ -46,6 +46,6 @@ pub use outbox::{Outbox, STANDALONE};
 pub use outbox_core;
 pub use repository::Repository;
 pub use schema::create_schema;
-pub use store::SeaOrmOutboxStore;
+pub use store::{STATS_EXACT_PENDING, SeaOrmOutboxStore};
 pub use unit_of_work::{PrimaryKeyOf, UnitOfWork};
 pub use wake::{CommitListener, Wake};

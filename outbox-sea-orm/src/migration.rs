@@ -1,6 +1,6 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
 //! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
-//! [`IndexAggregateHeads`]. A database migrated before a later migration
+//! [`AddQueueIndexes`]. A database migrated before a later migration
 //! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
@@ -24,7 +24,7 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, Sch
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
-use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox, index_heads};
+use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox, queue_indexes};
 
 /// Where [`OutboxMigrator`] records which migrations ran.
 pub const MIGRATION_TABLE: &str = "outbox_migrations";
@@ -35,7 +35,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(config)),
         Box::new(CreateInboxTable::new(config)),
-        Box::new(IndexAggregateHeads::new(config)),
+        Box::new(AddQueueIndexes::new(config)),
     ]
 }
 
@@ -123,37 +123,43 @@ impl MigrationTrait for CreateInboxTable {
     }
 }
 
-/// MySQL/MariaDB: the index the claim walks the aggregates' heads with,
-/// `(status, aggregate_type, aggregate_id, sequence)`, replacing
+/// The indexes the claim's walk and `stats` need beyond the first schema:
+/// on PostgreSQL and SQLite a partial index of dead rows (`stats` counts
+/// them without reading pending ones); on MySQL/MariaDB
+/// `(status, aggregate_type, aggregate_id, sequence)`, the walk's loose
+/// index scan (also serving dead counts), replacing
 /// `(aggregate_type, aggregate_id, status, sequence)`, whose ranges ran
-/// through published rows. Nothing on PostgreSQL and SQLite, whose
-/// partial index of unpublished rows serves the walk already.
+/// through published rows.
 #[derive(Debug, Clone)]
-pub struct IndexAggregateHeads {
+pub struct AddQueueIndexes {
     config: OutboxConfig,
     name: String,
 }
 
-impl IndexAggregateHeads {
+impl AddQueueIndexes {
     /// The migration for `config`'s table.
     pub fn new(config: &OutboxConfig) -> Self {
         Self {
-            name: format!("m20261124_000003_index_heads_{}", config.table()),
+            name: format!("m20261124_000003_queue_indexes_{}", config.table()),
             config: config.clone(),
         }
     }
 }
 
-impl MigrationName for IndexAggregateHeads {
+impl MigrationName for AddQueueIndexes {
     fn name(&self) -> &str {
         &self.name
     }
 }
 
 #[sea_orm_migration::async_trait::async_trait]
-impl MigrationTrait for IndexAggregateHeads {
+impl MigrationTrait for AddQueueIndexes {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(manager, index_heads(dialect(manager), self.config.table())).await
+        execute(
+            manager,
+            queue_indexes(dialect(manager), self.config.table()),
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
@@ -172,7 +178,10 @@ impl MigrationTrait for IndexAggregateHeads {
                     q(table)
                 ),
             ],
-            _ => Vec::new(),
+            _ => vec![format!(
+                "DROP INDEX IF EXISTS {}",
+                q(&format!("{table}_dead"))
+            )],
         };
         execute(manager, statements).await
     }

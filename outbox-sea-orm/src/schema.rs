@@ -31,6 +31,10 @@
 //!   `(aggregate_type, aggregate_id, status, sequence)`, whose ranges ran
 //!   through published rows.
 //! - `<table>_published`: the purge's scan of old published rows.
+//! - `<table>_dead` (PostgreSQL, SQLite, from migration `m20261124_000003`):
+//!   partial on dead rows, `(event_name)`: `stats` counts dead messages
+//!   without reading pending ones (MySQL/MariaDB count them on
+//!   `<table>_heads`).
 //!
 //! The inbox table (default `outbox_inbox`, see [`Inbox`](crate::Inbox)):
 //!
@@ -146,26 +150,31 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
     statements
 }
 
-/// The statements that give the claim's walk its index (MySQL/MariaDB; see
-/// the module docs): `<table>_heads` replaces `<table>_unpublished`.
-pub(crate) fn index_heads(dialect: Dialect, table: &TableName) -> Vec<String> {
-    if dialect != Dialect::MySql {
-        return Vec::new();
-    }
+/// The indexes of migration `m20261124_000003` (see the module docs):
+/// `<table>_dead` for `stats`, and on MySQL/MariaDB `<table>_heads`, which
+/// replaces `<table>_unpublished`.
+pub(crate) fn queue_indexes(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();
     let q = |ident: &str| dialect.quote(ident);
-    vec![
-        format!(
-            "CREATE INDEX {name} ON {table} (status, aggregate_type, aggregate_id, sequence)",
-            name = q(&format!("{t}_heads")),
+    match dialect {
+        Dialect::Postgres | Dialect::Sqlite => vec![format!(
+            "CREATE INDEX IF NOT EXISTS {name} ON {table} (event_name) WHERE status = 2",
+            name = q(&format!("{t}_dead")),
             table = q(t),
-        ),
-        format!(
-            "DROP INDEX {name} ON {table}",
-            name = q(&format!("{t}_unpublished")),
-            table = q(t),
-        ),
-    ]
+        )],
+        Dialect::MySql => vec![
+            format!(
+                "CREATE INDEX {name} ON {table} (status, aggregate_type, aggregate_id, sequence)",
+                name = q(&format!("{t}_heads")),
+                table = q(t),
+            ),
+            format!(
+                "DROP INDEX {name} ON {table}",
+                name = q(&format!("{t}_unpublished")),
+                table = q(t),
+            ),
+        ],
+    }
 }
 
 /// The statements that create the inbox table and its index.
@@ -224,7 +233,7 @@ pub async fn create_schema(
     let inbox = create_inbox(dialect, config.inbox_table());
     for statement in create_outbox(dialect, config.table())
         .into_iter()
-        .chain(index_heads(dialect, config.table()))
+        .chain(queue_indexes(dialect, config.table()))
         .chain(inbox)
     {
         match db.execute_unprepared(&statement).await {

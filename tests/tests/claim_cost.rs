@@ -210,14 +210,14 @@ async fn postgres_claim_touches_a_bounded_number_of_buffers() {
             "ALTER TABLE {TABLE} SET (autovacuum_enabled = false)"
         ))
         .await
-        .unwrap();
+        .expect("the statement runs");
     write_shapes(&test).await;
     let store = store_on(test.db.clone());
     assert_bounded_plan(&store, "none (never analyzed)").await;
     test.db
         .execute_unprepared(&format!("VACUUM ANALYZE {TABLE}"))
         .await
-        .unwrap();
+        .expect("the statement runs");
     assert_bounded_plan(&store, "fresh").await;
     claim_takes_the_work(&store).await;
 }
@@ -231,11 +231,11 @@ async fn postgres_claim_stays_bounded_with_stale_statistics() {
             "ALTER TABLE {TABLE} SET (autovacuum_enabled = false)"
         ))
         .await
-        .unwrap();
+        .expect("the statement runs");
     test.db
         .execute_unprepared(&format!("ANALYZE {TABLE}"))
         .await
-        .unwrap();
+        .expect("the statement runs");
     write_shapes(&test).await;
     let store = store_on(test.db.clone());
     assert_bounded_plan(&store, "stale (taken while empty)").await;
@@ -248,20 +248,22 @@ async fn postgres_claim_stays_bounded_with_stale_statistics() {
 async fn postgres_claim_is_never_jit_compiled() {
     let test = TestDb::with_schema(Backend::Postgres).await;
     let db = test.connect_with(1).await;
-    db.execute_unprepared("SET jit = on").await.unwrap();
+    db.execute_unprepared("SET jit = on")
+        .await
+        .expect("the statement runs");
     db.execute_unprepared("SET jit_above_cost = 0")
         .await
-        .unwrap();
+        .expect("the statement runs");
     let available = db
         .query_one_raw(Statement::from_string(
             DbBackend::Postgres,
             "SELECT pg_jit_available() AS jit".to_owned(),
         ))
         .await
-        .unwrap()
-        .unwrap()
+        .expect("the statement runs")
+        .expect("one row")
         .try_get::<bool>("", "jit")
-        .unwrap();
+        .expect("a boolean");
     insert(&test, FREE_EACH, "'fresh'", "n", 0).await;
     let store = store_on(db);
     let plan = store.explain_claim(1000).await.expect("explain the claim");
@@ -269,7 +271,12 @@ async fn postgres_claim_is_never_jit_compiled() {
     println!("JIT available on this server: {available}");
     assert!(!jit, "the claim was JIT-compiled: {plan}");
     assert_eq!(
-        store.claim(1000, LEASE).await.unwrap().messages.len(),
+        store
+            .claim(1000, LEASE)
+            .await
+            .expect("the statement runs")
+            .messages
+            .len(),
         FREE_EACH as usize
     );
 }
@@ -286,11 +293,11 @@ async fn handler_reads(db: &DatabaseConnection) -> i64 {
             "SHOW SESSION STATUS LIKE 'Handler_read%'".to_owned(),
         ))
         .await
-        .unwrap();
+        .expect("the statement runs");
     rows.iter()
         .map(|row| {
-            let value: String = row.try_get("", "Value").unwrap();
-            value.parse::<i64>().unwrap()
+            let value: String = row.try_get("", "Value").expect("the status value");
+            value.parse::<i64>().expect("a counter")
         })
         .sum()
 }
@@ -306,7 +313,7 @@ async fn mysql_claim_reads_a_bounded_number_of_rows() {
     test.db
         .execute_unprepared(&format!("ANALYZE TABLE {TABLE}"))
         .await
-        .unwrap();
+        .expect("the statement runs");
     // One connection: the session's counters are the claim's.
     let db = test.connect_with(1).await;
     let store = store_on(db.clone());
@@ -359,4 +366,85 @@ async fn sqlite_claim_searches_indexes_only() {
     let started = std::time::Instant::now();
     claim_takes_the_work(&store).await;
     println!("claim took {:?}", started.elapsed());
+}
+
+// ---------------------------------------------------------------------------
+// stats(): bounded work, an estimate past the exact limit
+// ---------------------------------------------------------------------------
+
+/// Rows of the outbox table read so far by sequential and index scans,
+/// this session's included (PostgreSQL).
+async fn pg_rows_read(db: &DatabaseConnection) -> i64 {
+    db.execute_unprepared("SELECT pg_stat_force_next_flush()")
+        .await
+        .expect("the statement runs");
+    db.query_one_raw(Statement::from_string(
+        DbBackend::Postgres,
+        format!(
+            "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_user_tables \
+             WHERE relid = '{TABLE}'::regclass"
+        ),
+    ))
+    .await
+    .expect("the statement runs")
+    .expect("one row")
+    .try_get("", "n")
+    .expect("the count")
+}
+
+/// What `stats` may read: the exact limit, the oldest row, and slack for
+/// the dead rows and the catalog.
+const STATS_MAX_ROWS_READ: i64 = outbox_sea_orm::STATS_EXACT_PENDING as i64 + 1_000;
+
+async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
+    let stats = store.stats().await.expect("stats");
+    let pending = (BLOCKED_AGGREGATES * BLOCKED_EACH + 2 * FREE_EACH) as u64;
+    println!(
+        "stats: pending {} (estimate: {}), leased {}, dead {}, oldest {:?}",
+        stats.pending,
+        stats.pending_is_estimate,
+        stats.leased,
+        stats.dead,
+        stats.oldest_pending_age
+    );
+    assert!(
+        stats.pending_is_estimate,
+        "{pending} pending rows exceed the exact limit"
+    );
+    assert!(stats.pending > outbox_sea_orm::STATS_EXACT_PENDING);
+    assert!(stats.pending <= pending + pending / 2, "{stats:?}");
+    assert!(stats.oldest_pending_age.is_some());
+    assert_eq!(stats.dead, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_stats_read_a_bounded_number_of_rows() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    write_shapes(&test).await;
+    test.db
+        .execute_unprepared(&format!("VACUUM ANALYZE {TABLE}"))
+        .await
+        .expect("the statement runs");
+    let db = test.connect_with(1).await;
+    let store = store_on(db.clone());
+    let before = pg_rows_read(&db).await;
+    stats_past_the_exact_limit(&store).await;
+    let read = pg_rows_read(&db).await - before;
+    println!("stats read {read} rows");
+    assert!(read <= STATS_MAX_ROWS_READ, "stats read {read} rows");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_stats_read_a_bounded_number_of_rows() {
+    let test = TestDb::with_schema(Backend::MySql).await;
+    write_shapes(&test).await;
+    let db = test.connect_with(1).await;
+    let store = store_on(db.clone());
+    let before = handler_reads(&db).await;
+    stats_past_the_exact_limit(&store).await;
+    let read = handler_reads(&db).await - before;
+    println!("stats read {read} rows");
+    // Handler reads count each pending row about three times (the index
+    // entry, the row for its event name, the derived table's rescan).
+    assert!(read <= 3 * STATS_MAX_ROWS_READ, "stats read {read} rows");
 }

@@ -290,7 +290,7 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .unwrap()
             .len(),
         2,
-        "the inbox table, then the claim's heads index"
+        "the inbox table, then the queue indexes (claim walk, dead count)"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);

@@ -1092,7 +1092,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
         3,
-        "the outbox table, the inbox table, the claim's heads index"
+        "the outbox table, the inbox table, the queue indexes (claim walk, dead count)"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
@@ -1198,7 +1198,11 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert!(!table_exists(&test, "outbox_messages").await);
     assert!(!table_exists(&test, "outbox_inbox").await);
     assert!(!table_exists(&test, "outbox_migrations").await);
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 3);
+    assert_eq!(
+        test.count("seaql_migrations", "1=1").await,
+        4,
+        "orders, then the outbox, the inbox and the queue indexes (claim walk, dead count)"
+    );
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
     outbox
@@ -1211,9 +1215,13 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 3);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 4);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
+    // The heads index goes first (on MySQL/MariaDB the first schema's index
+    // comes back), then the inbox, then the outbox.
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(table_exists(&test, "custom_inbox").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(
         !table_exists(&test, "custom_inbox").await,

@@ -28,6 +28,9 @@ pub(crate) struct BatchContext<S, P> {
     pub(crate) abort: CancellationToken,
     pub(crate) lease: Duration,
     pub(crate) retry: crate::store::RetryPolicy,
+    /// The most messages of one aggregate handed to the publisher at once
+    /// (never more than the permits there are).
+    pub(crate) run_window: usize,
 }
 
 /// What became of a batch.
@@ -155,8 +158,10 @@ fn by_aggregate(messages: &[ClaimedMessage]) -> impl Iterator<Item = &[ClaimedMe
     })
 }
 
-/// Publishes one aggregate's messages in order. The first failure ends the
-/// chain: what follows is released, so nothing overtakes a failed message.
+/// Publishes one aggregate's messages in order, a run at a time through
+/// [`Publisher::publish_run`] (several in flight where the publisher can keep
+/// them in order). The first failure ends the chain: what follows is
+/// released, so nothing overtakes a failed message.
 async fn publish_chain<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     chain: &[ClaimedMessage],
@@ -174,79 +179,100 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
                 .extend(chain[index..].iter().map(|c| c.message.id))
         })
     };
-    for (index, claimed) in chain.iter().enumerate() {
+    let mut index = 0;
+    while index < chain.len() {
         let lease_left = *locked(valid_until);
         if stop.is_cancelled() || Instant::now() >= lease_left {
             return release_from(index);
         }
-        let permit = tokio::select! {
-            permit = ctx.permits.acquire() => permit,
+        let window = &chain[index..chain.len().min(index + ctx.run_window)];
+        let wanted = u32::try_from(window.len()).unwrap_or(u32::MAX);
+        let permits = tokio::select! {
+            permits = ctx.permits.acquire_many(wanted) => permits,
             () = stop.cancelled() => return release_from(index),
         };
-        let Ok(_permit) = permit else {
+        let Ok(_permits) = permits else {
             return release_from(index); // the semaphore is never closed
         };
-        let message = &claimed.message;
-        let result = tokio::select! {
-            result = ctx.publisher.publish(message) => result,
+        let run: Vec<&crate::message::OutboxMessage> = window.iter().map(|c| &c.message).collect();
+        let results = tokio::select! {
+            results = ctx.publisher.publish_run(&run) => results,
             () = ctx.abort.cancelled() => return release_from(index),
         };
-        match result {
-            Ok(ack) => {
-                metrics::acked(message, ack.duplicate);
-                record(&mut |o| {
-                    o.published.push(Published {
-                        id: message.id,
-                        stream_sequence: ack.stream_sequence,
-                    })
-                });
-            }
-            Err(err) if err.kind() == PublishErrorKind::Unavailable => {
-                if !unavailable.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                    tracing::warn!(error = %err, "outbox broker unavailable; pausing");
-                }
-                stop.cancel();
-                return release_from(index);
-            }
-            Err(err) => {
-                let kind = match err.kind() {
-                    PublishErrorKind::Permanent => FailureKind::Permanent,
-                    _ => FailureKind::Retryable,
-                };
-                let dead = kind == FailureKind::Permanent
-                    || claimed.attempts.saturating_add(1) >= ctx.retry.max_attempts;
-                let label = if kind == FailureKind::Permanent {
-                    "permanent"
-                } else {
-                    "rejected"
-                };
-                ::metrics::counter!(metrics::FAILED, "kind" => label).increment(1);
-                if dead {
-                    ::metrics::counter!(metrics::DEAD).increment(1);
-                    tracing::error!(
-                        message_id = %message.id, event = %message.event_name,
-                        attempts = claimed.attempts + 1, error = %err,
-                        "outbox message is dead"
-                    );
-                } else {
-                    tracing::warn!(
-                        message_id = %message.id, event = %message.event_name,
-                        attempts = claimed.attempts + 1, error = %err,
-                        "outbox publish rejected; will retry"
-                    );
-                }
-                record(&mut |o| {
-                    o.failures.push(Failure {
-                        id: message.id,
-                        error: err.to_string(),
-                        kind,
+        if results.is_empty() {
+            return release_from(index); // a publisher that published nothing
+        }
+        for (claimed, result) in window.iter().zip(results) {
+            let message = &claimed.message;
+            match result {
+                Ok(ack) => {
+                    metrics::acked(message, ack.duplicate);
+                    record(&mut |o| {
+                        o.published.push(Published {
+                            id: message.id,
+                            stream_sequence: ack.stream_sequence,
+                        })
                     });
-                    o.dead += u64::from(dead);
-                });
-                return release_from(index + 1);
+                    index += 1;
+                }
+                Err(err) if err.kind() == PublishErrorKind::Unavailable => {
+                    if !unavailable.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                        tracing::warn!(error = %err, "outbox broker unavailable; pausing");
+                    }
+                    stop.cancel();
+                    return release_from(index);
+                }
+                Err(err) => {
+                    record_failure(ctx, claimed, &err, outcomes);
+                    return release_from(index + 1);
+                }
             }
         }
     }
+}
+
+/// Records a message the broker rejected: retried later, or dead when the
+/// failure is permanent or its attempts are spent.
+fn record_failure<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    claimed: &ClaimedMessage,
+    err: &crate::publisher::PublishError,
+    outcomes: &Mutex<Outcomes>,
+) {
+    let message = &claimed.message;
+    let kind = match err.kind() {
+        PublishErrorKind::Permanent => FailureKind::Permanent,
+        _ => FailureKind::Retryable,
+    };
+    let dead = kind == FailureKind::Permanent
+        || claimed.attempts.saturating_add(1) >= ctx.retry.max_attempts;
+    let label = if kind == FailureKind::Permanent {
+        "permanent"
+    } else {
+        "rejected"
+    };
+    ::metrics::counter!(metrics::FAILED, "kind" => label).increment(1);
+    if dead {
+        ::metrics::counter!(metrics::DEAD).increment(1);
+        tracing::error!(
+            message_id = %message.id, event = %message.event_name,
+            attempts = claimed.attempts + 1, error = %err,
+            "outbox message is dead"
+        );
+    } else {
+        tracing::warn!(
+            message_id = %message.id, event = %message.event_name,
+            attempts = claimed.attempts + 1, error = %err,
+            "outbox publish rejected; will retry"
+        );
+    }
+    let mut outcomes = locked(outcomes);
+    outcomes.failures.push(Failure {
+        id: message.id,
+        error: err.to_string(),
+        kind,
+    });
+    outcomes.dead += u64::from(dead);
 }
 
 /// Records the batch's outcome, retrying a few times if the database is

@@ -20,6 +20,10 @@ use crate::id::{LeaseToken, MessageId};
 use crate::publisher::Publisher;
 use crate::store::{ClaimedBatch, ClaimedMessage, Lease, OutboxStore, StoreError};
 
+/// The most messages of one aggregate handed to the publisher at once: with
+/// JetStream they are in flight together, each stored only after the one
+/// before it (see `JetStreamPublisher::publish_run`).
+const RUN_WINDOW: usize = 64;
 /// How often a paused processor asks the publisher whether the broker is back.
 const AVAILABILITY_CHECK: Duration = Duration::from_millis(50);
 /// First and longest pause after the store failed a claim.
@@ -98,6 +102,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             abort: abort.clone(),
             lease: config.lease,
             retry: config.retry,
+            run_window: RUN_WINDOW.min(config.max_in_flight).max(1),
         }),
         batch_size: config.batch_size,
         batches_in_flight: config.batches_in_flight,

@@ -5,6 +5,8 @@ mod claim;
 mod ops;
 mod settle;
 
+pub use ops::STATS_EXACT_PENDING;
+
 use std::time::Duration;
 
 use outbox_core::{

@@ -54,17 +54,24 @@ pub(super) async fn walk(
     after: Option<&AggregateKey>,
 ) -> Result<Walked, StoreError> {
     let txn = begin(store).await?;
+    let table = store.table();
+    // Walk until `limit` heads are locked: heads another claim locked first
+    // are skipped, and the walk goes on past them, so concurrent claimers
+    // spread over the aggregates instead of fighting over the same heads.
     let mut heads = Vec::new();
     let mut from = after.cloned();
     loop {
         let page = heads_after(&txn, store, from.as_ref(), limit).await?;
         let seen = page.len();
-        for (head, free) in page {
-            from = Some(head.key.clone());
-            if free && heads.len() < limit {
-                heads.push(head);
-            }
+        if let Some((last, _)) = page.last() {
+            from = Some(last.key.clone());
         }
+        let free: Vec<Head> = page
+            .into_iter()
+            .filter_map(|(head, free)| free.then_some(head))
+            .take(limit - heads.len())
+            .collect();
+        heads.extend(lock_heads(&txn, &table, free).await?);
         if seen < limit || heads.len() >= limit {
             break;
         }
@@ -104,6 +111,7 @@ pub(super) async fn claim_ids(
         .collect::<Result<Vec<_>, _>>()
         .map_err(&read)?;
     let heads = heads_of(&txn, store, &aggregates).await?;
+    let heads = lock_heads(&txn, &store.table(), heads).await?;
     let only: HashSet<Uuid> = ids.iter().map(|id| *id.as_uuid()).collect();
     let (rows, expires_at) =
         lease_runs(&txn, store, token, lease, heads, ids.len(), Some(&only)).await?;
@@ -226,7 +234,7 @@ async fn heads(
         .map_err(read)
 }
 
-/// Locks the heads it can (`SKIP LOCKED`), then their runs, keeps each run
+/// Locks the runs of `heads` (locked by this claim already), keeps each run
 /// up to its first message that is not publishable (or, with `only`, not
 /// named), and leases what it kept. Returns the leased rows in walk order,
 /// each with its aggregate.
@@ -240,7 +248,6 @@ async fn lease_runs(
     only: Option<&HashSet<Uuid>>,
 ) -> Result<(Vec<(AggregateKey, QueryResult)>, Option<DateTime<Utc>>), StoreError> {
     let table = store.table();
-    let heads = lock_heads(txn, &table, heads).await?;
     if heads.is_empty() {
         return Ok((Vec::new(), None));
     }
