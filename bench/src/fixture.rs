@@ -77,6 +77,11 @@ impl BenchOrder {
         order.record(BenchEvent::new(id))?;
         Ok(order)
     }
+
+    /// Records one more event, keyed `key`.
+    pub(crate) fn amend(&mut self, key: String) -> Result<(), RecordError> {
+        self.record(BenchEvent::new(key))
+    }
 }
 
 impl AggregateRoot for BenchOrder {

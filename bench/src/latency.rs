@@ -72,6 +72,16 @@ impl Placement {
     }
 }
 
+/// What each writer's transactions do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    /// Place a new order (a fresh aggregate) per transaction.
+    PlaceNew,
+    /// Load and amend the writer's own order, which already has `history`
+    /// published events (and as many outbox rows kept), per transaction.
+    Amend { history: u64 },
+}
+
 /// One measured case.
 struct Case {
     achieved: f64,
@@ -107,7 +117,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
         };
         if rate == 5000 {
             for baseline in [Placement::RawStatement, Placement::Nowhere] {
-                let case = measure(baseline, rate).await?;
+                let case = measure(baseline, rate, Writes::PlaceNew).await?;
                 let mut commits = case.commit_latencies.clone();
                 println!(
                     "{rate:>5}/s offered, {:<30} achieved {:>6} tx/s ({:5.1}%) | commit p50 {} p99 {} | {} (baseline, no target)\n   {}",
@@ -126,7 +136,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
             }
         }
         for placement in [Placement::InProcess, Placement::OtherProcess] {
-            let mut case = measure(placement, rate).await?;
+            let mut case = measure(placement, rate, Writes::PlaceNew).await?;
             let p50 = percentile(&mut case.latencies, 0.5);
             let p99 = percentile(&mut case.latencies, 0.99);
             let p999 = percentile(&mut case.latencies, 0.999);
@@ -237,10 +247,13 @@ struct Commit {
     in_window: bool,
 }
 
-async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
+async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case, BoxError> {
     let bench = BenchDb::create().await?;
     let stream = BenchStream::create().await?;
     let mut db = bench.connect(POOL).await?;
+    if let Writes::Amend { history } = writes {
+        write_history(&db, &stream.prefix, history).await?;
+    }
     let log = StatementLog::install(&mut db);
     let outbox = Outbox::new(db.clone(), config(&stream.prefix)?);
     let acks = Acks::default();
@@ -283,10 +296,20 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
                     let began = Instant::now();
                     outbox.db().execute_raw(statement.sql).await?;
                     (began, vec![statement.id])
-                } else {
+                } else if writes == Writes::PlaceNew {
                     let mut order = BenchOrder::place(order_id)?;
                     let began = Instant::now();
                     let mut uow = outbox.begin().await?;
+                    uow.save(&mut order).await?;
+                    (began, uow.commit().await?)
+                } else {
+                    let began = Instant::now();
+                    let mut uow = outbox.begin().await?;
+                    let mut order = uow
+                        .load::<BenchOrder>(format!("w{writer}"))
+                        .await?
+                        .ok_or("the writer's order is missing")?;
+                    order.amend(order_id)?;
                     uow.save(&mut order).await?;
                     (began, uow.commit().await?)
                 };
@@ -397,6 +420,94 @@ async fn measure(placement: Placement, rate: u64) -> Result<Case, BoxError> {
     stream.delete().await?;
     drop(bench);
     Ok(case)
+}
+
+/// `history`: commit-to-ack at 1,000 events/s when every writer amends an
+/// aggregate with 100,000 published events (kept, as by default), beside
+/// the same writers amending aggregates with one published event, with the
+/// processor in the writers' process and in another one.
+pub(crate) async fn history() -> Result<Vec<Check>, BoxError> {
+    const RATE: u64 = 1_000;
+    const HISTORY: u64 = 100_000;
+    println!(
+        "== history: {WRITERS} writers amending their own aggregate at {RATE}/s, 1 vs {} published events each ==",
+        thousands(HISTORY as f64)
+    );
+    let mut checks = Vec::new();
+    for placement in [Placement::InProcess, Placement::OtherProcess] {
+        let mut p50s = Vec::new();
+        for history in [1, HISTORY] {
+            let mut case = measure(placement, RATE, Writes::Amend { history }).await?;
+            let p50 = percentile(&mut case.latencies, 0.5);
+            let p99 = percentile(&mut case.latencies, 0.99);
+            println!(
+                "{:<30} history {:>7}: achieved {:>6} tx/s | commit-to-ack p50 {} p99 {} | {} missing | commit p50 {}\n   {}",
+                placement.label(),
+                thousands(history as f64),
+                thousands(case.achieved),
+                ms(p50),
+                ms(p99),
+                case.missing,
+                ms(percentile(&mut case.commit_latencies, 0.5)),
+                case.cpu
+            );
+            p50s.push((p50, p99, case.missing));
+        }
+        let ((fresh, fresh_p99, _), (long, long_p99, missing)) = (p50s[0], p50s[1]);
+        let ratio = long.as_secs_f64() / fresh.as_secs_f64().max(1e-9);
+        checks.push(Check::new(
+            format!(
+                "commit-to-ack p50, 100,000-event histories / fresh, {}",
+                placement.label()
+            ),
+            format!("x{ratio:.2} ({} vs {})", ms(long), ms(fresh)),
+            "<= x1.2",
+            ratio <= 1.2 && missing == 0,
+        ));
+        checks.push(Check::new(
+            format!(
+                "commit-to-ack p99, 100,000-event histories, {}",
+                placement.label()
+            ),
+            format!("{} (fresh {})", ms(long_p99), ms(fresh_p99)),
+            "(info)",
+            true,
+        ));
+    }
+    Ok(checks)
+}
+
+/// Each writer's order `w<n>`, at version `history`, with `history`
+/// published outbox rows (sequences 1..=history), written in SQL.
+async fn write_history(
+    db: &sea_orm::DatabaseConnection,
+    prefix: &str,
+    history: u64,
+) -> Result<(), BoxError> {
+    let started = Instant::now();
+    for writer in 0..WRITERS {
+        db.execute_unprepared(&format!(
+            "INSERT INTO orders (id, status, total_cents, version) VALUES ('w{writer}', 'placed', 100, {history})"
+        ))
+        .await?;
+        db.execute_unprepared(&format!(
+            "INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, sequence, event_name, \
+             event_version, subject, payload, correlation_id, occurred_at, created_at, status, \
+             attempts, next_attempt_at, published_at) \
+             SELECT gen_random_uuid(), 'bench_order', 'w{writer}', g, 'bench.event', 1, \
+             '{prefix}.bench.event', '{{\"key\":\"history\"}}', 'history', now(), now(), 1, 0, \
+             now(), now() FROM generate_series(1, {history}) AS g"
+        ))
+        .await?;
+    }
+    db.execute_unprepared("VACUUM ANALYZE outbox_messages")
+        .await?;
+    println!(
+        "   ({} published rows written in {:.1} s, not measured)",
+        thousands((history * WRITERS as u64) as f64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// What the unit of work sends to save a new order and its one event on

@@ -50,7 +50,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 9] = [
+const PARTS: [(&str, bool); 10] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -58,6 +58,7 @@ const PARTS: [(&str, bool); 9] = [
     ("drain", true),
     ("drain-skew", true),
     ("latency", true),
+    ("history", true),
     ("drain-1m", false),
     ("drain-tune", false),
 ];
@@ -115,6 +116,12 @@ async fn main() -> Result<(), BoxError> {
         let checks = latency::run().await?;
         report::print("latency targets", &checks);
         summary.push(("latency", checks));
+        between_parts().await;
+    }
+    if wants("history") {
+        let checks = latency::history().await?;
+        report::print("history targets", &checks);
+        summary.push(("history", checks));
         between_parts().await;
     }
     if wants("drain-1m") {
