@@ -60,7 +60,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
             _ = tick.tick() => {}
         }
         let stats = outbox.store().stats().await?;
-        println!("pending {:>4} | dead {:>3}", stats.pending, stats.dead);
+        // Past 10,000 pending messages the count is an estimate.
+        let about = if stats.pending_is_estimate { "~" } else { "" };
+        println!("pending {about}{:>4} | dead {:>3}", stats.pending, stats.dead);
         if until_idle && stats.pending == 0 {
             break;
         }
