@@ -62,7 +62,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let stats = outbox.store().stats().await?;
         // Past 10,000 pending messages the count is an estimate.
         let about = if stats.pending_is_estimate { "~" } else { "" };
-        println!("pending {about}{:>4} | dead {:>3}", stats.pending, stats.dead);
+        println!(
+            "pending {about}{:>4} | dead {:>3}",
+            stats.pending, stats.dead
+        );
         if until_idle && stats.pending == 0 {
             break;
         }
