@@ -57,6 +57,10 @@ struct Engine<S, P> {
     gather: Duration,
     /// An ordinary claim is due.
     claim_due: bool,
+    /// When the next ordinary claim is due whatever happens meanwhile: at
+    /// least one per `poll_interval`, however busy the fast path keeps the
+    /// processor (reset only by an ordinary claim).
+    next_poll: Instant,
     /// A fast-path claim came up short (an earlier message of an aggregate
     /// was in flight): claim again once a batch completes.
     recheck_after_batch: bool,
@@ -114,6 +118,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         fast_since: None,
         gather: config.gather,
         claim_due: true, // catch up with whatever is pending at start
+        next_poll: Instant::now() + config.poll_interval,
         recheck_after_batch: false,
         broker_pause: None,
         next_broker_pause: config.unavailable_backoff.0,
@@ -128,7 +133,6 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
     );
 
     let mut batches: JoinSet<BatchReport> = JoinSet::new();
-    let mut next_poll = Instant::now() + engine.poll_interval;
     while !shutdown.is_cancelled() {
         while let Some(done) = batches.try_join_next() {
             engine.finished(done);
@@ -152,7 +156,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             continue;
         }
         let woken = wake.take();
-        engine.claim_due |= woken.claim;
+        engine.claim_due |= woken.claim || Instant::now() >= engine.next_poll;
         engine.take_handed(woken.handed);
         engine.take_committed(woken.committed);
         if let Some(until) = engine.gathering(batches.len()) {
@@ -168,12 +172,11 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             tokio::select! {
                 () = wake.woken() => {}
                 Some(done) = batches.join_next() => engine.finished(done),
-                () = sleep_until(next_poll) => engine.claim_due = true,
+                () = sleep_until(engine.next_poll) => engine.claim_due = true,
                 () = shutdown.cancelled() => {}
             }
             continue;
         };
-        next_poll = Instant::now() + engine.poll_interval;
         let leased_at = claim.leased_at();
         match engine.claim(claim, leased_at, &wake).await {
             Ok(Some(claimed)) => {
@@ -268,14 +271,19 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         (Instant::now() < until).then_some(until)
     }
 
+    /// The next claim: an ordinary one first when it is due (its timer ran
+    /// out, or a batch's outcome may have made messages publishable that no
+    /// wake-up names), so a busy fast path never starves it; then what this
+    /// process's commits handed over, then the ids they named.
     fn next_claim(&mut self) -> Option<Claim> {
-        let claim = if let Some(token) = self.handed.front().map(|h| h.token) {
+        let claim = if std::mem::take(&mut self.claim_due) {
+            self.next_poll = Instant::now() + self.poll_interval;
+            return Some(Claim::Oldest);
+        } else if let Some(token) = self.handed.front().map(|h| h.token) {
             Claim::Handed(self.take_handed_batch(token))
         } else if !self.committed.is_empty() {
             let take = self.committed.len().min(self.batch_size as usize);
             Claim::Committed(self.committed.drain(..take).collect())
-        } else if std::mem::take(&mut self.claim_due) {
-            return Some(Claim::Oldest);
         } else {
             return None;
         };
