@@ -37,7 +37,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{ClaimedBatch, ClaimedMessage, Lease, LeaseToken, MessageId, StoreError};
+use outbox_core::{
+    ClaimedBatch, ClaimedMessage, Failure, FailureKind, Lease, LeaseToken, MessageId, RetryPolicy,
+    StoreError,
+};
 use sea_orm::QueryResult;
 
 use super::{SeaOrmOutboxStore, store_err};
@@ -107,7 +110,7 @@ pub(super) async fn claim(
     } else {
         None
     });
-    batch(store, token, walked.rows, walked.expires_at)
+    batch(store, token, walked.rows, walked.expires_at).await
 }
 
 /// Leases the named messages that are publishable now (see
@@ -119,13 +122,13 @@ pub(super) async fn claim_ids(
 ) -> Result<ClaimedBatch, StoreError> {
     let token = LeaseToken::new();
     if ids.is_empty() {
-        return batch(store, token, Vec::new(), None);
+        return batch(store, token, Vec::new(), None).await;
     }
     let (rows, expires_at) = match store.dialect {
         Dialect::Postgres | Dialect::Sqlite => by_ids::claim(store, token, ids, lease).await?,
         Dialect::MySql => mysql::claim_ids(store, token, ids, lease).await?,
     };
-    batch(store, token, rows, expires_at)
+    batch(store, token, rows, expires_at).await
 }
 
 /// One walk of `limit` messages from `after` (or the first aggregate).
@@ -157,21 +160,61 @@ pub(super) async fn explain(store: &SeaOrmOutboxStore, limit: u32) -> Result<Str
     }
 }
 
-/// The claimed batch from its leased rows, in publishing order.
-fn batch(
+/// The claimed batch from its leased rows, in publishing order. A row that
+/// cannot be read back as a message (written by another program, a schema
+/// drift, a newer version of this library) goes dead at once with the
+/// reason, under the claim's own lease, and the later messages of its
+/// aggregate in the batch are released (they wait behind it, as behind any
+/// dead message); the rest of the batch is handed out.
+async fn batch(
     store: &SeaOrmOutboxStore,
     token: LeaseToken,
     rows: Vec<QueryResult>,
     expires_at: Option<DateTime<Utc>>,
 ) -> Result<ClaimedBatch, StoreError> {
-    let mut messages = rows
-        .iter()
-        .map(|row| {
-            read_message(store.dialect, row)
-                .map(|(message, attempts)| ClaimedMessage { message, attempts })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(store_err("reading claimed rows"))?;
+    let mut messages = Vec::with_capacity(rows.len());
+    let mut unreadable = Vec::new();
+    // Where each unreadable row sits: later messages there must wait.
+    let mut blocked: Vec<(AggregateKey, u64)> = Vec::new();
+    let mut block_all = false;
+    for row in &rows {
+        match read_message(store.dialect, row) {
+            Ok((message, attempts)) => messages.push(ClaimedMessage { message, attempts }),
+            Err(err) => {
+                let id: uuid::Uuid = row
+                    .try_get("", "id")
+                    .map_err(store_err("reading a claimed row's id"))?;
+                tracing::error!(message_id = %id, error = %err, "outbox row cannot be read as a message; it is dead");
+                unreadable.push(Failure {
+                    id: MessageId::from_uuid(id),
+                    error: format!("the outbox row cannot be read as a message: {err}"),
+                    kind: FailureKind::Permanent,
+                });
+                match position(row) {
+                    Ok(at) => blocked.push(at),
+                    Err(_) => block_all = true,
+                }
+            }
+        }
+    }
+    if !unreadable.is_empty() {
+        let (held, kept): (Vec<ClaimedMessage>, Vec<ClaimedMessage>) =
+            messages.into_iter().partition(|claimed| {
+                let m = &claimed.message;
+                block_all
+                    || blocked.iter().any(|(key, sequence)| {
+                        key.aggregate_type == m.aggregate_type
+                            && key.aggregate_id == m.aggregate_id
+                            && m.sequence > *sequence
+                    })
+            });
+        messages = kept;
+        super::settle::fail(store, token, &unreadable, &RetryPolicy::default()).await?;
+        let held: Vec<MessageId> = held.iter().map(|c| c.message.id).collect();
+        if !held.is_empty() {
+            super::settle::release(store, token, &held).await?;
+        }
+    }
     ClaimedMessage::sort_for_publishing(&mut messages);
     tracing::trace!(claimed = messages.len(), %token, "outbox claim");
     Ok(ClaimedBatch {
@@ -181,6 +224,18 @@ fn batch(
         },
         messages,
     })
+}
+
+/// A row's aggregate and sequence, read on their own.
+fn position(row: &QueryResult) -> Result<(AggregateKey, u64), sea_orm::DbErr> {
+    let sequence: i64 = row.try_get("", "sequence")?;
+    Ok((
+        AggregateKey {
+            aggregate_type: row.try_get("", "aggregate_type")?,
+            aggregate_id: row.try_get("", "aggregate_id")?,
+        },
+        u64::try_from(sequence).unwrap_or(0),
+    ))
 }
 
 /// `<alias>` is publishable now: pending, due, and not leased.
