@@ -314,12 +314,11 @@ async fn mysql_claim_reads_a_bounded_number_of_rows() {
         .execute_unprepared(&format!("ANALYZE TABLE {TABLE}"))
         .await
         .expect("the statement runs");
-    // One connection: the session's counters are the claim's.
-    let db = test.connect_with(1).await;
-    let store = store_on(db.clone());
-    let before = handler_reads(&db).await;
-    claim_takes_the_work(&store).await;
-    let read = handler_reads(&db).await - before;
+    let read = rows_read_during(
+        &test,
+        |store| async move { claim_takes_the_work(&store).await },
+    )
+    .await;
     println!("the claim read {read} rows");
     assert!(
         read <= MYSQL_MAX_ROWS_READ,
@@ -392,6 +391,26 @@ async fn pg_rows_read(db: &DatabaseConnection) -> i64 {
     .expect("the count")
 }
 
+/// Rows the database read while `work` ran on a store of one connection (so
+/// the session's counters are its own): PostgreSQL's table counters,
+/// MariaDB's handler reads.
+async fn rows_read_during<F, Fut>(test: &TestDb, work: F) -> i64
+where
+    F: FnOnce(SeaOrmOutboxStore) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let db = test.connect_with(1).await;
+    let count = |db: DatabaseConnection| async move {
+        match test.backend() {
+            Backend::Postgres => pg_rows_read(&db).await,
+            _ => handler_reads(&db).await,
+        }
+    };
+    let before = count(db.clone()).await;
+    work(store_on(db.clone())).await;
+    count(db).await - before
+}
+
 /// What `stats` may read: the exact limit, the oldest row, and slack for
 /// the dead rows and the catalog.
 const STATS_MAX_ROWS_READ: i64 = outbox_sea_orm::STATS_EXACT_PENDING as i64 + 1_000;
@@ -425,11 +444,10 @@ async fn postgres_stats_read_a_bounded_number_of_rows() {
         .execute_unprepared(&format!("VACUUM ANALYZE {TABLE}"))
         .await
         .expect("the statement runs");
-    let db = test.connect_with(1).await;
-    let store = store_on(db.clone());
-    let before = pg_rows_read(&db).await;
-    stats_past_the_exact_limit(&store).await;
-    let read = pg_rows_read(&db).await - before;
+    let read = rows_read_during(&test, |store| async move {
+        stats_past_the_exact_limit(&store).await
+    })
+    .await;
     println!("stats read {read} rows");
     assert!(read <= STATS_MAX_ROWS_READ, "stats read {read} rows");
 }
@@ -438,11 +456,10 @@ async fn postgres_stats_read_a_bounded_number_of_rows() {
 async fn mysql_stats_read_a_bounded_number_of_rows() {
     let test = TestDb::with_schema(Backend::MySql).await;
     write_shapes(&test).await;
-    let db = test.connect_with(1).await;
-    let store = store_on(db.clone());
-    let before = handler_reads(&db).await;
-    stats_past_the_exact_limit(&store).await;
-    let read = handler_reads(&db).await - before;
+    let read = rows_read_during(&test, |store| async move {
+        stats_past_the_exact_limit(&store).await
+    })
+    .await;
     println!("stats read {read} rows");
     // Handler reads count each pending row about three times (the index
     // entry, the row for its event name, the derived table's rescan).

@@ -11,24 +11,15 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_core::{AggregateRoot, IntegrationEvent};
+use outbox_core::AggregateRoot;
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::Outbox;
 use outbox_tests::Backend;
-use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
 use processor_support::{
-    Setup, amend_order, assert_once_in_order, private_setup, quick_retry, read_all, row_ids,
-    wait_until, write_orders,
+    AttachmentAdded, Setup, amend_order, assert_once_in_order, poison_server, private_setup,
+    quick_retry, read_all, row_ids, wait_until, write_orders,
 };
-use serde::{Deserialize, Serialize};
-
-/// An event whose payload is as large as its `data`.
-#[derive(Debug, Serialize, Deserialize, IntegrationEvent)]
-#[event(name = "test.order.attachment")]
-struct AttachmentAdded {
-    data: String,
-}
 
 const PROCESSORS: usize = 3;
 const AGGREGATES: usize = 20;
@@ -56,11 +47,7 @@ async fn amend_with_poison(outbox: &Outbox, id: &str) {
         .expect("the order exists");
     for k in 0..PER_UNIT - 1 {
         if k == PER_UNIT / 2 {
-            order
-                .record(AttachmentAdded {
-                    data: "x".repeat(8 * 1024),
-                })
-                .expect("record");
+            order.record(AttachmentAdded::poison()).expect("record");
         }
         order.amend(2_000 + k as i64).expect("record");
     }
@@ -69,10 +56,7 @@ async fn amend_with_poison(outbox: &Outbox, id: &str) {
 }
 
 async fn hot_aggregates_keep_their_order(backend: Backend) {
-    let server = NatsServer::builder()
-        .config("max_payload: 4096")
-        .start()
-        .await;
+    let server = poison_server().await;
     let Setup {
         test,
         stream,

@@ -9,33 +9,21 @@ mod processor_support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_core::{AggregateRoot, IntegrationEvent, RetryPolicy};
+use outbox_core::{AggregateRoot, RetryPolicy};
 use outbox_nats::JetStreamPublisher;
-use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, amend_order, assert_once_in_order, private_setup, read_all, row_ids, wait_until,
-    write_orders,
+    AttachmentAdded, Setup, amend_order, assert_once_in_order, poison_server, private_setup,
+    read_all, row_ids, wait_until, write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-/// An event whose payload is as large as its `data`.
-#[derive(Debug, Serialize, Deserialize, IntegrationEvent)]
-#[event(name = "test.order.attachment")]
-struct AttachmentAdded {
-    data: String,
-}
 
 const MAX_ATTEMPTS: u32 = 3;
 
 async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: Backend) {
-    let server = NatsServer::builder()
-        .config("max_payload: 4096")
-        .start()
-        .await;
+    let server = poison_server().await;
     let Setup {
         test,
         stream,
@@ -61,11 +49,7 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     // then amended (fine, but behind the poison). Others around it.
     write_orders(&outbox, "before", 10, 2, 5).await;
     let mut poisoned = Order::place("poisoned", 1).expect("record");
-    poisoned
-        .record(AttachmentAdded {
-            data: "x".repeat(8_000),
-        })
-        .expect("record");
+    poisoned.record(AttachmentAdded::poison()).expect("record");
     poisoned.amend(2).expect("record");
     outbox
         .repository::<Order>()

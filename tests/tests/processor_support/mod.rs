@@ -23,6 +23,32 @@ use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
 
+/// An event whose payload is as large as its `data`: over a
+/// [`poison_server`]'s `max_payload` it is a poison message, rejected on
+/// every attempt.
+#[derive(Debug, serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[event(name = "test.order.attachment")]
+pub(crate) struct AttachmentAdded {
+    pub(crate) data: String,
+}
+
+impl AttachmentAdded {
+    /// An attachment of 8 KiB: twice a [`poison_server`]'s `max_payload`.
+    pub(crate) fn poison() -> Self {
+        Self {
+            data: "x".repeat(8 * 1024),
+        }
+    }
+}
+
+/// A private nats-server whose `max_payload` is 4,096 bytes.
+pub(crate) async fn poison_server() -> NatsServer {
+    NatsServer::builder()
+        .config("max_payload: 4096")
+        .start()
+        .await
+}
+
 /// A test's database, stream and outbox (publishing under the stream's
 /// prefix), and the name of the outbox table.
 pub(crate) struct Setup {
