@@ -200,10 +200,9 @@ async fn assert_bounded_plan(store: &SeaOrmOutboxStore, statistics: &str) {
     );
 }
 
-/// No statistics at all (a table never analyzed; autovacuum kept away),
-/// then fresh ones.
-#[tokio::test(flavor = "multi_thread")]
-async fn postgres_claim_touches_a_bounded_number_of_buffers() {
+/// A PostgreSQL test database whose outbox table autovacuum leaves alone,
+/// so its statistics are only what the test makes them.
+async fn postgres_without_autovacuum() -> TestDb {
     let test = TestDb::with_schema(Backend::Postgres).await;
     test.db
         .execute_unprepared(&format!(
@@ -211,6 +210,14 @@ async fn postgres_claim_touches_a_bounded_number_of_buffers() {
         ))
         .await
         .expect("the statement runs");
+    test
+}
+
+/// No statistics at all (a table never analyzed; autovacuum kept away),
+/// then fresh ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_claim_touches_a_bounded_number_of_buffers() {
+    let test = postgres_without_autovacuum().await;
     write_shapes(&test).await;
     let store = store_on(test.db.clone());
     assert_bounded_plan(&store, "none (never analyzed)").await;
@@ -225,13 +232,7 @@ async fn postgres_claim_touches_a_bounded_number_of_buffers() {
 /// Statistics taken while the table was empty, stale once it fills.
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_claim_stays_bounded_with_stale_statistics() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    test.db
-        .execute_unprepared(&format!(
-            "ALTER TABLE {TABLE} SET (autovacuum_enabled = false)"
-        ))
-        .await
-        .expect("the statement runs");
+    let test = postgres_without_autovacuum().await;
     test.db
         .execute_unprepared(&format!("ANALYZE {TABLE}"))
         .await
