@@ -8,7 +8,14 @@ use outbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
 pub enum OutboxError {
     /// The database refused or failed; nothing of the unit of work was committed.
     #[error("database: {0}")]
-    Db(#[from] sea_orm::DbErr),
+    Db(sea_orm::DbErr),
+    /// The database gave up on the unit of work because other transactions
+    /// were in the way (a deadlock, a lock wait timeout, a serialization
+    /// failure, SQLite busy): nothing was committed, and running it again
+    /// from the start may succeed ([`Outbox::transaction`](crate::Outbox::transaction)
+    /// does).
+    #[error("database contention, nothing committed (run the unit of work again): {0}")]
+    Contention(sea_orm::DbErr),
     /// The aggregate changed since it was loaded (or was created twice);
     /// reload it and apply the command again. Nothing was written.
     #[error(
@@ -37,6 +44,30 @@ pub enum OutboxError {
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+}
+
+impl OutboxError {
+    /// Whether running the unit of work again from the start (reloading its
+    /// aggregates) may succeed: [`Contention`](Self::Contention) and
+    /// [`ConcurrencyConflict`](Self::ConcurrencyConflict).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            OutboxError::Contention(_) | OutboxError::ConcurrencyConflict { .. }
+        )
+    }
+}
+
+/// Contention (see [`OutboxError::Contention`]) is told apart from other
+/// database errors here, where every database error comes in.
+impl From<sea_orm::DbErr> for OutboxError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        if crate::contention::is_contention(&err) {
+            OutboxError::Contention(err)
+        } else {
+            OutboxError::Db(err)
+        }
+    }
 }
 
 impl From<InvalidName> for OutboxError {

@@ -21,6 +21,7 @@
 
 mod aggregate_entity;
 mod config;
+mod contention;
 mod dialect;
 mod error;
 mod inbox;
@@ -42,7 +43,7 @@ pub use config::{OutboxConfig, Retention, TableName};
 pub use error::OutboxError;
 pub use inbox::{Inbox, InboxFuture, Processed};
 pub use listen::PgNotifications;
-pub use outbox::{Outbox, STANDALONE};
+pub use outbox::{Outbox, STANDALONE, TRANSACTION_ATTEMPTS};
 pub use outbox_core;
 pub use repository::Repository;
 pub use schema::create_schema;

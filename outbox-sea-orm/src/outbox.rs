@@ -25,6 +25,9 @@ use crate::wake::{CommitListener, Wakers};
 /// sequence 1), so they are published in parallel, in no particular order.
 pub const STANDALONE: &str = "standalone";
 
+/// How many times [`Outbox::transaction`] runs a unit of work at most.
+pub const TRANSACTION_ATTEMPTS: u32 = 5;
+
 /// The outbox of one database: begins units of work, hands out
 /// repositories, and wakes processors after commits. Cheap to clone.
 ///
@@ -76,6 +79,64 @@ impl Outbox {
     /// Begins a unit of work whose messages carry `context`.
     pub async fn begin_with(&self, context: MessageContext) -> Result<UnitOfWork, OutboxError> {
         Ok(UnitOfWork::new(self.clone(), context))
+    }
+
+    /// Runs `work` in a unit of work and commits it; when the database gave
+    /// up on it because of other transactions, or an aggregate it saved had
+    /// moved ([`OutboxError::is_retryable`]), runs it again from the start,
+    /// up to [`TRANSACTION_ATTEMPTS`] times, after a short pause with jitter
+    /// (5 ms doubling up to 500 ms). Returns what `work` returned, or the
+    /// last error.
+    ///
+    /// Each attempt is a fresh unit of work: `work` loads the aggregates it
+    /// changes through it, so a retry sees what the other transaction
+    /// committed. A failed attempt commits nothing, so a retried unit never
+    /// writes its events twice. Any other error (and an error of `work`'s
+    /// own) is returned at once.
+    ///
+    /// ```ignore
+    /// // Two accounts in one transaction: a deadlock with a transfer the
+    /// // other way round is retried, reloading both accounts.
+    /// outbox
+    ///     .transaction(|uow| Box::pin(async move {
+    ///         let mut from = uow.load::<Account>("a-1").await?.ok_or(NotFound)?;
+    ///         let mut to = uow.load::<Account>("a-2").await?.ok_or(NotFound)?;
+    ///         from.debit(100)?; // records Debited
+    ///         to.credit(100)?;  // records Credited
+    ///         uow.save(&mut from).await?;
+    ///         uow.save(&mut to).await?;
+    ///         Ok(())
+    ///     }))
+    ///     .await?;
+    /// ```
+    pub async fn transaction<T, F>(&self, mut work: F) -> Result<T, OutboxError>
+    where
+        F: for<'u> FnMut(
+            &'u mut UnitOfWork,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<T, OutboxError>> + Send + 'u>,
+        >,
+    {
+        let mut pause = std::time::Duration::from_millis(5);
+        let mut attempt = 1;
+        loop {
+            let mut uow = self.begin().await?;
+            let result = match work(&mut uow).await {
+                Ok(value) => uow.commit().await.map(|_| value),
+                Err(err) => Err(err),
+            };
+            match result {
+                Err(err) if err.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
+                    tracing::debug!(attempt, error = %err, "outbox unit of work retried");
+                    // Jitter in [pause/2, pause), so contenders drift apart.
+                    let random = uuid::Uuid::now_v7().as_u128() as u64 % 1000;
+                    tokio::time::sleep(pause / 2 + pause.mul_f64(random as f64 / 2000.0)).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
     }
 
     /// A repository of `A` aggregates.
