@@ -1,6 +1,7 @@
 //! [`JetStreamPublisher`]: the [`Publisher`] that sends outbox messages to
 //! NATS JetStream.
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -222,10 +223,11 @@ impl JetStreamPublisher {
                 }
             }
         }
-        let mut acks = Vec::with_capacity(pending.len());
-        for ack in pending {
-            acks.push(ack.await);
-        }
+        // Awaited together: each ack's timeout starts when it is awaited, so
+        // one after the other a lost connection would cost a timeout per
+        // message in flight.
+        let acks =
+            futures::future::join_all(pending.into_iter().map(IntoFuture::into_future)).await;
         let stored = acks
             .iter()
             .rposition(Result::is_ok)

@@ -115,3 +115,47 @@ async fn a_chain_broken_by_another_message_goes_on_one_at_a_time() {
     );
     stream.delete().await;
 }
+
+/// A chain of 64 in flight when the broker stops answering (SIGSTOP) ends
+/// within about one ack timeout (5 s), and its failure says "unavailable",
+/// so no attempt is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_broker_ends_a_chain_within_one_ack_timeout() {
+    let mut server = outbox_tests::nats::NatsServer::start().await;
+    let client = server.connect().await;
+    let stream = processor_support::file_stream(client.clone(), "frozen").await;
+    let publisher = JetStreamPublisher::new(client, "/run-test");
+    // Runs that hold grow the window to 64.
+    let mut sequence = 0;
+    for _ in 0..8 {
+        let run: Vec<OutboxMessage> = (0..64)
+            .map(|_| {
+                sequence += 1;
+                message(&stream.prefix, sequence)
+            })
+            .collect();
+        let results = publisher.publish_run(&run.iter().collect::<Vec<_>>()).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    }
+    let run: Vec<OutboxMessage> = (0..64)
+        .map(|_| {
+            sequence += 1;
+            message(&stream.prefix, sequence)
+        })
+        .collect();
+    server.pause();
+    let started = std::time::Instant::now();
+    let results = publisher.publish_run(&run.iter().collect::<Vec<_>>()).await;
+    let took = started.elapsed();
+    server.resume();
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "the chain took {took:?} to give up"
+    );
+    let last = results
+        .last()
+        .expect("a result")
+        .as_ref()
+        .expect_err("the broker is frozen");
+    assert_eq!(last.kind(), PublishErrorKind::Unavailable, "{last}");
+}
