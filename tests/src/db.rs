@@ -237,3 +237,15 @@ macro_rules! each_backend {
         }
     };
 }
+
+/// A claimed batch as `(aggregate id, sequence)` pairs, sorted: what a test
+/// compares with the messages it expects the claim to take.
+pub fn claimed_positions(batch: &outbox_core::ClaimedBatch) -> Vec<(String, u64)> {
+    let mut positions: Vec<(String, u64)> = batch
+        .messages
+        .iter()
+        .map(|c| (c.message.aggregate_id.clone(), c.message.sequence))
+        .collect();
+    positions.sort();
+    positions
+}

@@ -7,7 +7,7 @@ pub mod nats;
 pub mod orders;
 pub mod subscriber;
 
-pub use db::{Backend, TestDb};
+pub use db::{Backend, TestDb, claimed_positions};
 
 /// `message` with its payload in one canonical JSON form (keys sorted,
 /// compact), to compare envelopes whatever the store did to the payload's

@@ -134,12 +134,7 @@ fn store_on(db: DatabaseConnection) -> SeaOrmOutboxStore {
 /// aggregate, and nothing behind a leased head.
 async fn claim_takes_the_work(store: &SeaOrmOutboxStore) {
     let batch = store.claim(1000, LEASE).await.expect("claim");
-    let mut got: Vec<(String, u64)> = batch
-        .messages
-        .iter()
-        .map(|c| (c.message.aggregate_id.clone(), c.message.sequence))
-        .collect();
-    got.sort();
+    let got = outbox_tests::claimed_positions(&batch);
     let mut expected: Vec<(String, u64)> = (1..=FREE_EACH as u64)
         .map(|n| ("fresh".to_owned(), n))
         .chain((1..=FREE_EACH as u64).map(|n| ("long-lived".to_owned(), HISTORY as u64 + n)))

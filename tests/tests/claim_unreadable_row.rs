@@ -55,12 +55,7 @@ async fn an_unreadable_row_goes_dead_and_the_rest_is_claimed(test: TestDb) {
                 .await
                 .expect("the claim by ids succeeds")
         };
-        let mut got: Vec<(String, u64)> = batch
-            .messages
-            .iter()
-            .map(|c| (c.message.aggregate_id.clone(), c.message.sequence))
-            .collect();
-        got.sort();
+        let got = outbox_tests::claimed_positions(&batch);
         assert_eq!(
             got,
             vec![

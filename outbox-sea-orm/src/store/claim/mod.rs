@@ -33,7 +33,7 @@ mod mysql;
 mod postgres;
 mod sqlite;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -46,12 +46,23 @@ use sea_orm::QueryResult;
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Dialect;
 use crate::row::read_message;
+use crate::wake::locked;
 
 /// An aggregate, as the walk orders them: by type, then id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct AggregateKey {
     pub(crate) aggregate_type: String,
     pub(crate) aggregate_id: String,
+}
+
+impl AggregateKey {
+    /// The key in a row's `aggregate_type` and `aggregate_id` columns.
+    fn read(row: &QueryResult) -> Result<Self, sea_orm::DbErr> {
+        Ok(Self {
+            aggregate_type: row.try_get("", "aggregate_type")?,
+            aggregate_id: row.try_get("", "aggregate_id")?,
+        })
+    }
 }
 
 /// Where the next walk over the aggregates starts: after the last aggregate
@@ -62,11 +73,11 @@ pub(crate) struct WalkCursor(Arc<Mutex<Option<AggregateKey>>>);
 
 impl WalkCursor {
     fn take(&self) -> Option<AggregateKey> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        locked(&self.0).take()
     }
 
     fn set(&self, key: Option<AggregateKey>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = key;
+        *locked(&self.0) = key;
     }
 }
 
@@ -230,10 +241,7 @@ async fn batch(
 fn position(row: &QueryResult) -> Result<(AggregateKey, u64), sea_orm::DbErr> {
     let sequence: i64 = row.try_get("", "sequence")?;
     Ok((
-        AggregateKey {
-            aggregate_type: row.try_get("", "aggregate_type")?,
-            aggregate_id: row.try_get("", "aggregate_id")?,
-        },
+        AggregateKey::read(row)?,
         u64::try_from(sequence).unwrap_or(0),
     ))
 }

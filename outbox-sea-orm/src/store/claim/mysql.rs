@@ -107,7 +107,7 @@ pub(super) async fn claim_ids(
         .await
         .map_err(&read)?
         .iter()
-        .map(read_key)
+        .map(AggregateKey::read)
         .collect::<Result<Vec<_>, _>>()
         .map_err(&read)?;
     let heads = heads_of(&txn, store, &aggregates).await?;
@@ -134,13 +134,6 @@ async fn commit(txn: DatabaseTransaction) -> Result<(), StoreError> {
     txn.commit()
         .await
         .map_err(store_err("committing the claim"))
-}
-
-fn read_key(row: &QueryResult) -> Result<AggregateKey, sea_orm::DbErr> {
-    Ok(AggregateKey {
-        aggregate_type: row.try_get("", "aggregate_type")?,
-        aggregate_id: row.try_get("", "aggregate_id")?,
-    })
 }
 
 /// Up to `page` aggregates with a pending message, in key order after
@@ -223,7 +216,7 @@ async fn heads(
     rows.iter()
         .map(|row| {
             let head = Head {
-                key: read_key(row)?,
+                key: AggregateKey::read(row)?,
                 id: row.try_get("", "id")?,
                 sequence: row.try_get("", "head")?,
             };
@@ -286,7 +279,7 @@ async fn lease_runs(
     let mut runs: HashMap<AggregateKey, Vec<(i64, QueryResult)>> = HashMap::new();
     let mut ended: HashSet<AggregateKey> = HashSet::new();
     for row in locked {
-        let key = read_key(&row).map_err(&read)?;
+        let key = AggregateKey::read(&row).map_err(&read)?;
         let id: Uuid = row.try_get("", "id").map_err(&read)?;
         let sequence: i64 = row.try_get("", "sequence").map_err(&read)?;
         let free: i64 = row.try_get("", "free").map_err(&read)?;
@@ -401,7 +394,7 @@ async fn trim_skipped(
     let read = store_err("checking runs");
     let counts = txn.query_all_raw(sql.build()).await.map_err(&read)?;
     for row in &counts {
-        let key = read_key(row).map_err(&read)?;
+        let key = AggregateKey::read(row).map_err(&read)?;
         let n: i64 = row.try_get("", "n").map_err(&read)?;
         if let Some(run) = runs.get_mut(&key)
             && usize::try_from(n).is_ok_and(|n| n != run.len())

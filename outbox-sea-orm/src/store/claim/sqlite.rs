@@ -33,10 +33,7 @@ pub(super) async fn walk(
     let read = store_err("reading the claim");
     let mut last: Option<AggregateKey> = None;
     for row in &rows {
-        let key = AggregateKey {
-            aggregate_type: row.try_get("", "aggregate_type").map_err(&read)?,
-            aggregate_id: row.try_get("", "aggregate_id").map_err(&read)?,
-        };
+        let key = AggregateKey::read(row).map_err(&read)?;
         let greater = last.as_ref().is_none_or(|l| {
             (&key.aggregate_type, &key.aggregate_id) > (&l.aggregate_type, &l.aggregate_id)
         });
