@@ -62,8 +62,23 @@ impl<P: Publisher> Publisher for RecordingPublisher<P> {
         Ok(ack)
     }
 
+    async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
+        let results = self.inner.publish_run(run).await;
+        let now = SystemTime::now();
+        for (message, result) in run.iter().zip(&results) {
+            if result.is_ok() {
+                self.acks.push(message.id, now);
+            }
+        }
+        results
+    }
+
     fn is_available(&self) -> bool {
         self.inner.is_available()
+    }
+
+    fn ack_timeout(&self) -> Option<Duration> {
+        self.inner.ack_timeout()
     }
 }
 
@@ -265,10 +280,17 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
         .await
     }
 
-    async fn renew(&self, token: LeaseToken, lease: Duration) -> Result<LeaseOutcome, StoreError> {
-        timed(&self.counts.renew, self.inner.renew(token, lease), |o| {
-            o.applied
-        })
+    async fn renew(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<LeaseOutcome, StoreError> {
+        timed(
+            &self.counts.renew,
+            self.inner.renew(token, ids, lease),
+            |o| o.applied,
+        )
         .await
     }
 

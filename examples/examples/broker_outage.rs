@@ -19,7 +19,7 @@ use outbox_examples::support::{self, PrivateNats};
 use outbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec};
 use outbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = Duration::from_secs(30);
+const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -16,7 +16,7 @@ use outbox_examples::support::{self, Nats};
 use outbox_nats::{JetStreamPublisher, StreamSpec};
 use outbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = Duration::from_secs(30);
+const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

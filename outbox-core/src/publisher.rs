@@ -142,4 +142,15 @@ pub trait Publisher: Send + Sync + 'static {
     fn is_available(&self) -> bool {
         true
     }
+
+    /// The longest a publish waits for the broker's acknowledgement before
+    /// it fails as [`Unavailable`](PublishErrorKind::Unavailable), when the
+    /// publisher bounds it (the default: unknown). The processor starts a
+    /// publish only while a fifth of its lease is left, so it refuses a
+    /// lease shorter than five times this: every ack (or its timeout) then
+    /// comes back before the lease can end and another processor take the
+    /// message over.
+    fn ack_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

@@ -240,10 +240,15 @@ pub trait OutboxStore: Send + Sync {
         ids: &[MessageId],
     ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
 
-    /// Extends the lease of the messages still carrying `token`.
+    /// Extends the lease of these messages, those still pending under
+    /// `token`: `applied` counts them, `stale` the others (taken over by
+    /// another processor after the lease ran out, or settled). A batch renews
+    /// exactly its own messages, so it notices the loss of any one of them
+    /// even when other batches share its token.
     fn renew(
         &self,
         token: LeaseToken,
+        ids: &[MessageId],
         lease: Duration,
     ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
 

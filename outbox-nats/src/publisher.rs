@@ -49,11 +49,15 @@ pub struct JetStreamPublisher {
     jetstream: jetstream::Context,
     source: String,
     run_window: RunWindow,
+    ack_timeout: Duration,
 }
 
 /// How long an ack may take by default before the broker counts as
-/// unavailable.
-pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// unavailable: a fifth of the processor's default lease (see
+/// [`Publisher::ack_timeout`]). A healthy server acks within milliseconds;
+/// a publish that times out is released without spending an attempt and
+/// re-published after the pause (deduplicated if it was stored after all).
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// Publishes in flight per connection by default (JetStream acks awaited).
 pub const DEFAULT_MAX_ACKS_IN_FLIGHT: usize = 4096;
@@ -72,11 +76,35 @@ impl JetStreamPublisher {
             jetstream,
             source: source.into(),
             run_window: RunWindow::default(),
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
         }
     }
 
+    /// How long a publish waits for its ack before the broker counts as
+    /// unavailable (default [`DEFAULT_ACK_TIMEOUT`], 800 ms). The processor
+    /// needs its lease to be at least five times this.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let client = async_nats::connect("127.0.0.1:4222").await?;
+    /// let publisher = outbox_nats::JetStreamPublisher::new(client, "/orders-service")
+    ///     .ack_timeout(Duration::from_secs(2)); // with a lease of 10 s or more
+    /// # Ok(()) }
+    /// ```
+    pub fn ack_timeout(mut self, timeout: Duration) -> Self {
+        self.jetstream = jetstream::ContextBuilder::new()
+            .timeout(timeout)
+            .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
+            .backpressure_on_inflight(true)
+            .build(self.client.clone());
+        self.ack_timeout = timeout;
+        self
+    }
+
     /// Uses a JetStream context configured by the application (domain, API
-    /// prefix, timeouts).
+    /// prefix). Acks still wait at most the publisher's
+    /// [`ack_timeout`](Self::ack_timeout), whatever the context's timeout.
     pub fn with_context(mut self, jetstream: jetstream::Context) -> Self {
         self.jetstream = jetstream;
         self
@@ -182,6 +210,18 @@ fn is_valid_subject(subject: &str) -> bool {
 }
 
 impl JetStreamPublisher {
+    /// Waits for `pending`, at most [`ack_timeout`](Self::ack_timeout) (also
+    /// when the application's context allows longer).
+    async fn acked(
+        &self,
+        pending: jetstream::context::PublishAckFuture,
+    ) -> Result<jetstream::publish::PublishAck, jetstream::context::PublishError> {
+        match tokio::time::timeout(self.ack_timeout, pending.into_future()).await {
+            Ok(ack) => ack,
+            Err(_) => Err(JsErrorKind::TimedOut.into()),
+        }
+    }
+
     /// Sends `message` (stored only if `after` is the stream's last message,
     /// when given) and returns its pending ack.
     async fn send(
@@ -226,8 +266,7 @@ impl JetStreamPublisher {
         // Awaited together: each ack's timeout starts when it is awaited, so
         // one after the other a lost connection would cost a timeout per
         // message in flight.
-        let acks =
-            futures::future::join_all(pending.into_iter().map(IntoFuture::into_future)).await;
+        let acks = futures::future::join_all(pending.into_iter().map(|ack| self.acked(ack))).await;
         let stored = acks
             .iter()
             .rposition(Result::is_ok)
@@ -276,7 +315,7 @@ impl Publisher for JetStreamPublisher {
             Ok(pending) => pending,
             Err(err) => return Err(self.classify(message, err, false).await),
         };
-        match pending.await {
+        match self.acked(pending).await {
             Ok(ack) => Ok(PublishAck {
                 stream_sequence: Some(ack.sequence),
                 duplicate: ack.duplicate,
@@ -298,6 +337,10 @@ impl Publisher for JetStreamPublisher {
 
     fn is_available(&self) -> bool {
         self.client.connection_state() == State::Connected
+    }
+
+    fn ack_timeout(&self) -> Option<Duration> {
+        Some(self.ack_timeout)
     }
 }
 

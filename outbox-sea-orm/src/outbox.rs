@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use outbox_core::processor::{LeasedCommit, ProcessorBuilder};
 use outbox_core::{
-    AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
-    Processor, Publisher,
+    AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, OutboxStore as _,
+    PendingMessage, Processor, Publisher,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
@@ -246,12 +246,23 @@ impl Outbox {
         OutboxMessage::seal(pending, owner, context, self.config().subject_prefix())
     }
 
-    pub(crate) fn committed(
+    /// After a commit: wakes the processors and hands what was written
+    /// leased to this process's processor; if it stopped meanwhile, releases
+    /// those messages so any processor claims them at once.
+    pub(crate) async fn committed(
         &self,
         messages: Vec<OutboxMessage>,
         leased: Option<(LeasedCommit, Vec<MessageId>)>,
     ) {
-        self.inner.wakers.committed(messages, leased);
+        let Some(refused) = self.inner.wakers.committed(messages, leased) else {
+            return;
+        };
+        if let Err(err) = self.store().release(refused.token, &refused.ids).await {
+            tracing::warn!(
+                error = %err, messages = refused.ids.len(),
+                "outbox release after the processor stopped failed; the messages wait for their lease"
+            );
+        }
     }
 
     /// Enters the lease offer of this process's processor for one commit

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use outbox_core::processor::{LeaseOffer, LeasedCommit};
+use outbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
 use outbox_core::{MessageId, OutboxMessage};
 use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::broadcast;
@@ -202,26 +202,31 @@ impl Wakers {
     /// the commit's entry into the offer and their ids) to the serving
     /// processor, all of them to local listeners, and marks other processes
     /// for a coalesced wake-up.
+    ///
+    /// Returns the messages written leased that the processor no longer
+    /// takes (it stopped meanwhile): the caller releases them.
+    #[must_use = "refused messages stay leased until their lease runs out unless released"]
     pub(crate) fn committed(
         &self,
         messages: Vec<OutboxMessage>,
         leased: Option<(LeasedCommit, Vec<MessageId>)>,
-    ) {
+    ) -> Option<HandoverRefused> {
         if messages.is_empty() {
-            return;
+            return None;
         }
+        let mut refused = None;
         let handed_over: HashSet<MessageId> = match leased {
-            Some((commit, ids)) if !ids.is_empty() => {
+            Some((commit, ids)) => {
                 let ids: HashSet<MessageId> = ids.into_iter().collect();
                 let handed = messages
                     .iter()
                     .filter(|m| ids.contains(&m.id))
                     .cloned()
                     .collect();
-                commit.hand_over(handed);
+                refused = commit.hand_over(handed).err();
                 ids
             }
-            _ => HashSet::new(),
+            None => HashSet::new(),
         };
         self.wake_remote(|unsent| unsent.add(messages.iter().map(|m| m.id)));
         if self.local.receiver_count() > 0 {
@@ -231,6 +236,7 @@ impl Wakers {
                 handed_over: Arc::new(handed_over),
             });
         }
+        refused
     }
 
     /// Marks other processes for a wake-up (`announce` adds what to tell

@@ -6,50 +6,13 @@
 
 mod processor_support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
 use outbox_nats::JetStreamPublisher;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use processor_support::{Setup, save_new_order, shared_setup, wait_until};
+use processor_support::{Gated, Setup, save_new_order, shared_setup};
 use sea_orm::{ConnectionTrait, Statement};
-use tokio::sync::Semaphore;
-
-/// The machine's JetStream publisher behind a gate: each publish waits for a
-/// permit, so a test can hold messages in flight.
-#[derive(Clone)]
-struct Gated {
-    inner: Arc<JetStreamPublisher>,
-    gate: Arc<Semaphore>,
-    waiting: Arc<AtomicUsize>,
-}
-
-impl Gated {
-    fn closed(inner: JetStreamPublisher) -> Self {
-        Self {
-            inner: Arc::new(inner),
-            gate: Arc::new(Semaphore::new(0)),
-            waiting: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
-    fn open(&self) {
-        self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
-    }
-}
-
-impl Publisher for Gated {
-    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let permit = self.gate.acquire().await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        permit.expect("the gate is never closed").forget();
-        self.inner.publish(message).await
-    }
-}
 
 /// For each outbox row of `order` (by sequence): whether it is leased, and
 /// whether the transaction that wrote the order row wrote its current
@@ -98,18 +61,6 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
     (setup, publisher, processor)
 }
 
-async fn publishes_waiting(publisher: &Gated, count: usize) {
-    wait_until(
-        Duration::from_secs(10),
-        "publishes wait at the gate",
-        || {
-            let waiting = publisher.waiting.load(Ordering::Acquire);
-            async move { waiting >= count }
-        },
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
     let (
@@ -124,7 +75,7 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
     ) = gated_setup().await;
 
     save_new_order(&outbox, "o-1", 100).await;
-    publishes_waiting(&publisher, 1).await;
+    publisher.wait_for_waiting(1).await;
     assert_eq!(
         rows_of(&test, &table, "o-1").await,
         vec![(true, true)],
@@ -172,7 +123,7 @@ async fn a_stopping_processor_gives_back_what_it_was_handed() {
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.
     save_new_order(&outbox, "o-0", 100).await;
-    publishes_waiting(&publisher, 1).await;
+    publisher.wait_for_waiting(1).await;
     for i in 1..5 {
         save_new_order(&outbox, &format!("o-{i}"), 100).await;
     }

@@ -63,8 +63,13 @@ impl OutboxStore for ClaimsByIdOnly {
         self.store.release(token, ids).await
     }
 
-    async fn renew(&self, token: LeaseToken, lease: Duration) -> Result<LeaseOutcome, StoreError> {
-        self.store.renew(token, lease).await
+    async fn renew(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.store.renew(token, ids, lease).await
     }
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {

@@ -302,11 +302,10 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
         stale
     );
     assert_eq!(
-        old.renew(first.lease.token, LONG_LEASE)
+        old.renew(first.lease.token, &written, LONG_LEASE)
             .await
-            .unwrap()
-            .applied,
-        0
+            .unwrap(),
+        stale
     );
     for &id in &written {
         let row = row_state(&test, id).await;
@@ -801,8 +800,11 @@ async fn renew_extends_the_lease(test: TestDb) {
 
     let batch = holder.claim(10, Duration::from_millis(400)).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
-    let renewed = holder.renew(batch.lease.token, LONG_LEASE).await.unwrap();
-    assert_eq!(renewed.applied, 2);
+    let renewed = holder
+        .renew(batch.lease.token, &ids, LONG_LEASE)
+        .await
+        .unwrap();
+    assert_eq!(renewed, outcome(2, 0));
 
     tokio::time::sleep(Duration::from_millis(650)).await;
     assert!(
@@ -813,28 +815,50 @@ async fn renew_extends_the_lease(test: TestDb) {
     // A renew with another token changes nothing.
     assert_eq!(
         holder
-            .renew(LeaseToken::new(), Duration::from_millis(1))
-            .await
-            .unwrap()
-            .applied,
-        0
-    );
-    assert!(nothing_claimable(&other, 10).await);
-    assert_eq!(
-        holder
-            .complete(batch.lease.token, &published(&ids))
+            .renew(LeaseToken::new(), &ids, Duration::from_millis(1))
             .await
             .unwrap(),
-        outcome(2, 0)
+        outcome(0, 2)
+    );
+    assert!(nothing_claimable(&other, 10).await);
+    // One message settled: a renewal of both notices that one is no longer
+    // held (a partial loss), and renews only the other.
+    assert_eq!(
+        holder
+            .complete(batch.lease.token, &published(&ids[..1]))
+            .await
+            .unwrap(),
+        outcome(1, 0)
+    );
+    assert_eq!(
+        holder
+            .renew(batch.lease.token, &ids, LONG_LEASE)
+            .await
+            .unwrap(),
+        outcome(1, 1)
+    );
+    // Only the ids asked for are renewed, even under a shared token.
+    assert_eq!(
+        holder
+            .renew(batch.lease.token, &[], LONG_LEASE)
+            .await
+            .unwrap(),
+        outcome(0, 0)
+    );
+    assert_eq!(
+        holder
+            .complete(batch.lease.token, &published(&ids[1..]))
+            .await
+            .unwrap(),
+        outcome(1, 0)
     );
     // Renewing settled messages renews nothing.
     assert_eq!(
         holder
-            .renew(batch.lease.token, LONG_LEASE)
+            .renew(batch.lease.token, &ids, LONG_LEASE)
             .await
-            .unwrap()
-            .applied,
-        0
+            .unwrap(),
+        outcome(0, 2)
     );
 }
 

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 type BoxError = Box<dyn Error>;
 
 /// The processor's lease; the stream's duplicate window must be longer.
-const LEASE: Duration = Duration::from_secs(30);
+const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
 
 /// Settings shared by the producer and the consumer process.
 struct Settings {

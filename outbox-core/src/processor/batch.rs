@@ -70,25 +70,38 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
 
     // A publish is started only while the lease has a fifth of its time left:
     // past that, another processor may claim the batch before our ack lands.
-    let margin = ctx.lease / 5;
+    let margin = ctx.lease / super::config::LEASE_MARGIN_DIVISOR;
     let valid_until = Mutex::new(leased_at + ctx.lease - margin);
     let stop = ctx.shutdown.child_token();
+    // Cancelled when the lease on any message of the batch is lost: runs in
+    // flight are abandoned (their outcome no longer matters: the messages
+    // taken over are re-published by their new holder, deduplicated; the
+    // others are released).
+    let lost = CancellationToken::new();
     let outcomes = Mutex::new(Outcomes::default());
     let unavailable = std::sync::atomic::AtomicBool::new(false);
 
     let lease_lost = {
         let chains: FuturesUnordered<_> = by_aggregate(&batch.messages)
-            .map(|chain| publish_chain(&ctx, chain, &stop, &valid_until, &outcomes, &unavailable))
+            .map(|chain| {
+                let stops = Stops {
+                    stop: &stop,
+                    lost: &lost,
+                };
+                publish_chain(&ctx, chain, stops, &valid_until, &outcomes, &unavailable)
+            })
             .collect();
         let publishing = chains.collect::<Vec<()>>();
         tokio::pin!(publishing);
         // Renewing runs beside publishing, never in its way: a slow renewal
         // does not hold back acks.
-        let renewing = keep_renewed(&ctx, token, leased_at, margin, &valid_until, &stop);
+        let ids: Vec<MessageId> = batch.messages.iter().map(|c| c.message.id).collect();
+        let renewing = keep_renewed(&ctx, token, &ids, leased_at, margin, &valid_until, &lost);
         let lease_lost = tokio::select! {
             _ = &mut publishing => false,
             () = renewing => true,
         };
+        stop.cancel();
         if lease_lost {
             // No new publish starts; the ones in flight end so their outcome
             // is known.
@@ -120,33 +133,51 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     report
 }
 
-/// Renews the lease every third of it until it is lost (then cancels `stop`
-/// and returns); never returns while the lease holds.
+/// Renews the lease on `ids` (the whole batch: nothing is settled before the
+/// batch ends) every third of it until any of them is lost (then cancels
+/// `lost` and returns); never returns while the lease holds on every one.
+///
+/// A partial loss stops the whole batch: the messages taken over belong to
+/// another processor now, and which of the rest it may also take next is not
+/// known; what was published is completed, the rest released.
 async fn keep_renewed<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,
+    ids: &[MessageId],
     leased_at: Instant,
     margin: Duration,
     valid_until: &Mutex<Instant>,
-    stop: &CancellationToken,
+    lost: &CancellationToken,
 ) {
     let mut renewals = tokio::time::interval_at(leased_at + ctx.lease / 3, ctx.lease / 3);
     loop {
         renewals.tick().await;
         let renewed_at = Instant::now();
-        match ctx.store.renew(token, ctx.lease).await {
-            Ok(outcome) if outcome.applied > 0 => {
+        match ctx.store.renew(token, ids, ctx.lease).await {
+            Ok(outcome) if outcome.stale == 0 => {
                 *locked(valid_until) = renewed_at + ctx.lease - margin;
             }
-            Ok(_) => {
-                tracing::warn!(%token, "outbox lease lost: another processor took the batch over");
-                stop.cancel();
+            Ok(outcome) => {
+                tracing::warn!(
+                    %token, lost = outcome.stale, held = outcome.applied,
+                    "outbox lease lost: another processor took messages of the batch over"
+                );
+                lost.cancel();
                 return;
             }
             // The old lease still holds until `valid_until`.
             Err(err) => tracing::warn!(%token, error = %err, "outbox lease renewal failed"),
         }
     }
+}
+
+/// Why a chain stops early.
+#[derive(Clone, Copy)]
+struct Stops<'a> {
+    /// Start no new publish (shutdown, broker unavailable, lease lost).
+    stop: &'a CancellationToken,
+    /// The lease was lost: abandon the run in flight too.
+    lost: &'a CancellationToken,
 }
 
 /// Consecutive runs of one aggregate (claims come sorted by aggregate, then
@@ -165,7 +196,7 @@ fn by_aggregate(messages: &[ClaimedMessage]) -> impl Iterator<Item = &[ClaimedMe
 async fn publish_chain<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     chain: &[ClaimedMessage],
-    stop: &CancellationToken,
+    Stops { stop, lost }: Stops<'_>,
     valid_until: &Mutex<Instant>,
     outcomes: &Mutex<Outcomes>,
     unavailable: &std::sync::atomic::AtomicBool,
@@ -198,6 +229,7 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
         let results = tokio::select! {
             results = ctx.publisher.publish_run(&run) => results,
             () = ctx.abort.cancelled() => return release_from(index),
+            () = lost.cancelled() => return release_from(index),
         };
         if results.is_empty() {
             return release_from(index); // a publisher that published nothing

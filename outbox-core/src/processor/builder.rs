@@ -57,9 +57,11 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         self
     }
 
-    /// How long a claim is held (default 30 s, 1 s to 24 h); renewed every
-    /// third of it while the batch is in flight. Keep the broker's
-    /// deduplication window longer than this.
+    /// How long a claim is held (default 4 s, 1 s to 24 h, and at least 5 x
+    /// the publisher's [ack timeout](Publisher::ack_timeout)); renewed every
+    /// third of it while the batch is in flight. A processor that dies
+    /// holding messages holds their aggregates up for about this long. Keep
+    /// the broker's deduplication window longer than this.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
@@ -129,7 +131,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
 
     /// Checks the settings and builds the processor.
     pub fn build(self) -> Result<Processor<S, P>, ConfigError> {
-        self.config.validate()?;
+        self.config.validate(self.publisher.ack_timeout())?;
         Ok(Processor {
             store: Arc::new(self.store),
             publisher: Arc::new(self.publisher),

@@ -9,6 +9,16 @@ use crate::store::RetryPolicy;
 /// covers it); far past it, the deadlines computed from it overflow.
 const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The default lease: short, so a processor that dies (or is paused)
+/// holding messages holds up their aggregates for seconds, not minutes; it
+/// costs nothing while idle (only batches in flight renew their lease) and
+/// one renewal statement per batch still publishing after a third of it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(4);
+
+/// A publish starts only while this fraction (1 / `LEASE_MARGIN_DIVISOR`)
+/// of the lease is left, so its ack comes back before the lease ends.
+pub(crate) const LEASE_MARGIN_DIVISOR: u32 = 5;
+
 /// A setting that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
@@ -26,7 +36,7 @@ pub struct ConfigError {
 /// | `batch_size` | 1,000 | messages per claim (one claim and one completion statement per batch) |
 /// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
 /// | `max_in_flight` | 4,096 | publishes awaiting their ack at once, over all batches |
-/// | `lease` | 30 s | how long a claim is held (1 s to 24 h); renewed every third of it while a batch is in flight |
+/// | `lease` | 4 s | how long a claim is held (1 s to 24 h, at least 5 x the publisher's ack timeout); renewed every third of it while a batch is in flight, so a dead processor's messages are claimed again within about `lease` + `poll_interval` |
 /// | `gather` | 2 ms | while a batch is publishing, how long just-committed messages may wait for more to join them in one claim (none wait while nothing is in flight) |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
@@ -53,7 +63,7 @@ impl Default for ProcessorConfig {
             batch_size: 1000,
             batches_in_flight: 3,
             max_in_flight: 4096,
-            lease: Duration::from_secs(30),
+            lease: DEFAULT_LEASE,
             gather: Duration::from_millis(2),
             poll_interval: Duration::from_secs(1),
             retry: RetryPolicy::default(),
@@ -80,9 +90,9 @@ impl ProcessorConfig {
         self.max_in_flight
     }
 
-    /// The lease on a claimed batch (default 30 s). A broker's deduplication
-    /// window must be longer, so a batch re-published after a crashed
-    /// processor's lease ran out is still recognised.
+    /// The lease on a claimed batch (default [`DEFAULT_LEASE`], 4 s). A
+    /// broker's deduplication window must be longer, so a batch re-published
+    /// after a crashed processor's lease ran out is still recognised.
     pub fn lease(&self) -> Duration {
         self.lease
     }
@@ -108,8 +118,9 @@ impl ProcessorConfig {
         self.shutdown_timeout
     }
 
-    /// Checks the settings together.
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks the settings together, and the lease against the publisher's
+    /// ack timeout (see [`Publisher::ack_timeout`](crate::Publisher::ack_timeout)).
+    pub(crate) fn validate(&self, ack_timeout: Option<Duration>) -> Result<(), ConfigError> {
         let bad = |setting, reason: &str| {
             Err(ConfigError {
                 setting,
@@ -137,6 +148,20 @@ impl ProcessorConfig {
                 "must be at most 24 h (a dead processor's messages wait out its lease, \
                  and the broker's duplicate window must outlast it)",
             );
+        }
+        if let Some(ack_timeout) = ack_timeout
+            && self.lease < ack_timeout.saturating_mul(LEASE_MARGIN_DIVISOR)
+        {
+            return Err(ConfigError {
+                setting: "lease",
+                reason: format!(
+                    "{:?} is shorter than {LEASE_MARGIN_DIVISOR} x the publisher's ack timeout \
+                     ({ack_timeout:?}): a publish starts only while a fifth of the lease is \
+                     left, and its ack must come back before the lease ends (lengthen the \
+                     lease or shorten the publisher's ack timeout)",
+                    self.lease
+                ),
+            });
         }
         if self.poll_interval.is_zero() {
             return bad("poll_interval", "must be longer than zero");
@@ -174,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_defaults_are_valid() {
-        assert_eq!(ProcessorConfig::default().validate(), Ok(()));
+        assert_eq!(ProcessorConfig::default().validate(None), Ok(()));
     }
 
     #[test]
@@ -184,11 +209,26 @@ mod tests {
             MAX_LEASE + Duration::from_secs(1),
             Duration::MAX,
         ] {
-            let err = with_lease(bad).validate().expect_err("out of bounds");
+            let err = with_lease(bad).validate(None).expect_err("out of bounds");
             assert_eq!(err.setting, "lease", "{bad:?}");
         }
         for good in [Duration::from_secs(1), MAX_LEASE] {
-            assert_eq!(with_lease(good).validate(), Ok(()), "{good:?}");
+            assert_eq!(with_lease(good).validate(None), Ok(()), "{good:?}");
         }
+    }
+
+    #[test]
+    fn a_lease_must_outlast_five_ack_timeouts() {
+        let ack = Duration::from_millis(800);
+        assert_eq!(ProcessorConfig::default().validate(Some(ack)), Ok(()));
+        let err = with_lease(Duration::from_millis(3_999))
+            .validate(Some(ack))
+            .expect_err("shorter than 5 ack timeouts");
+        assert_eq!(err.setting, "lease");
+        assert!(err.reason.contains("ack timeout"), "{}", err.reason);
+        assert_eq!(
+            with_lease(Duration::from_secs(2)).validate(Some(Duration::from_millis(400))),
+            Ok(())
+        );
     }
 }

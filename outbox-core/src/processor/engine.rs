@@ -14,7 +14,7 @@ use tracing::Instrument;
 use super::batch::{self, BatchContext, BatchReport};
 use super::handover::Handover;
 use super::metrics;
-use super::wake::{FAST_PATH_CAPACITY, WakeHandle};
+use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
 use super::{Processor, ProcessorReport};
 use crate::id::{LeaseToken, MessageId};
 use crate::publisher::Publisher;
@@ -159,6 +159,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         engine.claim_due |= woken.claim || Instant::now() >= engine.next_poll;
         engine.take_handed(woken.handed);
         engine.take_committed(woken.committed);
+        engine.release_uncertain(woken.uncertain).await;
         if let Some(until) = engine.gathering(batches.len()) {
             tokio::select! {
                 () = wake.woken() => {}
@@ -195,11 +196,24 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
     }
 
     // Shutdown: no new claims, nothing handed over any more (what was, and
-    // is not publishing, goes back); acks in flight get until the deadline.
-    wake.close_offers().await;
-    engine.take_handed(wake.take().handed);
+    // is not publishing, goes back); writers inside an offer and acks in
+    // flight get until the deadline, writers later than that release what
+    // they committed themselves (their hand-over is refused).
+    let deadline = Instant::now() + config.shutdown_timeout;
+    if tokio::time::timeout_at(deadline, wake.close_offers())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "outbox processor shutdown deadline reached while writers were committing leased \
+             to it; they release their messages themselves"
+        );
+    }
+    let last = wake.take_last();
+    engine.take_handed(last.handed);
+    engine.release_uncertain(last.uncertain).await;
     engine.release_handed(&wake).await;
-    let deadline = sleep(config.shutdown_timeout);
+    let deadline = sleep_until(deadline);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
@@ -329,6 +343,22 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         }
     }
 
+    /// Releases what commits with an unknown outcome may have written
+    /// leased to this processor, then claims: those that were committed are
+    /// published now rather than after their lease.
+    async fn release_uncertain(&mut self, uncertain: Vec<Uncertain>) {
+        for Uncertain { token, ids } in uncertain {
+            self.claim_due = true;
+            match self.ctx.store.release(token, &ids).await {
+                Ok(outcome) => self.report.released += outcome.applied,
+                // Their lease runs out; any processor claims them then.
+                Err(err) => {
+                    tracing::warn!(error = %err, "outbox release after an uncertain commit failed")
+                }
+            }
+        }
+    }
+
     async fn claim(
         &mut self,
         claim: Claim,
@@ -408,13 +438,16 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         shutdown: &CancellationToken,
     ) {
         // Hold nothing leased while the broker is away: writers lease no
-        // more at commit, and what was handed over goes back to pending.
-        wake.pause_offers().await;
+        // more at commit, and what was handed over goes back to pending
+        // (writers still inside hand over later: released on the next pause,
+        // or published if the broker is back by then).
+        wake.pause_offers();
         self.offers_paused = true;
         let woken = wake.take();
         self.claim_due |= woken.claim;
         self.take_handed(woken.handed);
         self.take_committed(woken.committed);
+        self.release_uncertain(woken.uncertain).await;
         self.release_handed(wake).await;
         let until = Instant::now() + pause;
         let was_down = !self.ctx.publisher.is_available();

@@ -23,7 +23,7 @@ use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
 use super::wake::WakeHandle;
-use crate::id::LeaseToken;
+use crate::id::{LeaseToken, MessageId};
 use crate::message::OutboxMessage;
 
 /// Most messages handed over and not yet published or released; past it,
@@ -67,11 +67,12 @@ impl OfferShared {
         drop(self.inside.write().await);
     }
 
-    /// No writer enters until [`resume`](Self::resume); resolves once those
-    /// inside are out.
-    pub(crate) async fn pause(&self) {
+    /// No writer enters until [`resume`](Self::resume). Those inside are not
+    /// waited for: they hand over as usual, and what they hand over is
+    /// released at the processor's next look (or published, if the broker
+    /// is back by then).
+    pub(crate) fn pause(&self) {
         self.paused.store(true, Ordering::Release);
-        drop(self.inside.write().await);
     }
 
     pub(crate) fn resume(&self) {
@@ -127,6 +128,7 @@ impl LeaseOffer {
             lease: self.lease,
             since: Instant::now(),
             shared: Arc::clone(shared),
+            may_write: Vec::new(),
             _inside: inside,
         })
     }
@@ -145,6 +147,15 @@ impl LeaseOffer {
 /// One commit inside a [`LeaseOffer`]: write the rows leased under
 /// [`token`](LeasedCommit::token) for [`lease`](LeasedCommit::lease), by the
 /// database clock, then hand over those committed so.
+///
+/// Say which messages the commit [may write](LeasedCommit::may_write)
+/// before sending it. If the commit's outcome is unknown (it failed, the
+/// connection broke after the server committed, or its future was
+/// cancelled) drop the value instead of handing over: the processor then
+/// releases those messages, so any that were committed are claimed at once
+/// instead of waiting for the lease. (A statement still running on the
+/// server when the release arrives commits its rows leased; they wait for
+/// the lease, at most [`lease`](LeasedCommit::lease).)
 #[derive(Debug)]
 pub struct LeasedCommit {
     token: LeaseToken,
@@ -153,7 +164,21 @@ pub struct LeasedCommit {
     /// earlier.
     since: Instant,
     shared: Arc<OfferShared>,
+    /// Released by the processor if this is dropped without a hand-over.
+    may_write: Vec<MessageId>,
     _inside: OwnedRwLockReadGuard<()>,
+}
+
+/// Messages committed leased at commit that the processor no longer takes
+/// (it stopped, or gave up waiting for this writer at shutdown): the writer
+/// releases them with [`OutboxStore::release`](crate::OutboxStore::release)
+/// so they are claimed at once rather than after the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoverRefused {
+    /// The token the messages are leased under.
+    pub token: LeaseToken,
+    /// The messages.
+    pub ids: Vec<MessageId>,
 }
 
 impl LeasedCommit {
@@ -167,18 +192,47 @@ impl LeasedCommit {
         self.lease
     }
 
+    /// Before the commit: the messages it may write leased. Released by the
+    /// processor if this is dropped without a hand-over (see the type's
+    /// docs).
+    pub fn may_write(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        self.may_write.extend(ids);
+    }
+
     /// After the commit: these messages were committed leased under the
     /// token, in per-aggregate order. The processor publishes them without
-    /// claiming them.
-    pub fn hand_over(self, messages: Vec<OutboxMessage>) {
+    /// claiming them; if it no longer takes any (it stopped meanwhile), they
+    /// come back for the caller to release.
+    pub fn hand_over(mut self, messages: Vec<OutboxMessage>) -> Result<(), HandoverRefused> {
+        self.may_write.clear();
         if messages.is_empty() {
-            return;
+            return Ok(());
         }
-        self.shared.wake.hand_over(Handover {
+        let handover = Handover {
             token: self.token,
             since: self.since,
             messages,
-        });
+        };
+        self.shared
+            .wake
+            .hand_over(handover)
+            .map_err(|refused| HandoverRefused {
+                token: refused.token,
+                ids: refused.messages.iter().map(|m| m.id).collect(),
+            })
+    }
+}
+
+impl Drop for LeasedCommit {
+    fn drop(&mut self) {
+        if !self.may_write.is_empty() {
+            let ids = std::mem::take(&mut self.may_write);
+            tracing::debug!(
+                token = %self.token, messages = ids.len(),
+                "outbox commit leased at commit ended without a hand-over; the processor releases its messages"
+            );
+            self.shared.wake.uncertain(self.token, ids);
+        }
     }
 }
 
@@ -222,7 +276,7 @@ mod tests {
         let (offer, wake) = offer();
         let commit = offer.enter().expect("open");
         assert_eq!(commit.token(), offer.token());
-        commit.hand_over(vec![message(), message()]);
+        commit.hand_over(vec![message(), message()]).expect("taken");
         assert_eq!(wake.handed_over(), 2);
         let handed = wake.take().handed;
         assert_eq!(handed.len(), 1);
@@ -236,7 +290,7 @@ mod tests {
     fn a_full_processor_takes_no_more() {
         let (offer, wake) = offer();
         let full: Vec<OutboxMessage> = (0..HANDOVER_CAPACITY).map(|_| message()).collect();
-        offer.enter().expect("open").hand_over(full);
+        offer.enter().expect("open").hand_over(full).expect("taken");
         assert!(offer.enter().is_none(), "at capacity");
         wake.handed_settled(1);
         assert!(offer.enter().is_some(), "room again");
@@ -245,8 +299,12 @@ mod tests {
     #[tokio::test]
     async fn no_leasing_while_the_broker_is_away() {
         let (offer, wake) = offer();
-        wake.pause_offers().await;
+        let inside = offer.enter().expect("open");
+        wake.pause_offers(); // returns at once, a writer inside or not
         assert!(offer.enter().is_none(), "paused");
+        inside
+            .hand_over(vec![message()])
+            .expect("taken while paused");
         wake.resume_offers();
         assert!(offer.enter().is_some(), "resumed");
     }
@@ -262,7 +320,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!closing.is_finished(), "a writer is inside");
         assert!(offer.enter().is_none(), "closing: nobody enters");
-        inside.hand_over(vec![message()]);
+        inside.hand_over(vec![message()]).expect("taken");
         closing.await.expect("closed");
         assert_eq!(
             wake.take().handed.len(),
@@ -270,5 +328,37 @@ mod tests {
             "what was inside is handed over"
         );
         assert!(wake.offer_leases().is_none(), "no new offers once stopped");
+    }
+
+    #[test]
+    fn a_commit_dropped_without_a_hand_over_is_released() {
+        let (offer, wake) = offer();
+        let mut commit = offer.enter().expect("open");
+        let ids = vec![MessageId::new(), MessageId::new()];
+        commit.may_write(ids.clone());
+        drop(commit); // the commit failed or was cancelled
+        let uncertain = wake.take().uncertain;
+        assert_eq!(uncertain.len(), 1);
+        assert_eq!(uncertain[0].token, offer.token());
+        assert_eq!(uncertain[0].ids, ids);
+
+        let mut commit = offer.enter().expect("open");
+        commit.may_write([MessageId::new()]);
+        commit.hand_over(vec![message()]).expect("taken");
+        assert!(wake.take().uncertain.is_empty(), "handed over: certain");
+    }
+
+    #[test]
+    fn a_hand_over_after_the_last_take_comes_back() {
+        let (offer, wake) = offer();
+        let late = offer.enter().expect("open");
+        let taken = wake.take_last();
+        assert!(taken.handed.is_empty());
+        let refused = late
+            .hand_over(vec![message()])
+            .expect_err("the processor takes no more");
+        assert_eq!(refused.token, offer.token());
+        assert_eq!(refused.ids, vec![message().id]);
+        assert_eq!(wake.handed_over(), 0);
     }
 }

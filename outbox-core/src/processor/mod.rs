@@ -58,8 +58,8 @@ pub mod metrics;
 mod wake;
 
 pub use builder::ProcessorBuilder;
-pub use config::{ConfigError, ProcessorConfig};
-pub use handover::{HANDOVER_CAPACITY, LeaseOffer, LeasedCommit};
+pub use config::{ConfigError, DEFAULT_LEASE, ProcessorConfig};
+pub use handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};
 pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
 
 use std::future::Future;

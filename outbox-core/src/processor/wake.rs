@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::handover::{Handover, LeaseOffer, OfferShared};
-use crate::id::MessageId;
+use crate::id::{LeaseToken, MessageId};
 
 /// Most just-committed message ids a processor holds for its fast path.
 pub const FAST_PATH_CAPACITY: usize = 65_536;
@@ -43,12 +43,30 @@ struct WakeState {
     claim: AtomicBool,
     notify: Notify,
     /// Commits leased to the processor at commit (see [`LeaseOffer`]).
-    handed: Mutex<Vec<Handover>>,
+    handed: Mutex<HandedQueue>,
+    /// Commits leased at commit whose outcome is unknown: release them.
+    uncertain: Mutex<Vec<Uncertain>>,
     /// Messages handed over and not yet published or released.
     handed_count: AtomicUsize,
     /// The processor's lease while it runs: offers can be made.
     lease: Mutex<Option<Duration>>,
     offers: Mutex<Vec<Arc<OfferShared>>>,
+}
+
+#[derive(Debug, Default)]
+struct HandedQueue {
+    handovers: Vec<Handover>,
+    /// The processor took its last hand-over: refuse more.
+    refusing: bool,
+}
+
+/// Messages a commit may have written leased under `token`, with no
+/// hand-over: the commit failed or was cancelled, perhaps after the server
+/// committed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Uncertain {
+    pub(crate) token: LeaseToken,
+    pub(crate) ids: Vec<MessageId>,
 }
 
 /// What accumulated since the processor last looked.
@@ -60,6 +78,8 @@ pub(crate) struct Wakeups {
     pub(crate) claim: bool,
     /// Commits leased to the processor at commit: publish, no claim.
     pub(crate) handed: Vec<Handover>,
+    /// Commits leased at commit with an unknown outcome: release.
+    pub(crate) uncertain: Vec<Uncertain>,
 }
 
 /// Locks `mutex`, also after a panic elsewhere poisoned it (what the
@@ -105,11 +125,14 @@ impl WakeHandle {
 
     /// The processor runs with `lease`: offers can be made.
     pub(crate) fn serve(&self, lease: Duration) {
+        locked(&self.state.handed).refusing = false;
         *locked(&self.state.lease) = Some(lease);
     }
 
-    /// Closes every offer and waits for the writers inside them, so nothing
-    /// is handed over afterwards.
+    /// Closes every offer and waits for the writers inside them (bound the
+    /// wait with a timeout: a writer may wait for a connection or a row
+    /// lock). Writers that are still inside when the processor
+    /// [stops taking](Self::take_last) get their hand-over refused.
     pub(crate) async fn close_offers(&self) {
         *locked(&self.state.lease) = None;
         let offers = std::mem::take(&mut *locked(&self.state.offers));
@@ -118,12 +141,11 @@ impl WakeHandle {
         }
     }
 
-    /// Pauses every offer (the broker is away) and waits for the writers
-    /// inside them.
-    pub(crate) async fn pause_offers(&self) {
-        let offers = locked(&self.state.offers).clone();
-        for offer in offers {
-            offer.pause().await;
+    /// Pauses every offer (the broker is away): no writer enters until
+    /// [`resume_offers`](Self::resume_offers). Returns at once.
+    pub(crate) fn pause_offers(&self) {
+        for offer in locked(&self.state.offers).iter() {
+            offer.pause();
         }
     }
 
@@ -136,17 +158,34 @@ impl WakeHandle {
 
     /// Closes every offer without waiting (the processor is going away).
     pub(crate) fn close_offers_now(&self) {
+        locked(&self.state.handed).refusing = true;
         *locked(&self.state.lease) = None;
         for offer in std::mem::take(&mut *locked(&self.state.offers)) {
             offer.close_now();
         }
     }
 
-    pub(crate) fn hand_over(&self, handover: Handover) {
-        self.state
-            .handed_count
-            .fetch_add(handover.messages.len(), Ordering::AcqRel);
-        locked(&self.state.handed).push(handover);
+    /// Queues `handover` for the processor, or gives it back when the
+    /// processor no longer takes any.
+    pub(crate) fn hand_over(&self, handover: Handover) -> Result<(), Handover> {
+        {
+            let mut handed = locked(&self.state.handed);
+            if handed.refusing {
+                return Err(handover);
+            }
+            self.state
+                .handed_count
+                .fetch_add(handover.messages.len(), Ordering::AcqRel);
+            handed.handovers.push(handover);
+        }
+        self.state.notify.notify_one();
+        Ok(())
+    }
+
+    /// A commit leased under `token` ended without a hand-over: release
+    /// `ids` (those that were committed become claimable at once).
+    pub(crate) fn uncertain(&self, token: LeaseToken, ids: Vec<MessageId>) {
+        locked(&self.state.uncertain).push(Uncertain { token, ids });
         self.state.notify.notify_one();
     }
 
@@ -169,12 +208,21 @@ impl WakeHandle {
     pub(crate) fn take(&self) -> Wakeups {
         let committed = std::mem::take(&mut *locked(&self.state.committed));
         let claim = self.state.claim.swap(false, Ordering::AcqRel);
-        let handed = std::mem::take(&mut *locked(&self.state.handed));
+        let handed = std::mem::take(&mut locked(&self.state.handed).handovers);
+        let uncertain = std::mem::take(&mut *locked(&self.state.uncertain));
         Wakeups {
             committed,
             claim,
             handed,
+            uncertain,
         }
+    }
+
+    /// The last [`take`](Self::take) of a stopping processor: later
+    /// hand-overs are refused (their writers release them).
+    pub(crate) fn take_last(&self) -> Wakeups {
+        locked(&self.state.handed).refusing = true;
+        self.take()
     }
 
     /// Resolves at the next wake-up (at once if one came since the last
@@ -198,8 +246,7 @@ mod tests {
             wake.take(),
             Wakeups {
                 committed: ids,
-                claim: false,
-                handed: Vec::new(),
+                ..Wakeups::default()
             }
         );
         assert_eq!(wake.take(), Wakeups::default());

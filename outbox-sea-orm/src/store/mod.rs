@@ -132,8 +132,13 @@ impl OutboxStore for SeaOrmOutboxStore {
         settle::release(self, token, ids).await
     }
 
-    async fn renew(&self, token: LeaseToken, lease: Duration) -> Result<LeaseOutcome, StoreError> {
-        settle::renew(self, token, lease).await
+    async fn renew(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<LeaseOutcome, StoreError> {
+        settle::renew(self, token, ids, lease).await
     }
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {

@@ -185,12 +185,16 @@ pub(super) async fn release(
     Ok(outcome(ids.len(), result.rows_affected()))
 }
 
-/// Extends the lease of every message still carrying `token`.
+/// Extends the lease of those of `ids` still carrying `token`.
 pub(super) async fn renew(
     store: &SeaOrmOutboxStore,
     token: LeaseToken,
+    ids: &[MessageId],
     lease: Duration,
 ) -> Result<LeaseOutcome, StoreError> {
+    if ids.is_empty() {
+        return Ok(LeaseOutcome::default());
+    }
     let dialect = store.dialect;
     let mut sql = Sql::new(dialect);
     let until = {
@@ -201,14 +205,12 @@ pub(super) async fn renew(
         "UPDATE {} SET lease_expires_at = {until} WHERE status = 0 AND lease_token = ",
         store.table()
     ));
-    sql.bind(*token.as_uuid());
+    sql.bind(*token.as_uuid()).push(" AND ");
+    sql.bind_ids("id", ids.iter().map(|id| *id.as_uuid()));
     let result = store
         .db
         .execute_raw(sql.build())
         .await
         .map_err(store_err("renewing a lease"))?;
-    Ok(LeaseOutcome {
-        applied: result.rows_affected(),
-        stale: 0,
-    })
+    Ok(outcome(ids.len(), result.rows_affected()))
 }

@@ -244,9 +244,14 @@ impl UnitOfWork {
             let (db, table) = (self.outbox.db(), self.outbox.config().table());
             // PostgreSQL, with a processor in this process: write the
             // messages leased to it, so it publishes them without a claim.
-            let entered = (dialect == Dialect::Postgres && !messages.is_empty())
+            let mut entered = (dialect == Dialect::Postgres && !messages.is_empty())
                 .then(|| self.outbox.enter_lease())
                 .flatten();
+            if let Some(entered) = &mut entered {
+                // If the commit's outcome is unknown (an error, a
+                // cancellation), the processor releases these.
+                entered.may_write(messages.iter().map(|m| m.id));
+            }
             let lease = entered.as_ref().map(LeaseAtCommit::from);
             let written_leased =
                 one_statement::commit(db, table, self.pending.pop(), &mut messages, lease).await?;
@@ -258,7 +263,7 @@ impl UnitOfWork {
             }
         }
         let ids = messages.iter().map(|m| m.id).collect();
-        self.outbox.committed(messages, leased);
+        self.outbox.committed(messages, leased).await;
         Ok(ids)
     }
 

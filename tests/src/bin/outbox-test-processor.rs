@@ -69,7 +69,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         OutboxConfig::default().with_subject_prefix(&args.subject_prefix)?,
     );
     let client = async_nats::connect(&args.nats).await?;
-    let mut builder = outbox.processor(JetStreamPublisher::new(client, "/outbox-test-processor"));
+    let mut publisher = JetStreamPublisher::new(client, "/outbox-test-processor");
+    if let Some(lease) = args.lease {
+        // The processor needs a lease of at least five ack timeouts.
+        publisher = publisher.ack_timeout(lease / 5);
+    }
+    let mut builder = outbox.processor(publisher);
     if let Some(lease) = args.lease {
         builder = builder.lease(lease);
     }

@@ -8,12 +8,14 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
-use outbox_core::{OutboxMessage, ProcessorHandle, RetryPolicy, wire};
+use outbox_core::{
+    OutboxMessage, ProcessorHandle, PublishAck, PublishError, Publisher, RetryPolicy, wire,
+};
 use outbox_nats::{JetStreamPublisher, StreamSpec};
 use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::jetstream::{TestStream, nats_url};
@@ -47,6 +49,56 @@ pub(crate) async fn poison_server() -> NatsServer {
         .config("max_payload: 4096")
         .start()
         .await
+}
+
+/// The machine's JetStream publisher behind a gate: each publish waits for a
+/// permit, so a test can hold messages in flight.
+#[derive(Clone)]
+pub(crate) struct Gated {
+    inner: Arc<JetStreamPublisher>,
+    gate: Arc<tokio::sync::Semaphore>,
+    /// Publishes waiting at the gate.
+    pub(crate) waiting: Arc<AtomicUsize>,
+}
+
+impl Gated {
+    /// A publisher whose publishes all wait until [`open`](Self::open).
+    pub(crate) fn closed(inner: JetStreamPublisher) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            waiting: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Lets every publish through, now and later.
+    pub(crate) fn open(&self) {
+        self.gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// Waits (up to 10 s) until `count` publishes wait at the gate.
+    pub(crate) async fn wait_for_waiting(&self, count: usize) {
+        wait_until(
+            Duration::from_secs(10),
+            "publishes wait at the gate",
+            || {
+                let waiting = self.waiting.load(Ordering::Acquire);
+                async move { waiting >= count }
+            },
+        )
+        .await;
+    }
+}
+
+impl Publisher for Gated {
+    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let permit = self.gate.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        permit.expect("the gate is never closed").forget();
+        self.inner.publish(message).await
+    }
 }
 
 /// A test's database, stream and outbox (publishing under the stream's
