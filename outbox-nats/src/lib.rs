@@ -27,6 +27,7 @@
 
 mod connect;
 mod publisher;
+mod reconnects;
 mod run_window;
 mod stream;
 pub mod subscriber;

@@ -10,6 +10,7 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::{Client, HeaderMap};
 use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
 
+use crate::reconnects::Reconnects;
 use crate::run_window::RunWindow;
 
 /// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
@@ -30,9 +31,11 @@ use crate::run_window::RunWindow;
 /// |---|---|
 /// | not connected, ack timed out, connection lost | `Unavailable`: no attempt spent |
 /// | no responders, but a stream does capture the subject (JetStream not ready) | `Unavailable` |
+/// | no stream captures the subject, within 10 s of a reconnect (the server may still be recovering its streams) | `Unavailable` |
 /// | no stream captures the subject | `Rejected` |
 /// | message over the server's `max_payload` | `Rejected` |
 /// | the stream answered 503: it cannot store now (full with `discard: new`, storage exhausted, JetStream temporarily unavailable) | `Unavailable` |
+/// | the account, server or cluster cannot store now, whatever the status (account resources exceeded: 400 / 10002; storage or memory exhausted; no cluster leader) | `Unavailable` |
 /// | any other error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
 /// | invalid subject | `Permanent` |
 ///
@@ -50,6 +53,7 @@ pub struct JetStreamPublisher {
     source: String,
     run_window: RunWindow,
     ack_timeout: Duration,
+    reconnects: Reconnects,
 }
 
 /// How long an ack may take by default before the broker counts as
@@ -71,12 +75,14 @@ impl JetStreamPublisher {
             .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
             .backpressure_on_inflight(true)
             .build(client.clone());
+        let reconnects = Reconnects::new(&client);
         Self {
             client,
             jetstream,
             source: source.into(),
             run_window: RunWindow::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,
+            reconnects,
         }
     }
 
@@ -170,10 +176,19 @@ impl JetStreamPublisher {
     }
 
     /// "No responders": either no stream captures the subject (the
-    /// message's problem) or JetStream is not ready (the broker's). One
-    /// lookup tells them apart; it runs only on this error.
+    /// message's problem) or JetStream is not ready (the broker's: a
+    /// restarted server answers before it has recovered every stream). One
+    /// lookup tells them apart; it runs only on this error. Within
+    /// [`STREAM_RECOVERY_GRACE`](crate::reconnects::STREAM_RECOVERY_GRACE)
+    /// of a reconnect, even "no stream matches" is the broker not being
+    /// ready: no attempt is spent.
     async fn no_responders(&self, subject: &str) -> PublishError {
         match self.jetstream.stream_by_subject(subject).await {
+            Err(_) if self.reconnects.recently(&self.client) => PublishError::unavailable(format!(
+                "no stream answered on `{subject}` within {grace:?} of a reconnect \
+                     (the server may still be recovering its streams)",
+                grace = crate::reconnects::STREAM_RECOVERY_GRACE
+            )),
             Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
                 PublishError::rejected(format!("no JetStream stream captures subject `{subject}`"))
             }
@@ -187,14 +202,31 @@ impl JetStreamPublisher {
     }
 }
 
-/// JetStream answered with a 503: it cannot store anything right now (the
-/// stream is full and discards new messages, the server's storage is
-/// exhausted, the store failed, JetStream is temporarily unavailable). The
-/// broker's condition, not the message's: no attempt may be spent on it.
+/// JetStream answered that it cannot store anything right now: any 503
+/// (the stream is full and discards new messages, the store failed,
+/// JetStream temporarily unavailable), and the error codes of conditions of
+/// the account, the server or the cluster, whatever their status (an
+/// account over its storage or memory limits answers 400 / 10002; a
+/// cluster without a leader answers 500 / 10009). The broker's condition,
+/// not the message's: no attempt may be spent on it, or one full account
+/// would send every message dead.
 fn is_server_unavailable(err: &jetstream::context::PublishError) -> bool {
+    use jetstream::ErrorCode;
+    const BROKER_CONDITIONS: [ErrorCode; 10] = [
+        ErrorCode::ACCOUNT_RESOURCES_EXCEEDED,
+        ErrorCode::STORAGE_RESOURCES_EXCEEDED,
+        ErrorCode::MEMORY_RESOURCES_EXCEEDED,
+        ErrorCode::INSUFFICIENT_RESOURCES,
+        ErrorCode::TEMP_STORAGE_FAILED,
+        ErrorCode::STREAM_STORE_FAILED,
+        ErrorCode::CLUSTER_NOT_AVAILABLE,
+        ErrorCode::CLUSTER_NOT_LEADER,
+        ErrorCode::CLUSTER_NOT_ACTIVE,
+        ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT,
+    ];
     std::error::Error::source(err)
         .and_then(|source| source.downcast_ref::<jetstream::Error>())
-        .is_some_and(|error| error.code() == 503)
+        .is_some_and(|error| error.code() == 503 || BROKER_CONDITIONS.contains(&error.error_code()))
 }
 
 /// A subject JetStream accepts for publishing: non-empty tokens, no
