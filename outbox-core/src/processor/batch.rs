@@ -307,9 +307,14 @@ fn record_failure<S: OutboxStore, P: Publisher>(
     outcomes.dead += u64::from(dead);
 }
 
-/// Records the batch's outcome, retrying a few times if the database is
-/// briefly unreachable. If it stays unreachable the lease runs out and the
-/// batch is claimed again: re-publishes are absorbed by deduplication.
+/// Records the batch's outcome, retrying while the database is unreachable
+/// (until it answers, or the shutdown deadline): what was published is
+/// known only here, and a completion recorded late is better than a
+/// re-publish late. A re-publish is deduplicated only inside the stream's
+/// duplicate window, so the longer the database is away the likelier the
+/// completion is to come after other processors claimed the messages again
+/// (their lease ran out) and re-published them: see the delivery guarantees
+/// in the README for the bound.
 async fn settle<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,
@@ -319,27 +324,34 @@ async fn settle<S: OutboxStore, P: Publisher>(
     if !outcomes.released.is_empty() {
         ::metrics::counter!(metrics::RELEASED).increment(outcomes.released.len() as u64);
     }
+    let abort = &ctx.abort;
     retrying(
         "completing",
         || store.complete(token, &outcomes.published),
         !outcomes.published.is_empty(),
+        abort,
     )
     .await;
     retrying(
         "recording failures",
         || store.fail(token, &outcomes.failures, &ctx.retry),
         !outcomes.failures.is_empty(),
+        abort,
     )
     .await;
     retrying(
         "releasing",
         || store.release(token, &outcomes.released),
         !outcomes.released.is_empty(),
+        abort,
     )
     .await;
 }
 
-async fn retrying<F, Fut>(what: &'static str, mut op: F, needed: bool)
+/// First and longest pause between two tries of a settlement.
+const SETTLE_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
+
+async fn retrying<F, Fut>(what: &'static str, mut op: F, needed: bool, abort: &CancellationToken)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<crate::store::LeaseOutcome, crate::store::StoreError>>,
@@ -347,8 +359,10 @@ where
     if !needed {
         return;
     }
-    let mut pause = Duration::from_millis(50);
-    for attempt in 1..=6 {
+    let (mut pause, longest) = SETTLE_BACKOFF;
+    let mut attempt = 0_u32;
+    loop {
+        attempt += 1;
         match op().await {
             Ok(outcome) => {
                 if outcome.stale > 0 {
@@ -359,16 +373,87 @@ where
                         "outbox lease passed to another processor; its settlement was refused"
                     );
                 }
+                if attempt > 1 {
+                    tracing::info!(attempt, what, "outbox settlement recorded after retries");
+                }
                 return;
             }
-            Err(err) if attempt < 6 => {
-                tracing::warn!(error = %err, attempt, what, "outbox settlement failed; retrying");
-                tokio::time::sleep(pause).await;
-                pause *= 2;
+            Err(err) if abort.is_cancelled() => {
+                tracing::error!(error = %err, what, "outbox settlement failed at the shutdown deadline; the lease will run out and the batch be claimed again");
+                return;
             }
             Err(err) => {
-                tracing::error!(error = %err, what, "outbox settlement failed; the lease will run out and the batch be claimed again");
+                tracing::warn!(error = %err, attempt, what, "outbox settlement failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = abort.cancelled() => {}
+                }
+                pause = (pause * 2).min(longest);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{LeaseOutcome, StoreError};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A settlement whose database is away for `failures` tries.
+    fn flaky(
+        failures: u32,
+        tries: &AtomicU32,
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + '_ {
+        let attempt = tries.fetch_add(1, Ordering::AcqRel) + 1;
+        async move {
+            if attempt <= failures {
+                Err(StoreError::msg("connection refused"))
+            } else {
+                Ok(LeaseOutcome {
+                    applied: 1,
+                    stale: 0,
+                })
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settlement_outlasts_a_long_database_outage() {
+        // 40 failed tries with pauses up to 2 s: over a minute away.
+        let tries = AtomicU32::new(0);
+        let started = tokio::time::Instant::now();
+        retrying(
+            "completing",
+            || flaky(40, &tries),
+            true,
+            &CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(
+            tries.load(Ordering::Acquire),
+            41,
+            "recorded once the database answered"
+        );
+        assert!(started.elapsed() > Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settlement_gives_up_at_the_shutdown_deadline() {
+        let tries = AtomicU32::new(0);
+        let abort = CancellationToken::new();
+        let deadline = {
+            let abort = abort.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                abort.cancel();
+            })
+        };
+        retrying("completing", || flaky(u32::MAX, &tries), true, &abort).await;
+        deadline.await.expect("deadline task");
+        assert!(
+            tries.load(Ordering::Acquire) > 6,
+            "kept trying until the deadline"
+        );
     }
 }
