@@ -227,6 +227,24 @@ impl Outbox {
         }
     }
 
+    /// Whether a processor in this process is running and takes this
+    /// process's commits already leased to it (it made its lease offer: the
+    /// unit of work then writes PostgreSQL rows leased to it, and it
+    /// publishes them without a claim). For health checks, and for tests
+    /// that must not commit before the processor runs.
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: outbox_sea_orm::Outbox, publisher: impl outbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
+    /// let processor = outbox.processor(publisher).build()?.spawn();
+    /// while !outbox.processor_takes_commits() {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn processor_takes_commits(&self) -> bool {
+        self.inner.wakers.offered()
+    }
+
     /// The store the processor claims from (for operations: stats, requeue,
     /// purge).
     pub fn store(&self) -> SeaOrmOutboxStore {

@@ -192,6 +192,12 @@ impl Wakers {
         }
     }
 
+    /// Whether a processor of this process has offered to take commits
+    /// leased at commit.
+    pub(crate) fn offered(&self) -> bool {
+        locked(&self.offer).is_some()
+    }
+
     /// Enters the serving processor's lease offer for one commit, if there
     /// is one and it has room.
     pub(crate) fn enter_lease(&self) -> Option<LeasedCommit> {

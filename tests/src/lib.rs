@@ -5,6 +5,7 @@ pub mod db;
 pub mod jetstream;
 pub mod nats;
 pub mod orders;
+pub mod process;
 pub mod subscriber;
 
 pub use db::{Backend, TestDb, claimed_positions};

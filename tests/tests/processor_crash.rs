@@ -6,16 +6,14 @@
 mod processor_support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use outbox_tests::jetstream::nats_url;
+use outbox_tests::process::{ProcessorProcess, report_field};
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, assert_once_in_order, read_all, row_ids, shared_setup, wait_until, write_orders,
+    Setup, assert_once_in_order, read_all, row_ids, shared_setup, wait_for_count, wait_until,
+    write_orders,
 };
-use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 const ORDERS: usize = 2_000;
@@ -24,75 +22,16 @@ const TOTAL: usize = ORDERS * EVENTS_PER_ORDER;
 /// Short, so the second process can take over the dead one's batches soon.
 const LEASE_MS: u64 = 2_000;
 
-/// A processor child process, killed on drop.
-struct ProcessorProcess {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl ProcessorProcess {
-    /// Starts the binary on `test`'s isolated schema and waits for `started`.
-    async fn start(test: &TestDb, prefix: &str) -> Self {
-        let schema: String = test
-            .db
-            .query_one_raw(sea_orm::Statement::from_string(
-                test.db_backend(),
-                "SELECT current_schema() AS s",
-            ))
-            .await
-            .expect("current schema")
-            .expect("a row")
-            .try_get("", "s")
-            .expect("schema name");
-        let url = std::env::var("OUTBOX_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outbox-test-processor"))
-            .args(["--database-url", &url, "--schema", &schema])
-            .args(["--nats", &nats_url(), "--subject-prefix", prefix])
-            .args(["--lease-ms", &LEASE_MS.to_string(), "--batch-size", "500"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start outbox-test-processor");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let line = tokio::task::block_in_place(|| {
-            let mut line = String::new();
-            stdout.read_line(&mut line).map(|_| line)
-        })
-        .expect("read the child's output");
-        assert_eq!(
-            line.trim(),
-            "started",
-            "the processor process did not start"
-        );
-        Self { child, stdout }
-    }
-
-    /// SIGKILL, as a crash.
-    fn kill(&mut self) {
-        self.child.kill().expect("kill the processor process");
-        self.child.wait().expect("reap it");
-    }
-
-    /// Closes its standard input (a graceful stop) and returns its report
-    /// line.
-    fn stop(mut self) -> String {
-        drop(self.child.stdin.take());
-        let mut report = String::new();
-        tokio::task::block_in_place(|| {
-            self.stdout.read_line(&mut report).expect("read the report");
-            let status = self.child.wait().expect("wait for the process");
-            assert!(status.success(), "the processor process failed: {status}");
-        });
-        report
-    }
-}
-
-impl Drop for ProcessorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts a processor process with the crash test's lease and batch size.
+async fn start_processor(test: &TestDb, prefix: &str) -> ProcessorProcess {
+    let lease = LEASE_MS.to_string();
+    ProcessorProcess::start(
+        env!("CARGO_BIN_EXE_outbox-test-processor"),
+        test,
+        prefix,
+        &["--lease-ms", &lease, "--batch-size", "500"],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,20 +46,20 @@ async fn a_killed_processor_process_loses_and_duplicates_nothing() {
     assert_eq!(written, TOTAL);
 
     // The first process: killed once part of the backlog is in the stream.
-    let mut first = ProcessorProcess::start(&test, &stream.prefix).await;
+    let mut first = start_processor(&test, &stream.prefix).await;
     // Killed while a batch is half published: past a fifth of the backlog,
     // at a count that is not a whole number of (500-message) batches.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let count = stream.count().await as usize;
-        if count >= TOTAL / 5 && !count.is_multiple_of(500) {
-            break;
-        }
-        assert!(
-            count < TOTAL && Instant::now() < deadline,
-            "no moment mid-batch to kill the processor at ({count} of {TOTAL} in the stream)"
-        );
-    }
+    wait_for_count(
+        &stream,
+        Duration::from_secs(30),
+        "a moment mid-batch to kill the processor at",
+        |count| {
+            let count = count as usize;
+            assert!(count < TOTAL, "drained before a moment mid-batch came");
+            count >= TOTAL / 5 && !count.is_multiple_of(500)
+        },
+    )
+    .await;
     first.kill();
     // A statement the dead process had sent may still finish on the server.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -158,7 +97,7 @@ async fn a_killed_processor_process_loses_and_duplicates_nothing() {
 
     // The second process takes over once the dead one's leases run out.
     let started = Instant::now();
-    let second = ProcessorProcess::start(&test, &stream.prefix).await;
+    let second = start_processor(&test, &stream.prefix).await;
     wait_until(
         Duration::from_secs(40),
         "every row is published",
@@ -171,11 +110,7 @@ async fn a_killed_processor_process_loses_and_duplicates_nothing() {
         started.elapsed(),
         report.trim()
     );
-    let published: u64 = report
-        .split_whitespace()
-        .find_map(|field| field.strip_prefix("published="))
-        .and_then(|n| n.parse().ok())
-        .expect("a report line");
+    let published = report_field(&report, "published");
     assert_eq!(
         published, pending_at_kill,
         "the second process publishes (or has deduplicated) exactly what was left pending"

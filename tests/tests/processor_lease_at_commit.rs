@@ -56,8 +56,12 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
         .build()
         .expect("valid settings")
         .spawn();
-    // Let the processor start and make its offer.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    processor_support::wait_until(
+        Duration::from_secs(10),
+        "the processor takes commits leased",
+        || async { setup.outbox.processor_takes_commits() },
+    )
+    .await;
     (setup, publisher, processor)
 }
 
@@ -93,7 +97,9 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
     order.amend(150).expect("record");
     uow.save(&mut order).await.expect("save");
     uow.commit().await.expect("commit");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // What the commit wrote, as it wrote it: no claim can have run since,
+    // as the processor's only batch slot is taken by o-1's first event,
+    // held at the gate.
     assert_eq!(
         rows_of(&test, &table, "o-1").await,
         vec![(true, false), (false, true)],

@@ -7,15 +7,16 @@
 mod processor_support;
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use outbox_core::{AggregateRoot, RetryPolicy};
+use outbox_core::{AggregateRoot, Processor, RetryPolicy};
 use outbox_nats::JetStreamPublisher;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    AttachmentAdded, Setup, amend_order, assert_once_in_order, poison_server, private_setup,
-    read_all, row_ids, wait_until, write_orders,
+    AttachmentAdded, CountedStore, Setup, amend_order, assert_once_in_order, poison_server,
+    private_setup, read_all, row_ids, wait_until, write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
@@ -30,11 +31,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
         outbox,
         table,
     } = private_setup(&server, backend, "poison").await;
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/poison-test",
-        ))
+    // Counting its claims (woken by this process's commits), to wait for
+    // claims rather than for time.
+    let store = CountedStore::new(outbox.store());
+    let claims = store.ordinary_claims();
+    let publisher = JetStreamPublisher::new(server.connect().await, "/poison-test");
+    let processor = Processor::builder(store, publisher)
+        .wake_on(outbox.listen())
         .retry(RetryPolicy {
             max_attempts: MAX_ATTEMPTS,
             initial_backoff: Duration::from_millis(50),
@@ -107,7 +110,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
         || async { test.count(&table, "status = 1").await == 51 },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // several claims
+    // Several ordinary claims after the later work was committed: none of
+    // them may take what waits behind the dead message.
+    let seen = claims.load(Ordering::Acquire);
+    wait_until(Duration::from_secs(10), "three more claims ran", || async {
+        claims.load(Ordering::Acquire) >= seen + 3
+    })
+    .await;
     assert_eq!(
         test.count(
             &table,

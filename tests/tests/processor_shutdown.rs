@@ -5,14 +5,14 @@
 mod processor_support;
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_nats::JetStreamPublisher;
 use outbox_tests::Backend;
 use outbox_tests::jetstream::nats_url;
 use processor_support::{
-    Setup, assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, wait_until,
-    write_orders,
+    Setup, assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, wait_for_count,
+    wait_until, write_orders,
 };
 use uuid::Uuid;
 
@@ -38,17 +38,17 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
         .expect("valid settings")
         .spawn();
     // Shut down while a batch is half published.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let count = stream.count().await as usize;
-        if count >= TOTAL / 10 && !count.is_multiple_of(BATCH) {
-            break;
-        }
-        assert!(
-            count < TOTAL && Instant::now() < deadline,
-            "no moment mid-batch to shut down at ({count} of {TOTAL} in the stream)"
-        );
-    }
+    wait_for_count(
+        &stream,
+        Duration::from_secs(30),
+        "a moment mid-batch to shut down at",
+        |count| {
+            let count = count as usize;
+            assert!(count < TOTAL, "drained before a moment mid-batch came");
+            count >= TOTAL / 10 && !count.is_multiple_of(BATCH)
+        },
+    )
+    .await;
     let report = processor.shutdown().await.expect("clean stop");
 
     assert_eq!(

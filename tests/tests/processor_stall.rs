@@ -15,7 +15,8 @@ use outbox_tests::Backend;
 use outbox_tests::nats::NatsServer;
 use processor_support::{
     Setup, assert_all_published_cleanly, assert_stream_matches_outbox, private_setup,
-    spawn_outage_processor, spawn_processor, spawn_round_writer, wait_all_published, write_orders,
+    spawn_outage_processor, spawn_processor, spawn_round_writer, wait_all_published,
+    wait_for_count, write_orders,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,17 +39,16 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
         .build()
         .expect("valid settings")
         .spawn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let count = stream.count().await;
-        if count >= 500 && !count.is_multiple_of(500) {
-            break;
-        }
-        assert!(
-            (count as i64) < total && Instant::now() < deadline,
-            "{count} of {total}"
-        );
-    }
+    wait_for_count(
+        &stream,
+        Duration::from_secs(30),
+        "a moment mid-batch",
+        |count| {
+            assert!((count as i64) < total, "drained: {count} of {total}");
+            count >= 500 && !count.is_multiple_of(500)
+        },
+    )
+    .await;
     server.pause();
     tokio::time::sleep(Duration::from_millis(200)).await; // publishes pile up
     let stopping = Instant::now();

@@ -5,8 +5,14 @@
 //!
 //! ```text
 //! outbox-test-processor --database-url URL [--schema NAME] --nats URL \
-//!     --subject-prefix PREFIX [--lease-ms N] [--batch-size N]
+//!     --subject-prefix PREFIX [--lease-ms N] [--batch-size N] \
+//!     [--write-orders N --write-tag TAG]
 //! ```
+//!
+//! With `--write-orders`, the process also writes N orders of 5 events
+//! (`TAG-0`, `TAG-1`, ...), one unit of work each, one after another, so
+//! its processor is handed them leased at commit: a writer and its
+//! processor in one process, to be killed together.
 //!
 //! `--schema` sets the PostgreSQL `search_path`, as the tests' isolated
 //! databases need. Prints `started` once the processor runs, and
@@ -17,6 +23,7 @@ use std::time::Duration;
 
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_tests::orders::Order;
 use sea_orm::{ConnectOptions, Database};
 
 #[derive(Debug, Default)]
@@ -27,6 +34,8 @@ struct Args {
     subject_prefix: String,
     lease: Option<Duration>,
     batch_size: Option<u32>,
+    write_orders: usize,
+    write_tag: String,
 }
 
 fn parse() -> Result<Args, String> {
@@ -46,6 +55,12 @@ fn parse() -> Result<Args, String> {
             "--batch-size" => {
                 args.batch_size = Some(value()?.parse().map_err(|e| format!("--batch-size: {e}"))?);
             }
+            "--write-orders" => {
+                args.write_orders = value()?
+                    .parse()
+                    .map_err(|e| format!("--write-orders: {e}"))?;
+            }
+            "--write-tag" => args.write_tag = value()?,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -83,6 +98,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let processor = builder.build()?.spawn();
     println!("started");
+    if args.write_orders > 0 {
+        tokio::spawn(write(outbox.clone(), args.write_orders, args.write_tag));
+    }
 
     // Run until standard input closes (or the process is killed).
     tokio::task::spawn_blocking(|| {
@@ -100,4 +118,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.published, report.batches, report.failed, report.dead, report.released
     );
     Ok(())
+}
+
+/// Writes `orders` orders of 5 events, one unit of work each.
+async fn write(outbox: Outbox, orders: usize, tag: String) {
+    for n in 0..orders {
+        let mut order = Order::place(format!("{tag}-{n}"), 100).expect("record");
+        for k in 1..5 {
+            order.amend(100 + k).expect("record");
+        }
+        if let Err(err) = outbox.repository::<Order>().save(&mut order).await {
+            eprintln!("writing {tag}-{n} failed: {err}");
+        }
+    }
 }

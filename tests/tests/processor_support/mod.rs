@@ -8,16 +8,18 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
 use outbox_core::{
-    OutboxMessage, ProcessorHandle, PublishAck, PublishError, Publisher, RetryPolicy, wire,
+    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
+    OutboxStats, OutboxStore, ProcessorHandle, PublishAck, PublishError, Published, Publisher,
+    RetryPolicy, StoreError, wire,
 };
 use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
 use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
@@ -49,6 +51,106 @@ pub(crate) async fn poison_server() -> NatsServer {
         .config("max_payload: 4096")
         .start()
         .await
+}
+
+/// The machine's store, counting its ordinary claims (those that search the
+/// table, not those by id), so a test can wait until the processor has
+/// searched the table again; optionally its ordinary claims find nothing,
+/// so whatever gets published was leased by id.
+pub(crate) struct CountedStore {
+    store: SeaOrmOutboxStore,
+    ordinary_claims: Arc<AtomicU64>,
+    find_nothing: bool,
+}
+
+impl CountedStore {
+    /// Counts ordinary claims and runs them.
+    pub(crate) fn new(store: SeaOrmOutboxStore) -> Self {
+        Self {
+            store,
+            ordinary_claims: Arc::default(),
+            find_nothing: false,
+        }
+    }
+
+    /// Counts ordinary claims, which find nothing.
+    pub(crate) fn finding_nothing(store: SeaOrmOutboxStore) -> Self {
+        Self {
+            find_nothing: true,
+            ..Self::new(store)
+        }
+    }
+
+    /// The number of ordinary claims that have returned, live.
+    pub(crate) fn ordinary_claims(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.ordinary_claims)
+    }
+}
+
+impl OutboxStore for CountedStore {
+    async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
+        let claimed = if self.find_nothing {
+            self.store.claim_ids(&[], lease).await // an empty batch
+        } else {
+            self.store.claim(limit, lease).await
+        };
+        self.ordinary_claims.fetch_add(1, Ordering::AcqRel);
+        claimed
+    }
+
+    async fn claim_ids(
+        &self,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<ClaimedBatch, StoreError> {
+        self.store.claim_ids(ids, lease).await
+    }
+
+    async fn complete(
+        &self,
+        token: LeaseToken,
+        published: &[Published],
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.store.complete(token, published).await
+    }
+
+    async fn fail(
+        &self,
+        token: LeaseToken,
+        failures: &[Failure],
+        policy: &RetryPolicy,
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.store.fail(token, failures, policy).await
+    }
+
+    async fn release(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.store.release(token, ids).await
+    }
+
+    async fn renew(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.store.renew(token, ids, lease).await
+    }
+
+    async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
+        self.store.requeue_dead(selector).await
+    }
+
+    async fn purge_published(&self, older_than: Duration, batch: u32) -> Result<u64, StoreError> {
+        self.store.purge_published(older_than, batch).await
+    }
+
+    async fn stats(&self) -> Result<OutboxStats, StoreError> {
+        self.store.stats().await
+    }
 }
 
 /// The machine's JetStream publisher behind a gate: each publish waits for a
@@ -328,6 +430,30 @@ pub(crate) async fn row_ids(test: &TestDb, table: &str, filter: &str) -> HashSet
     rows.iter()
         .map(|row| row.try_get::<Uuid>("", "id").expect("id"))
         .collect()
+}
+
+/// Polls the stream's message count every 2 ms (a moment between two
+/// publishes of one batch is a few milliseconds) until `ready(count)`
+/// holds; `ready` may panic to give up (e.g. once everything is stored).
+/// Panics with `what` after `timeout`. Returns the count.
+pub(crate) async fn wait_for_count(
+    stream: &TestStream,
+    timeout: Duration,
+    what: &str,
+    mut ready: impl FnMut(u64) -> bool,
+) -> u64 {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let count = stream.count().await;
+        if ready(count) {
+            return count;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what} ({count} in the stream)"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// Polls `check` every 50 ms until it holds; panics with `what` after

@@ -1,0 +1,134 @@
+//! A processor in a process of its own (the `outbox-test-processor` binary),
+//! for tests that crash it for real: SIGKILL, SIGSTOP and SIGCONT.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use sea_orm::ConnectionTrait;
+
+use crate::TestDb;
+use crate::jetstream::nats_url;
+
+/// A processor child process on a PostgreSQL test schema, killed on drop.
+#[derive(Debug)]
+pub struct ProcessorProcess {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ProcessorProcess {
+    /// Starts `binary` (pass `env!("CARGO_BIN_EXE_outbox-test-processor")`)
+    /// on `test`'s isolated schema, publishing under `prefix` to the
+    /// machine's nats-server, with the extra arguments `args` (e.g.
+    /// `--lease-ms`, `--batch-size`, `--write-orders`), and waits until it
+    /// prints `started`.
+    ///
+    /// # Panics
+    /// When the process cannot be started or does not start its processor.
+    pub async fn start(binary: &str, test: &TestDb, prefix: &str, args: &[&str]) -> Self {
+        let schema: String = test
+            .db
+            .query_one_raw(sea_orm::Statement::from_string(
+                test.db_backend(),
+                "SELECT current_schema() AS s",
+            ))
+            .await
+            .expect("current schema")
+            .expect("a row")
+            .try_get("", "s")
+            .expect("schema name");
+        let url = std::env::var("OUTBOX_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let mut child = Command::new(binary)
+            .args(["--database-url", &url, "--schema", &schema])
+            .args(["--nats", &nats_url(), "--subject-prefix", prefix])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start outbox-test-processor");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let line = tokio::task::block_in_place(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).map(|_| line)
+        })
+        .expect("read the child's output");
+        assert_eq!(
+            line.trim(),
+            "started",
+            "the processor process did not start"
+        );
+        Self { child, stdout }
+    }
+
+    /// SIGKILL, as a crash; reaps the process.
+    ///
+    /// # Panics
+    /// When the signal cannot be sent.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill the processor process");
+        self.child.wait().expect("reap it");
+    }
+
+    /// SIGSTOP: the process stops where it is (a VM pause, a long GC), its
+    /// connections open.
+    ///
+    /// # Panics
+    /// When the signal cannot be sent.
+    pub fn pause(&mut self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    ///
+    /// # Panics
+    /// When the signal cannot be sent.
+    pub fn resume(&mut self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed: {status}");
+    }
+
+    /// Closes its standard input (a graceful stop) and returns its report
+    /// line (`report published=N batches=N failed=N dead=N released=N`).
+    ///
+    /// # Panics
+    /// When the process fails.
+    pub fn stop(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut report = String::new();
+        tokio::task::block_in_place(|| {
+            self.stdout.read_line(&mut report).expect("read the report");
+            let status = self.child.wait().expect("wait for the process");
+            assert!(status.success(), "the processor process failed: {status}");
+        });
+        report
+    }
+}
+
+impl Drop for ProcessorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The number after `name=` in a report line.
+///
+/// # Panics
+/// When the line has no such field.
+pub fn report_field(report: &str, name: &str) -> u64 {
+    let prefix = format!("{name}=");
+    report
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix(prefix.as_str()))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `{name}` in the report `{report}`"))
+}

@@ -1,0 +1,150 @@
+//! A processor process that dies (SIGKILL) or is paused (SIGSTOP) while it
+//! holds leased rows, with a survivor in this process kept busy by its own
+//! writers: the survivor publishes the dead peer's rows once their lease
+//! runs out (within the lease and a claim, however busy it is), and a
+//! paused peer that wakes after its rows were taken over publishes nothing
+//! twice (past deduplication) and nothing out of order.
+
+mod processor_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use outbox_tests::Backend;
+use outbox_tests::process::ProcessorProcess;
+use processor_support::{
+    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, shared_setup,
+    spawn_processor, spawn_round_writer, wait_all_published, wait_for_count, wait_until,
+    write_orders,
+};
+
+/// The peer's lease: short, so the tests are quick; the survivor uses the
+/// defaults (its `poll_interval` is 1 s).
+const PEER_LEASE: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_secs(1);
+
+async fn start_peer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
+    let lease = PEER_LEASE.as_millis().to_string();
+    let mut args = vec!["--lease-ms", &lease];
+    args.extend_from_slice(extra);
+    ProcessorProcess::start(
+        env!("CARGO_BIN_EXE_outbox-test-processor"),
+        &setup.test,
+        &setup.stream.prefix,
+        &args,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
+    let setup = shared_setup(Backend::Postgres).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = &setup;
+    // The survivor, busy with this process's writes.
+    let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_round_writer(outbox, &stop);
+
+    // The peer writes orders in its own process; they are leased to its
+    // processor at commit. It is killed while it holds some.
+    let mut peer = start_peer(&setup, &["--write-orders", "100000", "--write-tag", "peer"]).await;
+    let held = "aggregate_id LIKE 'peer-%' AND status = 0 AND lease_token IS NOT NULL";
+    wait_until(
+        Duration::from_secs(20),
+        "the peer holds rows leased at commit",
+        || async { test.count(table, held).await >= 10 },
+    )
+    .await;
+    peer.kill();
+    let killed = Instant::now();
+    let held_at_kill = test.count(table, held).await;
+
+    // Every aggregate of the dead peer moves again.
+    let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
+    wait_until(bound, "every row the peer wrote is published", || async {
+        test.count(table, "aggregate_id LIKE 'peer-%' AND status = 0")
+            .await
+            == 0
+    })
+    .await;
+    let took = killed.elapsed();
+    println!(
+        "peer killed holding {held_at_kill} rows: all published again {took:?} later \
+         (lease {PEER_LEASE:?}, survivor poll {POLL:?})"
+    );
+
+    stop.store(true, Ordering::Release);
+    writer.await.expect("writer");
+    let total = test.count(table, "1=1").await;
+    wait_all_published(test, table, total).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
+    survivor.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_out_of_order() {
+    let setup = shared_setup(Backend::Postgres).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = &setup;
+    // A backlog of long histories (10 events per order), drained by the
+    // peer in batches of 500.
+    let backlog = write_orders(outbox, "b", 1_000, 10, 250).await as i64;
+    let mut peer = start_peer(&setup, &["--batch-size", "500"]).await;
+    wait_for_count(
+        stream,
+        Duration::from_secs(30),
+        "a moment mid-batch to pause the peer at",
+        |count| {
+            assert!((count as i64) < backlog, "drained before a moment came");
+            count >= 1_000 && !count.is_multiple_of(500)
+        },
+    )
+    .await;
+    peer.pause();
+    let paused = Instant::now();
+
+    // The survivor starts, busy with its own writes, and takes the paused
+    // peer's rows over once their lease runs out.
+    let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_round_writer(outbox, &stop);
+    wait_until(
+        Duration::from_secs(30),
+        "the backlog is published without the peer",
+        || async {
+            test.count(table, "aggregate_id LIKE 'b-%' AND status = 0")
+                .await
+                == 0
+        },
+    )
+    .await;
+    println!(
+        "backlog published {:?} after the peer was paused (its lease {PEER_LEASE:?})",
+        paused.elapsed()
+    );
+
+    // The peer wakes with its batches taken over, and works on beside the
+    // survivor while writes go on.
+    peer.resume();
+    tokio::time::sleep(PEER_LEASE).await;
+    stop.store(true, Ordering::Release);
+    writer.await.expect("writer");
+    let total = test.count(table, "1=1").await;
+    wait_all_published(test, table, total).await;
+    let report = peer.stop();
+    println!("the woken peer: {}", report.trim());
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
+    survivor.shutdown().await.expect("clean shutdown");
+}
