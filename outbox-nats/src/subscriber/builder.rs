@@ -28,6 +28,7 @@ use super::shared::Shared;
 /// | [`filter_subject`](Self::filter_subject) | every subject of the stream |
 /// | [`deliver_policy`](Self::deliver_policy) | `All` (from the start of the stream) |
 /// | [`max_in_flight`](Self::max_in_flight) | 64 |
+/// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
 /// | [`max_deliver`](Self::max_deliver) | 5 |
 /// | [`ack_wait`](Self::ack_wait) | 30 s |
 /// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]) |
@@ -43,6 +44,7 @@ pub struct SubscriberBuilder {
     filter_subject: String,
     deliver_policy: DeliverPolicy,
     max_in_flight: usize,
+    max_ack_pending: Option<usize>,
     max_deliver: u64,
     ack_wait: Duration,
     backoff: Backoff,
@@ -60,6 +62,7 @@ impl std::fmt::Debug for SubscriberBuilder {
             .field("stream", &self.stream)
             .field("filter_subject", &self.filter_subject)
             .field("max_in_flight", &self.max_in_flight)
+            .field("max_ack_pending", &self.window())
             .field("max_deliver", &self.max_deliver)
             .field("ack_wait", &self.ack_wait)
             .field("handlers", &self.handlers.len())
@@ -76,6 +79,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
+            max_ack_pending: None,
             max_deliver: 5,
             ack_wait: Duration::from_secs(30),
             backoff: Backoff::default(),
@@ -108,11 +112,38 @@ impl SubscriberBuilder {
         self
     }
 
-    /// How many messages the subscriber holds at once: running, or waiting
-    /// behind an earlier message of their aggregate (at least 1). The client
-    /// may buffer up to as many again that it pulled ahead.
+    /// How many handlers run at once (at least 1). Messages waiting for a
+    /// handler slot, or behind an earlier message of their aggregate, do
+    /// not take one; what the subscriber holds in all is bounded by
+    /// [`max_ack_pending`](Self::max_ack_pending).
     pub fn max_in_flight(mut self, max: usize) -> Self {
         self.max_in_flight = max;
+        self
+    }
+
+    /// The consumer's `max_ack_pending`: how many messages may be delivered
+    /// and not yet acknowledged, across every process bound to the durable.
+    /// JetStream delivers no new message while that many are pending
+    /// (messages coming back from a retry still are). It must be larger
+    /// than `max_in_flight`; by default it is the larger of 1,000 (the
+    /// server's own default, so consumers created by earlier versions
+    /// verify) and 4 × `max_in_flight`.
+    ///
+    /// The subscriber reads every message the server sends at once and
+    /// holds it until it is settled — running, waiting for a handler slot,
+    /// or waiting behind an earlier message of its aggregate that failed and
+    /// is away for a retry — kept alive with progress acks (`+WPI`). So this
+    /// is the bound on what the subscriber holds in memory (count times
+    /// message size). A failing aggregate's later messages wait in it
+    /// without spending deliveries; if that aggregate has more messages in
+    /// the stream than the window holds, the consumer receives nothing new
+    /// until the failing message succeeds or is dead-lettered. Size it for
+    /// the backlog one aggregate may build up during the longest failure
+    /// the others should ride out unhindered.
+    ///
+    /// Only used when the consumer is created; an existing one must agree.
+    pub fn max_ack_pending(mut self, max: usize) -> Self {
+        self.max_ack_pending = Some(max);
         self
     }
 
@@ -194,10 +225,11 @@ impl SubscriberBuilder {
 
     /// Checks the settings, creates the durable pull consumer or verifies
     /// that the existing one has the same settings (explicit ack, ack wait,
-    /// max deliver, filter subject, deliver policy), and returns the
+    /// max deliver, max ack pending, filter subject, deliver policy), and returns the
     /// subscriber, ready to [`run`](Subscriber::run).
     pub async fn build(self) -> Result<Subscriber, BuildError> {
         let stream_name = self.check()?;
+        let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
         let registry = match self.registry {
             Some(registry) => {
@@ -255,6 +287,7 @@ impl SubscriberBuilder {
                 ack_policy: AckPolicy::Explicit,
                 ack_wait: self.ack_wait,
                 max_deliver,
+                max_ack_pending,
                 filter_subject: self.filter_subject,
                 deliver_policy: self.deliver_policy,
                 ..Default::default()
@@ -272,6 +305,7 @@ impl SubscriberBuilder {
             ack_wait: self.ack_wait,
             max_in_flight: self.max_in_flight,
             permits: Arc::new(Semaphore::new(self.max_in_flight)),
+            held: Arc::default(),
             backoff: self.backoff,
             dead_letter: self.dead_letter,
             ignore_unhandled: self.ignore_unhandled,
@@ -281,6 +315,12 @@ impl SubscriberBuilder {
             shared: Arc::new(shared),
             consumer,
         })
+    }
+
+    /// The consumer's `max_ack_pending`, as set or by default.
+    fn window(&self) -> usize {
+        self.max_ack_pending
+            .unwrap_or_else(|| DEFAULT_MAX_ACK_PENDING.max(self.max_in_flight.saturating_mul(4)))
     }
 
     /// Validates the settings; returns the stream name.
@@ -298,6 +338,14 @@ impl SubscriberBuilder {
         };
         if self.max_in_flight == 0 {
             return invalid("max_in_flight must be at least 1".into());
+        }
+        if self.window() <= self.max_in_flight {
+            return invalid(format!(
+                "max_ack_pending ({}) must be larger than max_in_flight ({}): \
+                 messages waiting behind a failing one, or for a handler slot, count toward it",
+                self.window(),
+                self.max_in_flight
+            ));
         }
         if self.max_deliver == 0 {
             return invalid("max_deliver must be at least 1".into());
@@ -317,6 +365,10 @@ impl SubscriberBuilder {
         Ok(stream)
     }
 }
+
+/// The smallest default `max_ack_pending`: nats-server's own default, which
+/// consumers created before the subscriber set it have.
+const DEFAULT_MAX_ACK_PENDING: usize = 1_000;
 
 /// Whether NATS subject `filter` (with `*` and `>` wildcards; empty = all)
 /// matches `subject`.

@@ -73,6 +73,13 @@ fn verify(durable: &str, existing: &Config, wanted: &pull::Config) -> Result<(),
             wanted.max_deliver.to_string(),
         );
     }
+    if existing.max_ack_pending != wanted.max_ack_pending {
+        return mismatch(
+            "max_ack_pending",
+            existing.max_ack_pending.to_string(),
+            wanted.max_ack_pending.to_string(),
+        );
+    }
     if existing.filter_subject != wanted.filter_subject {
         return mismatch(
             "filter_subject",

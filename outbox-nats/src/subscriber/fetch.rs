@@ -1,5 +1,13 @@
-//! The subscriber's main loop: pull messages, admit them into their
-//! aggregate's lane within `max_in_flight`, and shut down in order.
+//! The subscriber's main loop: pull messages, put each into its
+//! aggregate's lane at once, keep every waiting message alive, and shut
+//! down in order.
+//!
+//! The loop never stops reading to wait for a handler slot: a message the
+//! client received but did not take would get no progress ack and be
+//! redelivered after its ack wait (then handled twice), and a message
+//! coming back from a retry could be stuck behind it long enough for its
+//! aggregate to go on without it. What the subscriber holds is instead
+//! bounded by the consumer's `max_ack_pending`, which the server enforces.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +17,8 @@ use async_nats::jetstream::consumer::pull::{MessagesErrorKind, Stream};
 use async_nats::jetstream::consumer::{PullConsumer, StreamError};
 use futures::{FutureExt, StreamExt};
 use outbox_core::wire;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{Incoming, header, header_pairs};
@@ -18,7 +26,7 @@ use super::error::SubscriberError;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, LaneKey, Lanes, Queued, lane_key};
 use super::settle;
-use super::shared::Shared;
+use super::shared::{Held, Shared};
 use super::worker::{Stop, run_lane};
 
 /// How long one pull request waits for messages.
@@ -40,6 +48,9 @@ pub(crate) async fn run(
 ) -> Result<(), SubscriberError> {
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
+    let period = shared.progress_interval();
+    let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let stop = Stop::default();
     let mut workers = JoinSet::new();
     let mut messages: Option<Stream> = None;
@@ -67,17 +78,14 @@ pub(crate) async fn run(
             biased;
             () = shutdown.cancelled() => break Ok(()),
             _ = sweep.tick() => lanes.sweep(),
+            _ = progress.tick() => keep_alive(&shared, &lanes).await,
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
                 if let Err(err) = joined {
                     tracing::error!(consumer = %shared.consumer, error = %err, "lane worker failed");
                 }
             }
             next = stream.next() => match next {
-                Some(Ok(message)) => {
-                    if !admit(&shared, &lanes, &stop, &mut workers, message, &shutdown).await {
-                        break Ok(());
-                    }
-                }
+                Some(Ok(message)) => admit(&shared, &lanes, &stop, &mut workers, message).await,
                 Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
                     break Err(SubscriberError::ConsumerDeleted { consumer: shared.consumer.to_string() });
                 }
@@ -106,83 +114,55 @@ async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, Stream
         .await
 }
 
-/// Puts `message` in its aggregate's lane once it has a permit, or defers
-/// it behind an earlier message of its aggregate that is away. Returns
-/// false when shutdown came first; the message is then handed back.
+/// Puts `message` in its aggregate's lane, starting the lane's worker if
+/// it has none. A message whose JetStream metadata cannot be read (so its
+/// stream sequence and delivery count are unknown, and it cannot be put in
+/// order) is settled at once instead (see [`settle::unreadable`]).
 async fn admit(
     shared: &Arc<Shared>,
     lanes: &Lanes<Incoming>,
     stop: &Stop,
     workers: &mut JoinSet<()>,
     message: jetstream::Message,
-    shutdown: &CancellationToken,
-) -> bool {
+) {
     let (stream_sequence, deliveries) = match message.info() {
         Ok(info) => (
             info.stream_sequence,
             u64::try_from(info.delivered).unwrap_or(1).max(1),
         ),
         Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %err, "not a JetStream message; ignored");
-            return true;
+            settle::unreadable(shared, &message, &err.to_string()).await;
+            return;
         }
     };
     let key = aggregate_of(&message, stream_sequence);
-    let incoming = Incoming {
-        message,
-        deliveries,
-        stream_sequence,
-    };
-    let permit = match Arc::clone(&shared.permits).try_acquire_owned() {
-        Ok(permit) => Some(permit),
-        Err(_) => wait_for_permit(shared, &incoming, shutdown).await,
-    };
-    let Some(permit) = permit else {
-        settle::abandon(shared, &incoming, UNKNOWN_EVENT).await;
-        return false;
-    };
     let queued = Queued {
-        item: incoming,
+        item: Incoming {
+            message,
+            deliveries,
+            stream_sequence,
+        },
         sequence: stream_sequence,
-        last_delivery: deliveries >= shared.max_deliver,
-        permit: Some(permit),
+        held: Some(Held::new(&shared.held)),
     };
-    match lanes.admit(&key, queued) {
-        Admission::Start => {
-            workers.spawn(run_lane(
-                Arc::clone(shared),
-                lanes.clone(),
-                key,
-                stop.clone(),
-            ));
-        }
-        Admission::Queued => {}
-        Admission::Defer(queued, delay) => {
-            settle::defer(shared, &queued.item, delay).await;
-        }
+    if lanes.admit(&key, queued) == Admission::Start {
+        workers.spawn(run_lane(
+            Arc::clone(shared),
+            lanes.clone(),
+            key,
+            stop.clone(),
+        ));
     }
     shared.report_in_flight();
-    true
 }
 
-/// Waits for an in-flight permit, keeping `incoming` alive meanwhile;
-/// `None` if shutdown comes first.
-async fn wait_for_permit(
-    shared: &Arc<Shared>,
-    incoming: &Incoming,
-    shutdown: &CancellationToken,
-) -> Option<OwnedSemaphorePermit> {
-    let period = shared.progress_interval();
-    let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    let acquire = Arc::clone(&shared.permits).acquire_owned();
-    tokio::pin!(acquire);
-    loop {
-        tokio::select! {
-            biased;
-            () = shutdown.cancelled() => return None,
-            permit = &mut acquire => return permit.ok(),
-            _ = progress.tick() => settle::progress(shared, incoming.message.reply.clone()).await,
-        }
+/// Sends a progress ack (`+WPI`) for every message waiting in a lane (for
+/// a handler slot, or behind an earlier message of its aggregate), so none
+/// reaches its ack wait while it waits. Running messages are kept alive by
+/// their workers.
+async fn keep_alive(shared: &Shared, lanes: &Lanes<Incoming>) {
+    for reply in lanes.waiting(|waiting| waiting.message.reply.clone()) {
+        settle::progress(shared, reply).await;
     }
 }
 

@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | `outbox_consumer_handled_total` | counter | `consumer`, `event`, `outcome` | messages settled, by outcome |
 //! | `outbox_consumer_handler_duration_seconds` | histogram | `consumer`, `event` | time spent in the handler |
-//! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held (running or waiting behind their aggregate) |
+//! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held: received and not yet settled (running, waiting for a handler slot, or waiting behind an earlier message of their aggregate); at most the consumer's `max_ack_pending` |
 //! | `outbox_consumer_ack_failures_total` | counter | `consumer` | acks/naks that could not be sent (the message will be redelivered) |
 //!
 //! `event` is the wire name of a handled event, or `unknown` for messages
@@ -16,12 +16,12 @@
 //! | `handled` | the handler succeeded; acked |
 //! | `ignored` | no handler takes it and the subscriber ignores unhandled events; acked |
 //! | `retried` | the handler failed; nakked with a backoff delay |
-//! | `deferred` | nakked, unhandled, to come back after an earlier message of its aggregate that is away for a retry |
 //! | `dead_lettered` | published to the dead-letter subject, then terminated |
 //! | `dead_letter_failed` | the dead-letter publish failed; nakked to try again |
 //! | `terminated` | terminated without a copy (dead-letter policy `terminate`) |
 //! | `redelivered` | nakked for later (dead-letter policy `redeliver`) |
 //! | `abandoned` | nakked without delay at shutdown |
+//! | `invalid_metadata` | its JetStream metadata (stream sequence, delivery count) could not be read; terminated, or only logged when it has no reply subject |
 
 /// Messages settled, by consumer, event and outcome.
 pub const HANDLED_TOTAL: &str = "outbox_consumer_handled_total";

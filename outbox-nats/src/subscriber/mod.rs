@@ -65,33 +65,62 @@
 //!
 //! # Order and concurrency
 //!
-//! Up to `max_in_flight` messages are held at once. Messages of one
-//! aggregate (the `ce-aggregatetype` and `ce-subject` headers) are handled
-//! one after another, in stream order; different aggregates run in
-//! parallel. A message waiting behind its aggregate counts against
-//! `max_in_flight`, and it, the running one, and one waiting for a slot are
-//! kept alive with progress acks (`+WPI`, every third of `ack_wait`).
+//! The subscriber reads every message the server sends as soon as it
+//! arrives and puts it in its aggregate's *lane* (the aggregate is the
+//! `ce-aggregatetype` and `ce-subject` headers). Each lane handles its
+//! messages one at a time, in stream order; different aggregates run in
+//! parallel, up to `max_in_flight` handlers at once. A message waiting for
+//! a handler slot or behind an earlier message of its aggregate takes no
+//! slot; it and the running ones are kept alive with progress acks
+//! (`+WPI`, every third of `ack_wait`), so none reaches its ack wait while
+//! it waits.
 //!
-//! Retries keep the order too. When a handler fails, its message is nakked
-//! with its backoff delay and is *away*; later messages of that aggregate —
-//! those waiting behind it and those that arrive meanwhile — are nakked
-//! (*deferred*, `outcome="deferred"`) to come back just after it, instead of
-//! being handled before it or held in memory, so a failing aggregate never
-//! takes the capacity of the others. If the message away does not come back
-//! within its delay plus `min(ack_wait, 5 s)` (another process took it),
-//! the aggregate goes on without it. Each deferral is a delivery: a message
-//! deferred behind a failing one uses up its own `max_deliver`; on its last
-//! delivery it waits in memory instead.
+//! Everything the subscriber holds is bounded by the consumer's
+//! [`max_ack_pending`](SubscriberBuilder::max_ack_pending), which the
+//! builder sets (by default the larger of 1,000 and 4 × `max_in_flight`)
+//! and verifies: JetStream delivers nothing new while that many messages
+//! are unacknowledged.
 //!
-//! Order is per process: JetStream may hand one aggregate's messages to
-//! different processes bound to the same durable. Where that matters, run
-//! one process per durable, or give each process its own filter subject.
+//! When a handler fails, its message is nakked with its backoff delay and
+//! is *away*. The later messages of its aggregate — those already received
+//! and those that arrive meanwhile — wait in memory until it is back and
+//! handled. They are not nakked, so waiting spends none of their
+//! deliveries: each message gets `max_deliver` real attempts of its own,
+//! however long the message before it failed. A failing aggregate takes no
+//! handler slot from the others while it waits; its waiting messages do
+//! count toward `max_ack_pending`, so an aggregate with more messages in
+//! the stream than that window holds stops the consumer from receiving new
+//! ones until its failing message succeeds or is dead-lettered (the
+//! failing message itself still comes back: JetStream redelivers past the
+//! window).
+//!
+//! The guarantee, exactly: **within one process, a handler of a message of
+//! an aggregate starts only once every earlier message of that aggregate
+//! that this process received has been settled** — acked, or dead-lettered,
+//! or nakked for a retry and then either handled on its return or given up
+//! because it did not come back to this process within its backoff delay
+//! plus `ack_wait` plus 1 s. "Earlier" is stream order. Outside that:
+//!
+//! - messages JetStream delivered to another process bound to the same
+//!   durable are not waited for (they are the ones a lane gives up on), so
+//!   across processes one aggregate's messages may run in parallel or out
+//!   of order. Where that matters, run one process per durable, or give
+//!   each process its own filter subject;
+//! - a message given up on that turns up later, or one JetStream redelivers
+//!   after its ack wait (its process crashed, or its progress acks were
+//!   lost) after later messages of its aggregate were handled, is handled
+//!   when it arrives;
+//! - see [Shutdown](#shutdown) for restarts.
+//!
+//! A message whose JetStream metadata (stream sequence, delivery count)
+//! cannot be read cannot be put in order: it is terminated and logged
+//! (`outcome="invalid_metadata"`), never left to its ack wait.
 //!
 //! # Shutdown
 //!
 //! [`RunningSubscriber::shutdown`] (or cancelling the token given to
 //! [`Subscriber::run`]) stops fetching, naks at once what the client had
-//! buffered and what waits behind a running handler, lets running handlers
+//! buffered and every message waiting in a lane, lets running handlers
 //! finish until [`shutdown_timeout`](SubscriberBuilder::shutdown_timeout),
 //! then drops the rest (a transaction they held rolls back) and naks their
 //! messages. Messages the server had sent but the client not yet received

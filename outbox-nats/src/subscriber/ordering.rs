@@ -1,28 +1,38 @@
 //! Per-aggregate lanes: messages of one aggregate one after another, in
 //! stream order; different aggregates in parallel.
 //!
-//! A lane has at most one worker. Messages that arrive while it is busy
-//! wait in its queue, sorted by stream sequence; they keep their in-flight
-//! permit, so what the subscriber holds stays bounded.
+//! Every message the subscriber receives goes straight into its
+//! aggregate's lane, sorted by stream sequence, whatever else is going on:
+//! the fetch loop never stops reading to wait for a handler slot, so a
+//! message the server sent is never left unseen (and without progress acks)
+//! in the client. What lanes hold is bounded by the consumer's
+//! `max_ack_pending`: the server sends no more while that many messages are
+//! unacknowledged. A lane has at most one worker; it takes a handler slot
+//! (`max_in_flight`) only to run a message, so lanes that wait hold no slot.
 //!
 //! When a handler fails and its message is nakked for a later delivery, the
-//! message is *away*: the lane remembers it until it comes back (or until a
-//! grace period after it was due, when it went to another process or was
-//! lost). Anything later of the same aggregate — messages waiting in the
-//! queue, and messages that arrive meanwhile — is *deferred*: nakked with a
-//! delay that brings it back just after the earliest message away. Nothing
-//! of a failing aggregate is held in memory, so a failing aggregate cannot
-//! take the capacity of the others, and its messages are still handled in
-//! stream order. Deferring costs a delivery: a message deferred on its last
-//! allowed delivery is kept in the queue instead (it would otherwise never be
-//! delivered again), waiting for the earlier ones.
+//! message is *away*: the lane remembers it, and the messages after it — those
+//! already in the lane and those that arrive meanwhile — wait in memory,
+//! kept alive with progress acks, until it is back and has been handled.
+//! They are not nakked: waiting spends none of their deliveries and adds
+//! nothing to JetStream's accounting beyond the message itself being
+//! unacknowledged. A failing aggregate therefore takes no handler slot
+//! from the others while it waits; its waiting messages count toward the
+//! window (`max_ack_pending`) like any other held message.
+//!
+//! A message away that has not come back within its delay plus the grace
+//! ([`Shared::away_grace`](super::shared::Shared::away_grace): the ack wait
+//! plus a margin) went to another process bound to the same durable, or
+//! left the stream; the lane then goes on without it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use super::shared::Held;
 
 /// Identifies an aggregate: its type and id.
 pub(crate) type LaneKey = Arc<str>;
@@ -32,9 +42,6 @@ pub(crate) fn lane_key(aggregate_type: &str, aggregate_id: &str) -> LaneKey {
     format!("{aggregate_type}\u{1f}{aggregate_id}").into()
 }
 
-/// How long after the earliest message away a deferred one comes back.
-const DEFER_MARGIN: Duration = Duration::from_millis(50);
-
 /// A message waiting in, or taken from, a lane.
 #[derive(Debug)]
 pub(crate) struct Queued<T> {
@@ -42,39 +49,33 @@ pub(crate) struct Queued<T> {
     pub(crate) item: T,
     /// Its stream sequence.
     pub(crate) sequence: u64,
-    /// Whether JetStream will not deliver it again (so it must not be deferred).
-    pub(crate) last_delivery: bool,
-    /// Its share of `max_in_flight`, released when it is dropped.
+    /// Counts it as held until it is dropped (after it is settled).
     #[allow(dead_code, reason = "held for its Drop")]
-    pub(crate) permit: Option<OwnedSemaphorePermit>,
+    pub(crate) held: Option<Held>,
 }
 
 /// What to do with a message that arrived.
-#[derive(Debug)]
-pub(crate) enum Admission<T> {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
     /// It is queued and no worker drives its lane: start one.
     Start,
-    /// It is queued behind a running worker.
+    /// It is queued; the lane's worker will get to it.
     Queued,
-    /// A earlier message of its aggregate is away: nak it with this delay.
-    Defer(Queued<T>, Duration),
 }
 
-/// What a worker does next.
-pub(crate) enum Next<T> {
-    /// Handle this message.
-    Run(Queued<T>),
-    /// The next message must wait for an earlier one that is away: wait for
-    /// `wake` (an arrival) or `until` (that message's grace ends).
+/// Where a lane's worker stands.
+pub(crate) enum Front {
+    /// The first message may run now.
+    Ready,
+    /// The first message must wait for an earlier one that is away: wait
+    /// for `wake` (an arrival) or `until` (that message's grace ends).
     Wait { wake: Arc<Notify>, until: Instant },
-    /// Nothing to do; the worker ends.
+    /// Nothing to do; the lane forgot its worker, which ends.
     Done,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Away {
-    /// When JetStream should deliver it again.
-    due: Instant,
     /// When the lane stops waiting for it.
     expires: Instant,
 }
@@ -101,9 +102,11 @@ impl<T> Lane<T> {
         self.away.retain(|sequence, away| {
             let keep = away.expires > now;
             if !keep {
-                tracing::debug!(
+                tracing::warn!(
                     stream_sequence = sequence,
-                    "a message away did not come back in time; later ones of its aggregate go on"
+                    "a message nakked for a retry did not come back to this process in time \
+                     (another process took it, or it left the stream); \
+                     later messages of its aggregate go on without it"
                 );
             }
             keep
@@ -111,43 +114,22 @@ impl<T> Lane<T> {
     }
 
     /// The first message away, if it is earlier than `sequence`.
-    fn earlier_away(&self, sequence: u64) -> Option<(u64, Away)> {
+    fn earlier_away(&self, sequence: u64) -> Option<Away> {
         self.away
             .first_key_value()
             .filter(|(first, _)| **first < sequence)
-            .map(|(first, away)| (*first, *away))
+            .map(|(_, away)| *away)
     }
 
-    /// Marks `sequence` away and returns the delay that brings it back just
-    /// after the earliest message away (or after `delay`, if it is the
-    /// earliest).
-    fn send_away(&mut self, sequence: u64, now: Instant, grace: Duration) -> Duration {
-        let delay = match self.earlier_away(sequence) {
-            // Back after the earlier one is due, or, if it is late, after it
-            // stops being waited for.
-            Some((_, earlier)) => {
-                let target = if earlier.due > now {
-                    earlier.due
-                } else {
-                    earlier.expires
-                };
-                target.saturating_duration_since(now) + DEFER_MARGIN
-            }
-            None => DEFER_MARGIN,
-        };
-        self.away.insert(
-            sequence,
-            Away {
-                due: now + delay,
-                expires: now + delay + grace,
-            },
-        );
-        delay
-    }
-
+    /// Queues `queued` by stream sequence. A second delivery of a message
+    /// already queued (redelivered after its ack wait) replaces the first,
+    /// so it is handled once and settled through its newest delivery.
     fn queue_sorted(&mut self, queued: Queued<T>) {
         let at = self.queue.partition_point(|q| q.sequence < queued.sequence);
-        self.queue.insert(at, queued);
+        match self.queue.get_mut(at) {
+            Some(same) if same.sequence == queued.sequence => *same = queued,
+            _ => self.queue.insert(at, queued),
+        }
     }
 }
 
@@ -180,22 +162,12 @@ impl<T> Lanes<T> {
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Admits a message that arrived for `key`.
-    pub(crate) fn admit(&self, key: &LaneKey, queued: Queued<T>) -> Admission<T> {
-        let now = Instant::now();
+    /// Queues a message that arrived for `key`. A message that was away is
+    /// back: it is no longer waited for, and, being the earliest, runs next.
+    pub(crate) fn admit(&self, key: &LaneKey, queued: Queued<T>) -> Admission {
         let mut lanes = self.lock();
         let lane = lanes.entry(Arc::clone(key)).or_insert_with(Lane::new);
-        lane.prune(now);
-        // The earliest message away came back: it goes first.
-        if lane.away.first_key_value().map(|(first, _)| *first) == Some(queued.sequence) {
-            lane.away.remove(&queued.sequence);
-        } else if lane.earlier_away(queued.sequence).is_some() && !queued.last_delivery {
-            let delay = lane.send_away(queued.sequence, now, self.grace);
-            return Admission::Defer(queued, delay);
-        } else {
-            // Not away any more, if it was (it came back early or late).
-            lane.away.remove(&queued.sequence);
-        }
+        lane.away.remove(&queued.sequence);
         lane.queue_sorted(queued);
         if lane.worker {
             lane.wake.notify_one();
@@ -207,46 +179,39 @@ impl<T> Lanes<T> {
     }
 
     /// `sequence` failed and is nakked with `delay`: it is away until it
-    /// comes back. Returns the messages waiting behind it, to defer with
-    /// their delays (those on their last delivery stay).
-    pub(crate) fn send_away(
-        &self,
-        key: &LaneKey,
-        sequence: u64,
-        delay: Duration,
-    ) -> Vec<(Queued<T>, Duration)> {
-        let now = Instant::now();
-        let mut lanes = self.lock();
-        let Some(lane) = lanes.get_mut(key) else {
-            return Vec::new();
-        };
-        lane.away.insert(
-            sequence,
-            Away {
-                due: now + delay,
-                expires: now + delay + self.grace,
-            },
-        );
-        let (stay, behind): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut lane.queue)
-            .into_iter()
-            .partition(|q| q.last_delivery || q.sequence < sequence);
-        lane.queue = stay;
-        behind
-            .into_iter()
-            .map(|queued| {
-                let delay = lane.send_away(queued.sequence, now, self.grace);
-                (queued, delay)
-            })
-            .collect()
+    /// comes back, and what follows it in its lane waits for it.
+    pub(crate) fn send_away(&self, key: &LaneKey, sequence: u64, delay: Duration) {
+        let expires = Instant::now() + delay + self.grace;
+        if let Some(lane) = self.lock().get_mut(key) {
+            lane.away.insert(sequence, Away { expires });
+        }
     }
 
-    /// The next message of `key`'s lane for its worker. With `draining`,
-    /// nothing waits: every queued message is handed out to be handed back.
-    pub(crate) fn next(&self, key: &LaneKey, draining: bool) -> Next<T> {
+    /// Whether `key`'s first message may run. With `draining`, nothing
+    /// waits: every queued message is handed out to be handed back. When the
+    /// lane is empty its worker is released (`Done`).
+    pub(crate) fn front(&self, key: &LaneKey, draining: bool) -> Front {
+        self.front_or_take(key, draining, false).0
+    }
+
+    /// Takes `key`'s first message, if it may run (see [`front`](Self::front)).
+    pub(crate) fn take(&self, key: &LaneKey, draining: bool) -> Option<Queued<T>> {
+        self.front_or_take(key, draining, true).1
+    }
+
+    /// [`front`](Self::front), and with `take` the first message if it may
+    /// run, under one lock (so nothing that arrives between the check and
+    /// the take can be run out of order).
+    fn front_or_take(
+        &self,
+        key: &LaneKey,
+        draining: bool,
+        take: bool,
+    ) -> (Front, Option<Queued<T>>) {
         let now = Instant::now();
         let mut lanes = self.lock();
         let Some(lane) = lanes.get_mut(key) else {
-            return Next::Done;
+            return (Front::Done, None);
         };
         lane.prune(now);
         let Some(front) = lane.queue.front() else {
@@ -254,17 +219,20 @@ impl<T> Lanes<T> {
             if lane.away.is_empty() {
                 lanes.remove(key);
             }
-            return Next::Done;
+            return (Front::Done, None);
         };
-        if !draining && let Some((_, earlier)) = lane.earlier_away(front.sequence) {
-            return Next::Wait {
-                wake: Arc::clone(&lane.wake),
-                until: earlier.expires,
-            };
-        }
-        match lane.queue.pop_front() {
-            Some(queued) => Next::Run(queued),
-            None => Next::Done,
+        match lane.earlier_away(front.sequence) {
+            Some(earlier) if !draining => (
+                Front::Wait {
+                    wake: Arc::clone(&lane.wake),
+                    until: earlier.expires,
+                },
+                None,
+            ),
+            _ => (
+                Front::Ready,
+                if take { lane.queue.pop_front() } else { None },
+            ),
         }
     }
 
@@ -285,12 +253,12 @@ impl<T> Lanes<T> {
         });
     }
 
-    /// Applies `f` to every message waiting in `key`'s lane.
-    pub(crate) fn for_each_waiting<R>(&self, key: &LaneKey, f: impl Fn(&T) -> R) -> Vec<R> {
+    /// Applies `f` to every message waiting in any lane.
+    pub(crate) fn waiting<R>(&self, f: impl Fn(&T) -> R) -> Vec<R> {
         self.lock()
-            .get(key)
-            .map(|lane| lane.queue.iter().map(|q| f(&q.item)).collect())
-            .unwrap_or_default()
+            .values()
+            .flat_map(|lane| lane.queue.iter().map(|q| f(&q.item)))
+            .collect()
     }
 
     /// How many lanes exist.
@@ -310,95 +278,89 @@ mod tests {
         Queued {
             item: sequence,
             sequence,
-            last_delivery: false,
-            permit: None,
+            held: None,
         }
     }
 
-    fn run(next: Next<u64>) -> u64 {
-        match next {
-            Next::Run(q) => q.item,
-            Next::Wait { .. } => panic!("waits"),
-            Next::Done => panic!("done"),
+    fn run(lanes: &Lanes<u64>, key: &LaneKey) -> u64 {
+        match lanes.take(key, false) {
+            Some(q) => q.item,
+            None => panic!("nothing may run"),
         }
     }
 
-    fn deferred(admission: Admission<u64>) -> Duration {
-        match admission {
-            Admission::Defer(_, delay) => delay,
-            other => panic!("not deferred: {other:?}"),
-        }
+    fn waits(lanes: &Lanes<u64>, key: &LaneKey) -> bool {
+        matches!(lanes.front(key, false), Front::Wait { .. })
     }
 
     #[tokio::test]
     async fn one_worker_per_aggregate_in_stream_order() {
         let lanes = Lanes::new(GRACE);
         let (a, b) = (lane_key("order", "1"), lane_key("order", "2"));
-        assert!(matches!(lanes.admit(&a, q(1)), Admission::Start));
-        assert!(matches!(lanes.admit(&b, q(2)), Admission::Start));
-        assert!(matches!(lanes.admit(&a, q(4)), Admission::Queued));
-        assert!(matches!(lanes.admit(&a, q(3)), Admission::Queued));
-        assert_eq!(run(lanes.next(&a, false)), 1);
-        assert_eq!(run(lanes.next(&a, false)), 3, "sorted by stream sequence");
-        assert_eq!(run(lanes.next(&a, false)), 4);
-        assert!(matches!(lanes.next(&a, false), Next::Done));
-        assert_eq!(run(lanes.next(&b, false)), 2);
-        assert!(matches!(lanes.next(&b, false), Next::Done));
+        assert_eq!(lanes.admit(&a, q(1)), Admission::Start);
+        assert_eq!(lanes.admit(&b, q(2)), Admission::Start);
+        assert_eq!(lanes.admit(&a, q(4)), Admission::Queued);
+        assert_eq!(lanes.admit(&a, q(3)), Admission::Queued);
+        assert_eq!(run(&lanes, &a), 1);
+        assert_eq!(run(&lanes, &a), 3, "sorted by stream sequence");
+        assert_eq!(run(&lanes, &a), 4);
+        assert!(matches!(lanes.front(&a, false), Front::Done));
+        assert_eq!(run(&lanes, &b), 2);
+        assert!(matches!(lanes.front(&b, false), Front::Done));
         assert_eq!(lanes.len(), 0);
-        assert!(matches!(lanes.admit(&a, q(5)), Admission::Start));
+        assert_eq!(lanes.admit(&a, q(5)), Admission::Start);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_failed_message_defers_what_follows_until_it_is_back() {
-        let lanes = Lanes::new(GRACE);
-        let a = lane_key("order", "1");
-        assert!(matches!(lanes.admit(&a, q(1)), Admission::Start));
-        assert!(matches!(lanes.admit(&a, q(2)), Admission::Queued));
-        assert_eq!(run(lanes.next(&a, false)), 1);
-        // 1 fails, nakked for 1 s: 2, waiting behind it, is deferred past it.
-        let behind = lanes.send_away(&a, 1, Duration::from_secs(1));
-        assert_eq!(behind.len(), 1);
-        assert_eq!(behind[0].1, Duration::from_secs(1) + DEFER_MARGIN);
-        assert!(matches!(lanes.next(&a, false), Next::Done));
-        // A new message arrives meanwhile: deferred past 1 too.
-        assert_eq!(
-            deferred(lanes.admit(&a, q(3))),
-            Duration::from_secs(1) + DEFER_MARGIN
-        );
-        // 2 comes back early (before 1): deferred again.
-        tokio::time::advance(Duration::from_millis(500)).await;
-        assert!(deferred(lanes.admit(&a, q(2))) > Duration::from_millis(500));
-        // 1 is back: it runs; then 2, then 3 as they come back.
-        tokio::time::advance(Duration::from_millis(500)).await;
-        assert!(matches!(lanes.admit(&a, q(1)), Admission::Start));
-        assert_eq!(run(lanes.next(&a, false)), 1);
-        assert!(matches!(lanes.next(&a, false), Next::Done));
-        tokio::time::advance(Duration::from_millis(100)).await;
-        assert!(matches!(lanes.admit(&a, q(2)), Admission::Start));
-        assert!(matches!(lanes.admit(&a, q(3)), Admission::Queued));
-        assert_eq!(run(lanes.next(&a, false)), 2);
-        assert_eq!(run(lanes.next(&a, false)), 3);
-        assert!(matches!(lanes.next(&a, false), Next::Done));
-        assert_eq!(lanes.len(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_last_delivery_waits_instead_and_a_lost_message_is_given_up() {
+    #[tokio::test]
+    async fn a_redelivered_copy_replaces_the_queued_one() {
         let lanes = Lanes::new(GRACE);
         let a = lane_key("order", "1");
         let _ = lanes.admit(&a, q(1));
-        assert_eq!(run(lanes.next(&a, false)), 1);
-        assert!(lanes.send_away(&a, 1, Duration::from_secs(1)).is_empty());
-        let last = Queued {
-            last_delivery: true,
-            ..q(2)
-        };
-        assert!(matches!(lanes.admit(&a, last), Admission::Queued));
-        assert!(matches!(lanes.next(&a, false), Next::Wait { .. }));
-        // 1 never comes back (another process took it): after its grace, 2 runs.
+        let _ = lanes.admit(&a, q(1));
+        assert_eq!(lanes.waiting(|item| *item), [1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_follows_a_failed_message_waits_for_it_in_order() {
+        let lanes = Lanes::new(GRACE);
+        let a = lane_key("order", "1");
+        assert_eq!(lanes.admit(&a, q(1)), Admission::Start);
+        assert_eq!(lanes.admit(&a, q(2)), Admission::Queued);
+        assert_eq!(run(&lanes, &a), 1);
+        // 1 fails, nakked for 1 s: 2 waits, and so does 3, arriving meanwhile.
+        lanes.send_away(&a, 1, Duration::from_secs(1));
+        assert!(waits(&lanes, &a));
+        assert_eq!(lanes.admit(&a, q(3)), Admission::Queued);
+        assert!(waits(&lanes, &a));
+        assert!(lanes.take(&a, false).is_none());
+        assert_eq!(lanes.waiting(|item| *item), [2, 3], "held, not handed back");
+        // 1 is back, late but within its grace: it runs first, then 2, 3.
+        tokio::time::advance(Duration::from_secs(1) + GRACE / 2).await;
+        assert_eq!(lanes.admit(&a, q(1)), Admission::Queued);
+        assert_eq!(run(&lanes, &a), 1);
+        assert_eq!(run(&lanes, &a), 2);
+        assert_eq!(run(&lanes, &a), 3);
+        assert!(matches!(lanes.front(&a, false), Front::Done));
+        assert_eq!(lanes.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_that_never_comes_back_is_given_up_after_its_grace() {
+        let lanes = Lanes::new(GRACE);
+        let a = lane_key("order", "1");
+        let _ = lanes.admit(&a, q(1));
+        assert_eq!(run(&lanes, &a), 1);
+        lanes.send_away(&a, 1, Duration::from_secs(1));
+        let _ = lanes.admit(&a, q(2));
+        match lanes.front(&a, false) {
+            Front::Wait { until, .. } => {
+                assert_eq!(until, Instant::now() + Duration::from_secs(1) + GRACE);
+            }
+            _ => panic!("2 waits for 1"),
+        }
         tokio::time::advance(Duration::from_secs(1) + GRACE).await;
-        assert_eq!(run(lanes.next(&a, false)), 2);
-        assert!(matches!(lanes.next(&a, false), Next::Done));
+        assert_eq!(run(&lanes, &a), 2);
+        assert!(matches!(lanes.front(&a, false), Front::Done));
         lanes.sweep();
         assert_eq!(lanes.len(), 0);
     }
@@ -408,13 +370,10 @@ mod tests {
         let lanes = Lanes::new(GRACE);
         let a = lane_key("order", "1");
         let _ = lanes.admit(&a, q(1));
-        assert_eq!(run(lanes.next(&a, false)), 1);
-        let _ = lanes.send_away(&a, 1, Duration::from_secs(1));
-        let last = Queued {
-            last_delivery: true,
-            ..q(2)
-        };
-        let _ = lanes.admit(&a, last);
-        assert_eq!(run(lanes.next(&a, true)), 2);
+        assert_eq!(run(&lanes, &a), 1);
+        lanes.send_away(&a, 1, Duration::from_secs(1));
+        let _ = lanes.admit(&a, q(2));
+        assert!(lanes.take(&a, false).is_none());
+        assert_eq!(lanes.take(&a, true).map(|q| q.item), Some(2));
     }
 }

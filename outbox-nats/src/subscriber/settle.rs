@@ -40,11 +40,41 @@ pub(crate) async fn abandon(shared: &Shared, incoming: &Incoming, event: &'stati
     count(shared, event, "abandoned");
 }
 
-/// Hands a message back to be delivered after `delay`, behind an earlier
-/// message of its aggregate that is away for a retry.
-pub(crate) async fn defer(shared: &Shared, incoming: &Incoming, delay: Duration) {
-    send(shared, &incoming.message, nak(delay)).await;
-    count(shared, UNKNOWN_EVENT, "deferred");
+/// Settles a message whose JetStream metadata (stream sequence, delivery
+/// count, from its reply subject) cannot be read: it is terminated, logged
+/// at error level and counted (`outcome="invalid_metadata"`), never left to
+/// hang until its ack wait.
+///
+/// Why terminate rather than nak or dead-letter: without a stream sequence
+/// the message cannot be put in its aggregate's order, nor its deliveries
+/// counted, so no later delivery would go better and a nak would loop it
+/// until `max_deliver`; and a dead-letter copy needs the stream sequence it
+/// came from. Every real JetStream delivery has a `$JS.ACK` reply subject
+/// this client reads, so this is a message published into the
+/// subscriber's pull inbox by something else, or a server speaking a format
+/// this client does not know; either way it stays in the stream (for
+/// JetStream messages), and the log names its subject and reply subject.
+/// One without any reply subject cannot be answered: it is only logged and
+/// counted.
+pub(crate) async fn unreadable(shared: &Shared, message: &jetstream::Message, error: &str) {
+    if message.reply.is_none() {
+        tracing::warn!(
+            consumer = %shared.consumer,
+            subject = %message.subject,
+            %error,
+            "a message without a reply subject arrived on the pull inbox; ignored"
+        );
+    } else {
+        tracing::error!(
+            consumer = %shared.consumer,
+            subject = %message.subject,
+            reply = ?message.reply,
+            %error,
+            "the JetStream metadata of a message cannot be read; terminating it"
+        );
+        send(shared, message, AckKind::Term).await;
+    }
+    count(shared, UNKNOWN_EVENT, "invalid_metadata");
 }
 
 async fn dead(

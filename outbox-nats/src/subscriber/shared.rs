@@ -1,6 +1,7 @@
 //! What every task of one running subscriber shares.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -29,10 +30,12 @@ pub(crate) struct Shared {
     pub(crate) max_deliver: u64,
     /// JetStream's ack wait.
     pub(crate) ack_wait: Duration,
-    /// Messages held at once.
+    /// Handlers running at once.
     pub(crate) max_in_flight: usize,
-    /// One permit per message held (`max_in_flight` in all).
+    /// One permit per running handler (`max_in_flight` in all).
     pub(crate) permits: Arc<Semaphore>,
+    /// Messages received and not yet settled (see [`Held`]).
+    pub(crate) held: Arc<AtomicUsize>,
     /// Delays between deliveries of a failing message.
     pub(crate) backoff: Backoff,
     /// What happens to messages that cannot be handled.
@@ -50,18 +53,49 @@ impl Shared {
         (self.ack_wait / 3).max(Duration::from_millis(50))
     }
 
-    /// Updates the in-flight gauge.
+    /// Updates the in-flight gauge: messages held, whether running,
+    /// waiting for a handler slot or waiting behind their aggregate.
     pub(crate) fn report_in_flight(&self) {
-        let held = self
-            .max_in_flight
-            .saturating_sub(self.permits.available_permits());
+        let held = self.held.load(Ordering::Relaxed);
         ::metrics::gauge!(super::metrics::IN_FLIGHT, "consumer" => Arc::clone(&self.consumer))
             .set(held as f64);
     }
 
     /// How long past its due time a lane waits for a message nakked for a
     /// retry before later messages of its aggregate go on without it.
+    ///
+    /// The subscriber reads every message the server sends as soon as it
+    /// arrives, so a message that is due and not back has not been
+    /// redelivered to this process. JetStream redelivers a nakked message
+    /// after its delay; should the nak itself be lost, after the ack wait
+    /// (counted from the last progress ack, sent while its handler ran). So
+    /// a message not back within its delay plus the ack wait plus a margin
+    /// went to another process bound to the same durable (or left the
+    /// stream), and waiting longer would stall its aggregate for nothing.
     pub(crate) fn away_grace(&self) -> Duration {
-        self.ack_wait.min(Duration::from_secs(5))
+        self.ack_wait + AWAY_MARGIN
+    }
+}
+
+/// Slack on top of the ack wait before a lane gives up on a message away
+/// (network and scheduling delays of the redelivery).
+const AWAY_MARGIN: Duration = Duration::from_secs(1);
+
+/// One message held by the subscriber, counted in [`Shared::held`] from the
+/// moment it is received until it is settled (the guard is dropped).
+#[derive(Debug)]
+pub(crate) struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    /// Counts one more message held.
+    pub(crate) fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(counter))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -1,20 +1,22 @@
 //! The task that drives one aggregate's lane: handles its messages one at a
-//! time, keeps waiting ones alive with progress acks, and defers what
-//! follows a message that failed and is away for redelivery.
+//! time, each in a handler slot (`max_in_flight`) taken only to run it,
+//! keeps the running one alive with progress acks, and marks a message that
+//! failed as away so that what follows it waits for it. (The messages
+//! waiting in lanes are kept alive by the fetch loop.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
 
-use async_nats::Subject;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
 use super::dispatch::{self, Decision, Incoming};
 use super::metrics::UNKNOWN_EVENT;
-use super::ordering::{LaneKey, Lanes, Next};
+use super::ordering::{Front, LaneKey, Lanes, Queued};
 use super::settle;
 use super::shared::Shared;
 
@@ -52,23 +54,13 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
     let mut progress = interval_at(Instant::now() + period, period);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        let job = match lanes.next(&key, stop.draining.is_cancelled()) {
-            Next::Run(job) => job,
-            Next::Done => return,
-            Next::Wait { wake, until } => {
-                tokio::select! {
-                    () = wake.notified() => {}
-                    () = sleep_until(until) => {}
-                    () = stop.draining.cancelled() => {}
-                    _ = progress.tick() => keep_alive(&shared, &lanes, &key, None).await,
-                }
-                continue;
-            }
+        let Some((job, slot)) = next_job(&shared, &lanes, &key, &stop).await else {
+            return;
         };
-        if stop.draining.is_cancelled() {
+        let Some(_slot) = slot else {
             settle::abandon(&shared, &job.item, UNKNOWN_EVENT).await;
             continue;
-        }
+        };
         let span = tracing::info_span!(
             "outbox.consume",
             consumer = %shared.consumer,
@@ -93,7 +85,7 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
                     biased;
                     verdict = &mut deciding => break Some(verdict),
                     () = stop.hard.cancelled() => break None,
-                    _ = progress.tick() => keep_alive(&shared, &lanes, &key, Some(&job.item)).await,
+                    _ = progress.tick() => settle::progress(&shared, job.item.message.reply.clone()).await,
                 }
             }
         };
@@ -103,32 +95,62 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
             settle::abandon(&shared, &job.item, UNKNOWN_EVENT).await;
             continue;
         };
-        // Mark it away before the nak, so an early redelivery finds it so.
-        let behind = match &verdict.decision {
-            Decision::Retry { delay, .. } => lanes.send_away(&key, job.sequence, *delay),
-            _ => Vec::new(),
-        };
+        // Mark it away before the nak, so that its redelivery finds it so
+        // and what follows it waits for it.
+        if let Decision::Retry { delay, .. } = &verdict.decision {
+            lanes.send_away(&key, job.sequence, *delay);
+        }
         settle::settle(&shared, &job.item, verdict, &span).await;
         drop(job);
-        for (waiting, delay) in behind {
-            settle::defer(&shared, &waiting.item, delay).await;
-        }
         shared.report_in_flight();
     }
 }
 
-/// Sends a progress ack (`+WPI`) for the running message and every message
-/// waiting in the lane, so none reaches its ack wait while it waits its turn.
-async fn keep_alive(
+/// The lane's next message and the handler slot to run it in; without a
+/// slot when shutdown started (the message is to be handed back). `None`
+/// when the lane is empty (its worker ends).
+///
+/// The worker waits for an earlier message away, then for a slot, while the
+/// message stays in the lane (kept alive by the fetch loop, and behind an
+/// earlier one that may arrive meanwhile); it takes the lane's first message
+/// only once it holds the slot.
+async fn next_job(
     shared: &Shared,
     lanes: &Lanes<Incoming>,
     key: &LaneKey,
-    running: Option<&Incoming>,
-) {
-    let mut replies: Vec<Option<Subject>> =
-        lanes.for_each_waiting(key, |waiting| waiting.message.reply.clone());
-    replies.extend(running.map(|running| running.message.reply.clone()));
-    for reply in replies {
-        settle::progress(shared, reply).await;
+    stop: &Stop,
+) -> Option<(Queued<Incoming>, Option<OwnedSemaphorePermit>)> {
+    loop {
+        let draining = stop.draining.is_cancelled();
+        match lanes.front(key, draining) {
+            Front::Done => return None,
+            Front::Wait { wake, until } => {
+                tokio::select! {
+                    () = wake.notified() => {}
+                    () = sleep_until(until) => {}
+                    () = stop.draining.cancelled() => {}
+                }
+                continue;
+            }
+            Front::Ready if draining => {
+                if let Some(job) = lanes.take(key, true) {
+                    return Some((job, None));
+                }
+                continue;
+            }
+            Front::Ready => {}
+        }
+        let slot = tokio::select! {
+            slot = Arc::clone(&shared.permits).acquire_owned() => slot,
+            () = stop.draining.cancelled() => continue,
+        };
+        let Ok(slot) = slot else {
+            // The semaphore is never closed; treat it as a shutdown.
+            stop.draining.cancel();
+            continue;
+        };
+        if let Some(job) = lanes.take(key, false) {
+            return Some((job, Some(slot)));
+        }
     }
 }
