@@ -28,6 +28,11 @@ pub struct ClaimedMessage {
     pub message: OutboxMessage,
     /// Failed attempts so far (transient broker outages do not count).
     pub attempts: u32,
+    /// Claims of it that ended without settling it, this one's predecessor
+    /// included: its lease ran out because the processor holding it
+    /// crashed, was killed or hung (see
+    /// [`ABANDONED_LIMIT`](crate::processor::ABANDONED_LIMIT)).
+    pub abandoned: u32,
 }
 
 impl ClaimedMessage {
@@ -198,7 +203,11 @@ impl StoreError {
 /// claimed together. Two claimers never receive the same message while its
 /// lease is live; an expired lease may be claimed again.
 pub trait OutboxStore: Send + Sync {
-    /// Leases up to `limit` publishable messages for `lease`.
+    /// Leases up to `limit` publishable messages for `lease`. A message
+    /// taken over from a lease that ran out has its
+    /// [`abandoned`](ClaimedMessage::abandoned) count raised by one (every
+    /// settlement ends a lease; only a holder that went away leaves one to
+    /// run out), here and in [`claim_ids`](OutboxStore::claim_ids).
     fn claim(
         &self,
         limit: u32,

@@ -95,10 +95,10 @@ impl JetStreamPublisher {
     /// use std::time::Duration;
     /// let client = async_nats::connect("127.0.0.1:4222").await?;
     /// let publisher = outbox_nats::JetStreamPublisher::new(client, "/orders-service")
-    ///     .ack_timeout(Duration::from_secs(2)); // with a lease of 10 s or more
+    ///     .with_ack_timeout(Duration::from_secs(2)); // with a lease of 10 s or more
     /// # Ok(()) }
     /// ```
-    pub fn ack_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_ack_timeout(mut self, timeout: Duration) -> Self {
         self.jetstream = jetstream::ContextBuilder::new()
             .timeout(timeout)
             .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
@@ -110,7 +110,7 @@ impl JetStreamPublisher {
 
     /// Uses a JetStream context configured by the application (domain, API
     /// prefix). Acks still wait at most the publisher's
-    /// [`ack_timeout`](Self::ack_timeout), whatever the context's timeout.
+    /// [ack timeout](Self::with_ack_timeout), whatever the context's timeout.
     pub fn with_context(mut self, jetstream: jetstream::Context) -> Self {
         self.jetstream = jetstream;
         self
@@ -242,7 +242,7 @@ fn is_valid_subject(subject: &str) -> bool {
 }
 
 impl JetStreamPublisher {
-    /// Waits for `pending`, at most [`ack_timeout`](Self::ack_timeout) (also
+    /// Waits for `pending`, at most [the ack timeout](Self::with_ack_timeout) (also
     /// when the application's context allows longer).
     async fn acked(
         &self,

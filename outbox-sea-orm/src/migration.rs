@@ -1,6 +1,6 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
 //! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
-//! [`AddQueueIndexes`]. A database migrated before a later migration
+//! [`AddQueueIndexes`] and [`AddAbandonedClaims`]. A database migrated before a later migration
 //! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
@@ -24,7 +24,9 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, Sch
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
-use crate::schema::{create_inbox, create_outbox, drop_inbox, drop_outbox, queue_indexes};
+use crate::schema::{
+    abandoned_column, create_inbox, create_outbox, drop_inbox, drop_outbox, queue_indexes,
+};
 
 /// Where [`OutboxMigrator`] records which migrations ran.
 pub const MIGRATION_TABLE: &str = "outbox_migrations";
@@ -36,6 +38,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateOutboxTable::new(config)),
         Box::new(CreateInboxTable::new(config)),
         Box::new(AddQueueIndexes::new(config)),
+        Box::new(AddAbandonedClaims::new(config)),
     ]
 }
 
@@ -120,6 +123,53 @@ impl MigrationTrait for CreateInboxTable {
             [drop_inbox(dialect(manager), self.config.inbox_table())],
         )
         .await
+    }
+}
+
+/// The `abandoned` column: how many claims of a row ended without settling
+/// it (a processor crashed, was killed or hung holding it); the processor
+/// isolates such rows and sends one dead after
+/// [`ABANDONED_LIMIT`](outbox_core::processor::ABANDONED_LIMIT) claims, so a
+/// message that kills every processor handling it cannot crash-loop a
+/// fleet.
+#[derive(Debug, Clone)]
+pub struct AddAbandonedClaims {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl AddAbandonedClaims {
+    /// The migration for `config`'s table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261124_000004_abandoned_{}", config.table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for AddAbandonedClaims {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for AddAbandonedClaims {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            [abandoned_column(dialect(manager), self.config.table())],
+        )
+        .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement = format!(
+            "ALTER TABLE {} DROP COLUMN abandoned",
+            dialect(manager).quote(self.config.table().as_str())
+        );
+        execute(manager, [statement]).await
     }
 }
 

@@ -2,7 +2,7 @@
 
 use chrono::Timelike;
 use outbox_core::processor::LeasedCommit;
-use outbox_core::{Headers, MessageId, OutboxMessage, Payload};
+use outbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use uuid::Uuid;
 
@@ -203,8 +203,33 @@ fn check_len(
     Ok(())
 }
 
-/// The columns [`read_message`] expects, as a SELECT/RETURNING list.
+/// The columns [`read_message`] expects, as a SELECT/RETURNING list (for a
+/// RETURNING of a claim: the values the claim wrote).
 pub(crate) fn message_columns(dialect: Dialect, alias: &str) -> String {
+    columns(dialect, alias, format!("{alias}abandoned"))
+}
+
+/// The columns [`read_message`] expects, selected before a claim leases the
+/// rows (MySQL/MariaDB, which has no `UPDATE … RETURNING`): `abandoned` as
+/// the claim's [`abandon_increment`] will make it.
+pub(crate) fn message_columns_before_claim(dialect: Dialect, alias: &str) -> String {
+    columns(
+        dialect,
+        alias,
+        format!(
+            "({alias}abandoned + {}) AS abandoned",
+            abandon_increment(alias)
+        ),
+    )
+}
+
+/// What a claim adds to a row's `abandoned`: 1 when it takes the row over
+/// from a lease that ran out (every settlement clears the token), else 0.
+pub(crate) fn abandon_increment(alias: &str) -> String {
+    format!("CASE WHEN {alias}lease_token IS NULL THEN 0 ELSE 1 END")
+}
+
+fn columns(dialect: Dialect, alias: &str, abandoned: String) -> String {
     let c = |column: &str| format!("{alias}{column}");
     [
         c("id"),
@@ -222,16 +247,14 @@ pub(crate) fn message_columns(dialect: Dialect, alias: &str) -> String {
         c("traceparent"),
         c("occurred_at"),
         c("attempts"),
+        abandoned,
     ]
     .join(", ")
 }
 
-/// Reads a row selected with [`message_columns`]; the second value is the
-/// number of failed attempts.
-pub(crate) fn read_message(
-    dialect: Dialect,
-    row: &QueryResult,
-) -> Result<(OutboxMessage, u32), DbErr> {
+/// Reads a row selected with [`message_columns`], with its failed attempts
+/// and abandoned claims.
+pub(crate) fn read_message(dialect: Dialect, row: &QueryResult) -> Result<ClaimedMessage, DbErr> {
     let bad = |column: &str, e: &dyn std::fmt::Display| {
         DbErr::Type(format!("outbox column `{column}`: {e}"))
     };
@@ -239,6 +262,7 @@ pub(crate) fn read_message(
     let sequence: i64 = row.try_get("", "sequence")?;
     let version: i32 = row.try_get("", "event_version")?;
     let attempts: i32 = row.try_get("", "attempts")?;
+    let abandoned: i32 = row.try_get("", "abandoned")?;
     let payload: String = row.try_get("", "payload_text")?;
     let headers: Option<String> = row.try_get("", "headers_text")?;
     let headers = match headers {
@@ -264,5 +288,9 @@ pub(crate) fn read_message(
         headers,
         payload: Payload::from_json(payload).map_err(|e| bad("payload", &e))?,
     };
-    Ok((message, u32::try_from(attempts).unwrap_or(0)))
+    Ok(ClaimedMessage {
+        message,
+        attempts: u32::try_from(attempts).unwrap_or(0),
+        abandoned: u32::try_from(abandoned).unwrap_or(0),
+    })
 }

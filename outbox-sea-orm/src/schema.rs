@@ -11,6 +11,7 @@
 //! | `occurred_at`, `created_at`, `next_attempt_at`, `lease_expires_at`, `published_at` | `timestamptz` | `DATETIME(6)` (UTC) | `TEXT` (UTC) |
 //! | `status` | 0 pending, 1 published, 2 dead | | |
 //! | `attempts`, `last_error`, `lease_token`, `stream_sequence` | | | |
+//! | `abandoned` (claims that ended without a settlement) | integer | integer | integer |
 //!
 //! Indexes:
 //! - `<table>_pending`: the claim's scan. PostgreSQL and SQLite: a partial
@@ -177,6 +178,23 @@ pub(crate) fn queue_indexes(dialect: Dialect, table: &TableName) -> Vec<String> 
     }
 }
 
+/// The column of migration `m20261124_000004`: `abandoned`, how many claims
+/// of the row ended without settling it (their lease ran out: the processor
+/// crashed, was killed or hung while holding it). The processor isolates
+/// such rows and sends one dead after
+/// [`ABANDONED_LIMIT`](outbox_core::processor::ABANDONED_LIMIT) claims.
+pub(crate) fn abandoned_column(dialect: Dialect, table: &TableName) -> String {
+    let if_not_exists = if dialect == Dialect::Postgres {
+        "IF NOT EXISTS "
+    } else {
+        ""
+    };
+    format!(
+        "ALTER TABLE {table} ADD COLUMN {if_not_exists}abandoned integer NOT NULL DEFAULT 0",
+        table = dialect.quote(table.as_str())
+    )
+}
+
 /// The statements that create the inbox table and its index.
 pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();
@@ -234,20 +252,24 @@ pub async fn create_schema(
     for statement in create_outbox(dialect, config.table())
         .into_iter()
         .chain(queue_indexes(dialect, config.table()))
+        .chain([abandoned_column(dialect, config.table())])
         .chain(inbox)
     {
         match db.execute_unprepared(&statement).await {
             Ok(_) => {}
             // MySQL has no CREATE INDEX IF NOT EXISTS nor (MySQL 8) DROP
-            // INDEX IF EXISTS: an index already there, or already gone, is fine.
-            Err(err) if dialect == Dialect::MySql && is_index_already_done(&err) => {}
+            // INDEX IF EXISTS, MySQL and SQLite no ADD COLUMN IF NOT EXISTS:
+            // an index or column already there, or already gone, is fine.
+            Err(err) if dialect != Dialect::Postgres && is_already_done(&err) => {}
             Err(err) => return Err(err),
         }
     }
     Ok(())
 }
 
-fn is_index_already_done(err: &sea_orm::DbErr) -> bool {
-    let text = err.to_string();
-    text.contains("Duplicate key name") || text.contains("Can't DROP")
+fn is_already_done(err: &sea_orm::DbErr) -> bool {
+    let text = err.to_string().to_lowercase();
+    ["duplicate key name", "can't drop", "duplicate column name"]
+        .iter()
+        .any(|done| text.contains(done))
 }

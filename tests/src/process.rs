@@ -70,6 +70,14 @@ impl ProcessorProcess {
         self.child.wait().expect("reap it");
     }
 
+    /// Whether the process has exited (crashed, aborted or stopped).
+    ///
+    /// # Panics
+    /// When its status cannot be read.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("the child's status").is_some()
+    }
+
     /// SIGSTOP: the process stops where it is (a VM pause, a long GC), its
     /// connections open.
     ///

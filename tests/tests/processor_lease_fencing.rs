@@ -32,7 +32,7 @@ const LEASE: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(500);
 
 fn publisher(client: async_nats::Client, source: &str) -> JetStreamPublisher {
-    JetStreamPublisher::new(client, source).ack_timeout(LEASE / 5)
+    JetStreamPublisher::new(client, source).with_ack_timeout(LEASE / 5)
 }
 
 /// `now() + 1 hour` in the backend's SQL, as the outbox stores lease ends.

@@ -280,6 +280,14 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
     );
     assert_ne!(second.lease.token, first.lease.token);
     assert!(second.messages.iter().all(|m| m.attempts == 0));
+    assert!(
+        first.messages.iter().all(|m| m.abandoned == 0),
+        "a first claim takes over nobody's lease"
+    );
+    assert!(
+        second.messages.iter().all(|m| m.abandoned == 1),
+        "taken over from a lease that ran out: one abandoned claim"
+    );
 
     // The first holder lost its lease: nothing it does has any effect.
     let n = written.len() as u64;
@@ -791,6 +799,34 @@ async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: T
 // ---------------------------------------------------------------------------
 // 6. renew()
 // ---------------------------------------------------------------------------
+
+/// Only a claim that takes over a lease that ran out counts as abandoned;
+/// a release, like every settlement, ends the lease cleanly.
+async fn only_leases_that_ran_out_count_as_abandoned_claims(test: TestDb) {
+    let outbox = outbox_of(&test);
+    let ids = seed(&outbox, "ab", 1, 1).await.concat();
+    let store = store_on(test.db.clone());
+    let claimed =
+        |batch: &ClaimedBatch| -> Vec<u32> { batch.messages.iter().map(|m| m.abandoned).collect() };
+
+    let batch = store.claim(10, LONG_LEASE).await.unwrap();
+    assert_eq!(claimed(&batch), [0]);
+    store.release(batch.lease.token, &ids).await.unwrap();
+    let batch = store
+        .claim_ids(&ids, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(claimed(&batch), [0], "released, not abandoned");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let batch = store
+        .claim_ids(&ids, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(claimed(&batch), [1], "by id, too");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let batch = store.claim(10, LONG_LEASE).await.unwrap();
+    assert_eq!(claimed(&batch), [2]);
+}
 
 async fn renew_extends_the_lease(test: TestDb) {
     let outbox = outbox_of(&test);
@@ -1350,6 +1386,7 @@ outbox_tests::each_backend!(
     dead_message_blocks_only_its_aggregate_until_requeued,
     released_messages_are_claimable_at_once_with_attempts_unchanged,
     renew_extends_the_lease,
+    only_leases_that_ran_out_count_as_abandoned_claims,
     complete_keeps_published_rows_by_default,
     complete_deletes_rows_with_delete_retention,
     purge_deletes_only_old_published_rows_in_batches,

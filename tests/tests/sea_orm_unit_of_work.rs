@@ -1091,8 +1091,9 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(table_exists(&test, "outbox_inbox").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        3,
-        "the outbox table, the inbox table, the queue indexes (claim walk, dead count)"
+        4,
+        "the outbox table, the inbox table, the queue indexes (claim walk, dead count), \
+         the abandoned claims"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
@@ -1134,7 +1135,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 3);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 4);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
@@ -1200,8 +1201,9 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert!(!table_exists(&test, "outbox_migrations").await);
     assert_eq!(
         test.count("seaql_migrations", "1=1").await,
-        4,
-        "orders, then the outbox, the inbox and the queue indexes (claim walk, dead count)"
+        5,
+        "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count) and \
+         the abandoned claims"
     );
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
@@ -1215,11 +1217,14 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 4);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 5);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
-    // The heads index goes first (on MySQL/MariaDB the first schema's index
-    // comes back), then the inbox, then the outbox.
+    // The abandoned claims column goes first, then the heads index (on
+    // MySQL/MariaDB the first schema's index comes back), then the inbox,
+    // then the outbox.
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(table_exists(&test, "custom_inbox").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(table_exists(&test, "custom_inbox").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();

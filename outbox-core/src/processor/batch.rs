@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::abandoned::{ABANDONED_LIMIT, Triage};
 use super::metrics;
 use super::wake::locked;
 use crate::id::MessageId;
@@ -31,6 +32,9 @@ pub(crate) struct BatchContext<S, P> {
     /// The most messages of one aggregate handed to the publisher at once
     /// (never more than the permits there are).
     pub(crate) run_window: usize,
+    /// One permit: at most one group of suspects (see `abandoned.rs`) is
+    /// published at a time in this process.
+    pub(crate) isolation: Arc<Semaphore>,
 }
 
 /// What became of a batch.
@@ -58,7 +62,10 @@ struct Outcomes {
 
 /// Publishes `batch`, whose lease started no earlier than `leased_at`, and
 /// settles it: one completion statement, one release statement, one
-/// statement per failure (failures are the exception).
+/// statement per failure (failures are the exception). Messages whose
+/// earlier claims ended without a settlement are isolated first (see
+/// `abandoned.rs`): dead past the limit, published in a small group settled
+/// on its own, or released untouched.
 pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     ctx: Arc<BatchContext<S, P>>,
     batch: ClaimedBatch,
@@ -67,6 +74,99 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     let token = batch.lease.token;
     let claimed = batch.messages.len();
     ::metrics::histogram!(metrics::BATCH_SIZE).record(claimed as f64);
+    let suspects = batch
+        .messages
+        .iter()
+        .any(|m| m.abandoned > 0 && m.abandoned < ABANDONED_LIMIT);
+    let isolation = suspects
+        .then(|| Arc::clone(&ctx.isolation).try_acquire_owned().ok())
+        .flatten();
+    let triage = Triage::of(batch.messages, isolation.is_some());
+    let early = settle_abandoned(&ctx, token, &triage).await;
+    let (normal, isolated) = tokio::join!(
+        publish_and_settle(&ctx, token, &triage.normal, leased_at),
+        async {
+            let _isolation = isolation; // held until the group is settled
+            publish_and_settle(&ctx, token, &triage.isolated, leased_at).await
+        }
+    );
+    BatchReport {
+        claimed,
+        published: normal.published + isolated.published,
+        failed: normal.failed + isolated.failed,
+        dead: early.dead + normal.dead + isolated.dead,
+        released: early.released + normal.released + isolated.released,
+        broker_unavailable: normal.broker_unavailable || isolated.broker_unavailable,
+        lease_lost: normal.lease_lost || isolated.lease_lost,
+    }
+}
+
+/// Before anything is published: sends the messages past
+/// [`ABANDONED_LIMIT`] dead, and releases the suspects not isolated this
+/// time (and what waits behind them), so a crash now does not count
+/// against them.
+async fn settle_abandoned<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    token: crate::id::LeaseToken,
+    triage: &Triage,
+) -> BatchReport {
+    let failures: Vec<Failure> = triage
+        .dead
+        .iter()
+        .map(|claimed| {
+            let message = &claimed.message;
+            ::metrics::counter!(metrics::FAILED, "kind" => "abandoned").increment(1);
+            ::metrics::counter!(metrics::DEAD).increment(1);
+            tracing::error!(
+                message_id = %message.id, event = %message.event_name,
+                abandoned = claimed.abandoned,
+                "outbox message is dead: every processor that claimed it ended without settling it"
+            );
+            Failure {
+                id: message.id,
+                error: format!(
+                    "claimed {} times by processors that ended without settling it (crashed, \
+                     were killed or hung while publishing it); not tried again",
+                    claimed.abandoned
+                ),
+                kind: FailureKind::Permanent,
+            }
+        })
+        .collect();
+    let store = &*ctx.store;
+    retrying(
+        "recording abandoned messages",
+        || store.fail(token, &failures, &ctx.retry),
+        !failures.is_empty(),
+        &ctx.abort,
+    )
+    .await;
+    retrying(
+        "releasing suspects",
+        || store.release(token, &triage.released),
+        !triage.released.is_empty(),
+        &ctx.abort,
+    )
+    .await;
+    BatchReport {
+        dead: failures.len() as u64,
+        released: triage.released.len() as u64,
+        ..BatchReport::default()
+    }
+}
+
+/// Publishes `messages` (leased under `token` since no earlier than
+/// `leased_at`) and settles them.
+async fn publish_and_settle<S: OutboxStore, P: Publisher>(
+    ctx: &BatchContext<S, P>,
+    token: crate::id::LeaseToken,
+    messages: &[ClaimedMessage],
+    leased_at: Instant,
+) -> BatchReport {
+    if messages.is_empty() {
+        return BatchReport::default();
+    }
+    let claimed = messages.len();
 
     // A publish is started only while the lease has a fifth of its time left:
     // past that, another processor may claim the batch before our ack lands.
@@ -82,21 +182,21 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     let unavailable = std::sync::atomic::AtomicBool::new(false);
 
     let lease_lost = {
-        let chains: FuturesUnordered<_> = by_aggregate(&batch.messages)
+        let chains: FuturesUnordered<_> = by_aggregate(messages)
             .map(|chain| {
                 let stops = Stops {
                     stop: &stop,
                     lost: &lost,
                 };
-                publish_chain(&ctx, chain, stops, &valid_until, &outcomes, &unavailable)
+                publish_chain(ctx, chain, stops, &valid_until, &outcomes, &unavailable)
             })
             .collect();
         let publishing = chains.collect::<Vec<()>>();
         tokio::pin!(publishing);
         // Renewing runs beside publishing, never in its way: a slow renewal
         // does not hold back acks.
-        let ids: Vec<MessageId> = batch.messages.iter().map(|c| c.message.id).collect();
-        let renewing = keep_renewed(&ctx, token, &ids, leased_at, margin, &valid_until, &lost);
+        let ids: Vec<MessageId> = messages.iter().map(|c| c.message.id).collect();
+        let renewing = keep_renewed(ctx, token, &ids, leased_at, margin, &valid_until, &lost);
         let lease_lost = tokio::select! {
             _ = &mut publishing => false,
             () = renewing => true,
@@ -123,7 +223,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
         broker_unavailable,
         lease_lost,
     };
-    settle(&ctx, token, outcomes).await;
+    settle(ctx, token, outcomes).await;
     tracing::debug!(
         published = report.published,
         failed = report.failed,

@@ -107,6 +107,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             lease: config.lease,
             retry: config.retry,
             run_window: RUN_WINDOW.min(config.max_in_flight).max(1),
+            isolation: Arc::new(Semaphore::new(1)),
         }),
         batch_size: config.batch_size,
         batches_in_flight: config.batches_in_flight,
@@ -503,6 +504,7 @@ fn handed_batch(handed: Vec<Handover>, leased_at: Instant, lease: Duration) -> C
         .map(|message| ClaimedMessage {
             message,
             attempts: 0,
+            abandoned: 0,
         })
         .collect();
     ClaimedMessage::sort_for_publishing(&mut messages);

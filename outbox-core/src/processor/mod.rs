@@ -26,6 +26,11 @@
 //!   broker is back; a rejected message spends an attempt, backs off
 //!   exponentially with jitter, and goes `dead` with its reason when the
 //!   attempts run out.
+//! - **Crashes.** A message whose claims keep ending without a settlement
+//!   (its processor crashed, was killed or hung while holding it) is
+//!   published in isolation, in ever smaller groups, and goes `dead` after
+//!   [`ABANDONED_LIMIT`] such claims: a message that kills every processor
+//!   handling it cannot crash-loop the fleet.
 //! - **Shutdown** stops claiming, waits for the acks in flight up to
 //!   `shutdown_timeout`, records them, and releases everything else: no row is
 //!   left leased.
@@ -49,6 +54,7 @@
 //! # Ok(()) }
 //! ```
 
+mod abandoned;
 mod batch;
 mod builder;
 mod config;
@@ -57,6 +63,7 @@ mod handover;
 pub mod metrics;
 mod wake;
 
+pub use abandoned::ABANDONED_LIMIT;
 pub use builder::ProcessorBuilder;
 pub use config::{ConfigError, DEFAULT_LEASE, ProcessorConfig};
 pub use handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};

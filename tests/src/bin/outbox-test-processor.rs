@@ -6,8 +6,12 @@
 //! ```text
 //! outbox-test-processor --database-url URL [--schema NAME] --nats URL \
 //!     --subject-prefix PREFIX [--lease-ms N] [--batch-size N] \
-//!     [--write-orders N --write-tag TAG]
+//!     [--write-orders N --write-tag TAG] [--die-on AGGREGATE_ID:SEQUENCE]
 //! ```
+//!
+//! With `--die-on`, the process aborts (as a panic under `panic = "abort"`
+//! or an out-of-memory kill would end it) when it is about to publish that
+//! message: a message that kills every processor handling it.
 //!
 //! With `--write-orders`, the process also writes N orders of 5 events
 //! (`TAG-0`, `TAG-1`, ...), one unit of work each, one after another, so
@@ -21,6 +25,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
+use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::orders::Order;
@@ -36,6 +41,7 @@ struct Args {
     batch_size: Option<u32>,
     write_orders: usize,
     write_tag: String,
+    die_on: Option<(String, u64)>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -61,6 +67,14 @@ fn parse() -> Result<Args, String> {
                     .map_err(|e| format!("--write-orders: {e}"))?;
             }
             "--write-tag" => args.write_tag = value()?,
+            "--die-on" => {
+                let spec = value()?;
+                let (id, sequence) = spec
+                    .rsplit_once(':')
+                    .ok_or("--die-on: AGGREGATE_ID:SEQUENCE")?;
+                let sequence = sequence.parse().map_err(|e| format!("--die-on: {e}"))?;
+                args.die_on = Some((id.to_owned(), sequence));
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -87,8 +101,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut publisher = JetStreamPublisher::new(client, "/outbox-test-processor");
     if let Some(lease) = args.lease {
         // The processor needs a lease of at least five ack timeouts.
-        publisher = publisher.ack_timeout(lease / 5);
+        publisher = publisher.with_ack_timeout(lease / 5);
     }
+    let publisher = Killable {
+        inner: publisher,
+        die_on: args.die_on.clone(),
+    };
     let mut builder = outbox.processor(publisher);
     if let Some(lease) = args.lease {
         builder = builder.lease(lease);
@@ -130,5 +148,45 @@ async fn write(outbox: Outbox, orders: usize, tag: String) {
         if let Err(err) = outbox.repository::<Order>().save(&mut order).await {
             eprintln!("writing {tag}-{n} failed: {err}");
         }
+    }
+}
+
+/// The JetStream publisher, aborting the process on one message.
+struct Killable {
+    inner: JetStreamPublisher,
+    die_on: Option<(String, u64)>,
+}
+
+impl Killable {
+    fn check(&self, message: &OutboxMessage) {
+        if let Some((id, sequence)) = &self.die_on
+            && message.aggregate_id == *id
+            && message.sequence == *sequence
+        {
+            eprintln!("aborting on {id}:{sequence}");
+            std::process::abort();
+        }
+    }
+}
+
+impl Publisher for Killable {
+    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        self.check(message);
+        self.inner.publish(message).await
+    }
+
+    async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
+        for message in run {
+            self.check(message);
+        }
+        self.inner.publish_run(run).await
+    }
+
+    fn is_available(&self) -> bool {
+        self.inner.is_available()
+    }
+
+    fn ack_timeout(&self) -> Option<Duration> {
+        self.inner.ack_timeout()
     }
 }

@@ -12,7 +12,7 @@ use sea_orm::{ConnectionTrait, QueryResult};
 
 use super::{first_lease, publishable};
 use crate::dialect::{Dialect, Sql};
-use crate::row::message_columns;
+use crate::row::{abandon_increment, message_columns};
 use crate::store::{ASYNC_COMMIT, SeaOrmOutboxStore, millis, store_err};
 
 /// Leases those of `ids` that are publishable and whose every earlier
@@ -69,10 +69,12 @@ pub(super) async fn claim(
              AND e.sequence < c.sequence AND e.status <> 1 \
              AND e.id NOT IN (SELECT id FROM candidates){probe_limit}) \
          ) \
-         UPDATE {table} AS m SET lease_token = {token_param}, lease_expires_at = {until} \
+         UPDATE {table} AS m SET abandoned = m.abandoned + {abandoned}, \
+           lease_token = {token_param}, lease_expires_at = {until} \
          FROM claimable{async_commit} WHERE m.id = claimable.claim_id \
          RETURNING {columns}, lease_expires_at",
         columns = message_columns(dialect, ""),
+        abandoned = abandon_increment("m."),
     ));
     let rows = store
         .db

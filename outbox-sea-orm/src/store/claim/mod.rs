@@ -190,7 +190,7 @@ async fn batch(
     let mut block_all = false;
     for row in &rows {
         match read_message(store.dialect, row) {
-            Ok((message, attempts)) => messages.push(ClaimedMessage { message, attempts }),
+            Ok(claimed) => messages.push(claimed),
             Err(err) => {
                 let id: uuid::Uuid = row
                     .try_get("", "id")

@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use super::{AggregateKey, Walked, publishable};
 use crate::dialect::{Dialect, Sql};
-use crate::row::message_columns;
+use crate::row::{abandon_increment, message_columns_before_claim};
 use crate::store::{SeaOrmOutboxStore, millis, store_err};
 
 const DIALECT: Dialect = Dialect::MySql;
@@ -266,7 +266,7 @@ async fn lease_runs(
         "SELECT {columns}, CAST({free_m} AS SIGNED) AS free, {until} AS lease_until \
          FROM {table} m WHERE m.status = 0 AND ({runs}) \
          ORDER BY m.status, m.aggregate_type, m.aggregate_id, m.sequence LIMIT ",
-        columns = message_columns(DIALECT, "m."),
+        columns = message_columns_before_claim(DIALECT, "m."),
         free_m = publishable(DIALECT, "m"),
         runs = runs.join(" OR "),
     ));
@@ -312,7 +312,12 @@ async fn lease_runs(
         .time(first, "lease_until")
         .map_err(store_err("reading the lease"))?;
     let mut update = Sql::new(DIALECT);
-    update.push(&format!("UPDATE {table} SET lease_token = "));
+    // `abandoned` first: MySQL evaluates SET left to right, with the values
+    // already updated.
+    update.push(&format!(
+        "UPDATE {table} SET abandoned = abandoned + {}, lease_token = ",
+        abandon_increment("")
+    ));
     update.bind(*token.as_uuid()).push(", lease_expires_at = ");
     update
         .bind(DIALECT.time_value(expires_at))

@@ -20,7 +20,7 @@ use sea_orm::QueryResult;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::Dialect;
-use crate::row::message_columns;
+use crate::row::{abandon_increment, message_columns};
 use crate::store::{SeaOrmOutboxStore, millis, store_err};
 
 /// The columns of the last aggregate the walk took messages from.
@@ -167,7 +167,8 @@ fn statement(
                ORDER BY x.sequence, x.is_locked ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) \
            ) u WHERE u.is_locked AND u.chosen_upto = u.locked_upto \
          ) \
-         UPDATE {table} AS m SET lease_token = '{token}'::uuid, \
+         UPDATE {table} AS m SET abandoned = m.abandoned + {abandoned}, \
+           lease_token = '{token}'::uuid, \
            lease_expires_at = now() + {lease_ms} * interval '1 millisecond' \
          WHERE m.id = ANY (ARRAY(SELECT k.id FROM kept k)) \
          RETURNING {columns}, m.lease_expires_at, \
@@ -179,6 +180,7 @@ fn statement(
         token = token.as_uuid(),
         lease_ms = millis(lease),
         columns = message_columns(Dialect::Postgres, "m."),
+        abandoned = abandon_increment("m."),
     )
 }
 

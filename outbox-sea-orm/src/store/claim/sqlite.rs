@@ -8,7 +8,7 @@ use sea_orm::ConnectionTrait;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::{Dialect, Sql};
-use crate::row::message_columns;
+use crate::row::{abandon_increment, message_columns};
 use crate::store::{SeaOrmOutboxStore, millis, store_err};
 
 const DIALECT: Dialect = Dialect::Sqlite;
@@ -145,7 +145,8 @@ fn statement(
              OVER (PARTITION BY aggregate_type, aggregate_id) AS run_end FROM chosen) \
            WHERE free AND (run_end IS NULL OR sequence < run_end) \
          ) \
-         UPDATE {table} SET lease_token = {token_param}, lease_expires_at = {until} \
+         UPDATE {table} SET abandoned = abandoned + {abandoned}, lease_token = {token_param}, \
+           lease_expires_at = {until} \
          WHERE id IN (SELECT id FROM kept) \
          RETURNING {columns}, lease_expires_at",
         next = next_head(&table, "w.aggregate_type", "w.aggregate_id", "w.aggregate_type"),
@@ -154,6 +155,7 @@ fn statement(
         free_e = publishable(DIALECT, "e"),
         until = DIALECT.now_plus_millis(&lease_param),
         columns = message_columns(DIALECT, ""),
+        abandoned = abandon_increment(""),
     ));
     sql
 }
