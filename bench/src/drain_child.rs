@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_core::ProcessorReport;
-use outbox_core::processor::Processor;
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, PgNotifications, Retention};
+use outbox_sea_orm::{Outbox, Retention};
 
 use crate::BoxError;
 use crate::drain::Settings;
@@ -22,7 +21,7 @@ use crate::fixture::{self, connect_schema};
 use crate::machine;
 use crate::memory::{self, Sampler};
 use crate::pgstats::StatementLog;
-use crate::record::{CountingStore, OpFigures, StoreCounts};
+use crate::record::{OpFigures, StoreCounts, counted_processor};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "drain-child";
@@ -115,13 +114,8 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let client = async_nats::connect(fixture::nats_url()).await?;
     let mut processors = Vec::new();
     for _ in 0..settings.processors.max(1) {
-        let store = CountingStore::new(outbox.store(), Arc::clone(&counts));
         let publisher = JetStreamPublisher::new(client.clone(), "/outbox-bench");
-        // What `Outbox::processor` wires, with the counting store.
-        let mut builder = Processor::builder(store, publisher).wake_on(outbox.listen());
-        if let Some(notifications) = PgNotifications::new(outbox.db(), outbox.config()) {
-            builder = builder.wake_on(notifications);
-        }
+        let builder = counted_processor(&outbox, publisher, Arc::clone(&counts));
         processors.push(
             builder
                 .batch_size(settings.batch_size)

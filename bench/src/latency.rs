@@ -553,7 +553,7 @@ async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
 }
 
 /// Starts this binary as the processor child and waits for its `ready`.
-async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
+pub(crate) async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([child::PART, "--schema", schema, "--prefix", prefix])
         .stdin(Stdio::piped())

@@ -13,6 +13,8 @@
 //! | `naive` | the naive relay loop (claim, publish, await, complete, repeat) |
 //! | `drain` | one processor draining 200,000 rows: rate, statements, memory |
 //! | `latency` | commit-to-ack latency at 1,000 and 5,000 events/s, both placements |
+//! | `history` | commit-to-ack for an aggregate with a long published history |
+//! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
 //!
@@ -24,6 +26,7 @@
 
 mod backlog;
 mod child;
+mod crash;
 mod drain;
 mod drain_child;
 mod fixture;
@@ -50,7 +53,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 10] = [
+const PARTS: [(&str, bool); 11] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -59,6 +62,7 @@ const PARTS: [(&str, bool); 10] = [
     ("drain-skew", true),
     ("latency", true),
     ("history", true),
+    ("crash", true),
     ("drain-1m", false),
     ("drain-tune", false),
 ];
@@ -122,6 +126,12 @@ async fn main() -> Result<(), BoxError> {
         let checks = latency::history().await?;
         report::print("history targets", &checks);
         summary.push(("history", checks));
+        between_parts().await;
+    }
+    if wants("crash") {
+        let checks = crash::run().await?;
+        report::print("crash targets", &checks);
+        summary.push(("crash", checks));
         between_parts().await;
     }
     if wants("drain-1m") {

@@ -318,3 +318,20 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
         timed(&self.counts.stats, self.inner.stats(), |_| 0).await
     }
 }
+
+/// A processor wired as `Outbox::processor` wires it (this process's commit
+/// listener, PostgreSQL `LISTEN`), but on a [`CountingStore`] counting into
+/// `counts`. It is not offered commits leased at commit.
+pub(crate) fn counted_processor<P: Publisher>(
+    outbox: &outbox_sea_orm::Outbox,
+    publisher: P,
+    counts: Arc<StoreCounts>,
+) -> outbox_core::processor::ProcessorBuilder<CountingStore<outbox_sea_orm::SeaOrmOutboxStore>, P> {
+    let store = CountingStore::new(outbox.store(), counts);
+    let builder =
+        outbox_core::processor::Processor::builder(store, publisher).wake_on(outbox.listen());
+    match outbox_sea_orm::PgNotifications::new(outbox.db(), outbox.config()) {
+        Some(notifications) => builder.wake_on(notifications),
+        None => builder,
+    }
+}

@@ -61,7 +61,7 @@ pub struct JetStreamPublisher {
 /// [`Publisher::ack_timeout`]). A healthy server acks within milliseconds;
 /// a publish that times out is released without spending an attempt and
 /// re-published after the pause (deduplicated if it was stored after all).
-pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_millis(800);
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_millis(600);
 
 /// Publishes in flight per connection by default (JetStream acks awaited).
 pub const DEFAULT_MAX_ACKS_IN_FLIGHT: usize = 4096;
@@ -87,7 +87,7 @@ impl JetStreamPublisher {
     }
 
     /// How long a publish waits for its ack before the broker counts as
-    /// unavailable (default [`DEFAULT_ACK_TIMEOUT`], 800 ms). The processor
+    /// unavailable (default [`DEFAULT_ACK_TIMEOUT`], 600 ms). The processor
     /// needs its lease to be at least five times this.
     ///
     /// ```no_run

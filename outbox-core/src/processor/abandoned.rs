@@ -5,25 +5,27 @@
 //! alone it would crash-loop the fleet.
 //!
 //! The store counts, per row, the claims that took it over from a lease
-//! that ran out ([`ClaimedMessage::abandoned`]). A claimed message with a
-//! count is a *suspect*, and suspects are published in isolation, settled
-//! as soon as their publishes end, one group at a time per process, while
-//! the other suspects of the batch are released untouched (a crash does
-//! not count against a message that was not being published):
+//! that ran out ([`ClaimedMessage::abandoned`]). One such claim is what any
+//! crash leaves on every message its processor held, so the message is
+//! published as usual (a crashed processor's backlog recovers at full
+//! speed). From the second on, the message is a *suspect*: suspects are
+//! published in isolation, settled as soon as their publishes end, one group
+//! at a time per process, while the other suspects of the batch are
+//! released untouched (a crash does not count against a message that was
+//! not being published):
 //!
 //! | abandoned | what happens |
 //! |---|---|
-//! | 0 | published as usual |
-//! | 1 | in a group of up to 64 (all that were in flight when a processor died get here) |
-//! | 2 | in a group of up to 8 |
+//! | 0, 1 | published as usual |
+//! | 2 | in a group of up to 16 (all that were in flight at a second crash get here) |
 //! | 3 | alone |
 //! | [`ABANDONED_LIMIT`] (4) | `dead` with the reason, not published again; its aggregate waits behind it |
 //!
 //! So a message that kills every processor handling it goes dead after 4
-//! crashes, and an innocent message caught in a crash reaches a group of
-//! one before it could be blamed again: only a message that was alone in
+//! crashes, and an innocent message caught in the crashes reaches a group
+//! of one before it could be blamed again: only a message that was alone in
 //! flight can reach the limit (or one whose processors crash for unrelated
-//! reasons 3 times while it alone is published).
+//! reasons while it alone is published).
 
 use crate::id::MessageId;
 use crate::store::ClaimedMessage;
@@ -32,13 +34,17 @@ use crate::store::ClaimedMessage;
 /// ("claimed 4 times by processors that ended without settling it").
 pub const ABANDONED_LIMIT: u32 = 4;
 
+/// From how many abandoned claims a message is a suspect.
+const SUSPECT_FROM: u32 = 2;
+
 /// How many suspects with `abandoned` claims are published together.
 fn group_size(abandoned: u32) -> usize {
-    match abandoned {
-        0 | 1 => 64,
-        2 => 8,
-        _ => 1,
-    }
+    if abandoned <= SUSPECT_FROM { 16 } else { 1 }
+}
+
+/// Whether a message with `abandoned` claims is isolated.
+pub(crate) fn is_suspect(abandoned: u32) -> bool {
+    (SUSPECT_FROM..ABANDONED_LIMIT).contains(&abandoned)
 }
 
 /// A batch sorted by what becomes of each message.
@@ -60,7 +66,7 @@ impl Triage {
     /// `may_isolate`: no other isolated group is in flight in this process.
     pub(crate) fn of(messages: Vec<ClaimedMessage>, may_isolate: bool) -> Self {
         let mut triage = Triage::default();
-        if messages.iter().all(|m| m.abandoned == 0) {
+        if messages.iter().all(|m| m.abandoned < SUSPECT_FROM) {
             triage.normal = messages;
             return triage;
         }
@@ -70,11 +76,11 @@ impl Triage {
             .iter()
             .filter_map(|chain| chain.first())
             .map(|head| head.abandoned)
-            .filter(|&n| n > 0 && n < ABANDONED_LIMIT)
+            .filter(|&n| is_suspect(n))
             .max();
         let mut room = level.map_or(0, group_size);
         for chain in chains {
-            let first_suspect = chain.iter().position(|m| m.abandoned > 0);
+            let first_suspect = chain.iter().position(|m| m.abandoned >= SUSPECT_FROM);
             match first_suspect {
                 None => triage.normal.extend(chain),
                 // Non-suspects first, as usual; the suspect and what follows
@@ -96,7 +102,7 @@ impl Triage {
                     // has room.
                     let take = chain
                         .iter()
-                        .take_while(|m| m.abandoned > 0 && m.abandoned < ABANDONED_LIMIT)
+                        .take_while(|m| is_suspect(m.abandoned))
                         .count()
                         .min(room);
                     room -= take;
@@ -173,7 +179,8 @@ mod tests {
 
     #[test]
     fn a_batch_without_suspects_is_published_as_usual() {
-        let batch = vec![claimed("a", 1, 0), claimed("a", 2, 0), claimed("b", 1, 0)];
+        // One abandoned claim is what any crash leaves: not a suspect.
+        let batch = vec![claimed("a", 1, 0), claimed("a", 2, 1), claimed("b", 1, 1)];
         let triage = Triage::of(batch.clone(), true);
         assert_eq!(triage.normal, batch);
         assert!(triage.isolated.is_empty() && triage.dead.is_empty());
@@ -183,38 +190,48 @@ mod tests {
     #[test]
     fn the_most_suspicious_are_isolated_and_the_other_suspects_released() {
         let batch = vec![
-            claimed("a", 1, 2), // the group's level: 2, up to 8
-            claimed("a", 2, 2),
-            claimed("a", 3, 0), // behind the group: released
-            claimed("b", 1, 1), // less suspicious: released this time
+            claimed("a", 1, 3), // the group's level: 3, alone
+            claimed("a", 2, 3), // no room left: released
+            claimed("b", 1, 2), // less suspicious: released this time
             claimed("c", 1, 0), // innocent: published
-            claimed("c", 2, 1), // suspect behind an innocent one: released
-            claimed("d", 1, 2),
+            claimed("c", 2, 2), // suspect behind an innocent one: released
+            claimed("d", 1, 1), // one crash: published as usual
         ];
         let triage = Triage::of(batch.clone(), true);
-        assert_eq!(positions(&triage.normal), [("c".into(), 1)]);
         assert_eq!(
-            positions(&triage.isolated),
-            [("a".into(), 1), ("a".into(), 2), ("d".into(), 1)]
+            positions(&triage.normal),
+            [("c".into(), 1), ("d".into(), 1)]
         );
+        assert_eq!(positions(&triage.isolated), [("a".into(), 1)]);
         assert_eq!(
             triage.released,
-            ids(&[batch[2].clone(), batch[3].clone(), batch[5].clone()])
+            ids(&[batch[1].clone(), batch[2].clone(), batch[4].clone()])
         );
         assert!(triage.dead.is_empty());
     }
 
     #[test]
+    fn a_group_takes_runs_of_suspects_while_it_has_room() {
+        let batch = vec![
+            claimed("a", 1, 2),
+            claimed("a", 2, 2),
+            claimed("a", 3, 0), // behind the group: released
+            claimed("b", 1, 2),
+        ];
+        let triage = Triage::of(batch.clone(), true);
+        assert_eq!(
+            positions(&triage.isolated),
+            [("a".into(), 1), ("a".into(), 2), ("b".into(), 1)]
+        );
+        assert_eq!(triage.released, ids(&batch[2..3]));
+    }
+
+    #[test]
     fn groups_shrink_with_the_count() {
         let batch: Vec<ClaimedMessage> = (0..100)
-            .map(|n| claimed(&format!("x{n:03}"), 1, 1))
+            .map(|n| claimed(&format!("x{n:03}"), 1, 2))
             .collect();
-        assert_eq!(Triage::of(batch.clone(), true).isolated.len(), 64);
-        let batch: Vec<ClaimedMessage> = batch
-            .into_iter()
-            .map(|m| ClaimedMessage { abandoned: 2, ..m })
-            .collect();
-        assert_eq!(Triage::of(batch.clone(), true).isolated.len(), 8);
+        assert_eq!(Triage::of(batch.clone(), true).isolated.len(), 16);
         let batch: Vec<ClaimedMessage> = batch
             .into_iter()
             .map(|m| ClaimedMessage { abandoned: 3, ..m })
@@ -239,7 +256,7 @@ mod tests {
 
     #[test]
     fn with_a_group_in_flight_elsewhere_every_suspect_is_released() {
-        let batch = vec![claimed("a", 1, 1), claimed("b", 1, 0)];
+        let batch = vec![claimed("a", 1, 2), claimed("b", 1, 0)];
         let triage = Triage::of(batch.clone(), false);
         assert!(triage.isolated.is_empty());
         assert_eq!(triage.released, ids(&batch[..1]));

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::abandoned::{ABANDONED_LIMIT, Triage};
+use super::abandoned::{Triage, is_suspect};
 use super::metrics;
 use super::wake::locked;
 use crate::id::MessageId;
@@ -74,10 +74,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     let token = batch.lease.token;
     let claimed = batch.messages.len();
     ::metrics::histogram!(metrics::BATCH_SIZE).record(claimed as f64);
-    let suspects = batch
-        .messages
-        .iter()
-        .any(|m| m.abandoned > 0 && m.abandoned < ABANDONED_LIMIT);
+    let suspects = batch.messages.iter().any(|m| is_suspect(m.abandoned));
     let isolation = suspects
         .then(|| Arc::clone(&ctx.isolation).try_acquire_owned().ok())
         .flatten();
@@ -102,7 +99,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
 }
 
 /// Before anything is published: sends the messages past
-/// [`ABANDONED_LIMIT`] dead, and releases the suspects not isolated this
+/// [`ABANDONED_LIMIT`](super::ABANDONED_LIMIT) dead, and releases the suspects not isolated this
 /// time (and what waits behind them), so a crash now does not count
 /// against them.
 async fn settle_abandoned<S: OutboxStore, P: Publisher>(

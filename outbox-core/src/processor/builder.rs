@@ -57,7 +57,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         self
     }
 
-    /// How long a claim is held (default 4 s, 1 s to 24 h, and at least 5 x
+    /// How long a claim is held (default 3 s, 1 s to 24 h, and at least 5 x
     /// the publisher's [ack timeout](Publisher::ack_timeout)); renewed every
     /// third of it while the batch is in flight. A processor that dies
     /// holding messages holds their aggregates up for about this long. Keep

@@ -13,7 +13,7 @@ const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 /// holding messages holds up their aggregates for seconds, not minutes; it
 /// costs nothing while idle (only batches in flight renew their lease) and
 /// one renewal statement per batch still publishing after a third of it.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(4);
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
 
 /// A publish starts only while this fraction (1 / `LEASE_MARGIN_DIVISOR`)
 /// of the lease is left, so its ack comes back before the lease ends.
@@ -36,7 +36,7 @@ pub struct ConfigError {
 /// | `batch_size` | 1,000 | messages per claim (one claim and one completion statement per batch) |
 /// | `batches_in_flight` | 3 | claimed batches being published at once: claiming, publishing and completing overlap |
 /// | `max_in_flight` | 4,096 | publishes awaiting their ack at once, over all batches |
-/// | `lease` | 4 s | how long a claim is held (1 s to 24 h, at least 5 x the publisher's ack timeout); renewed every third of it while a batch is in flight, so a dead processor's messages are claimed again within about `lease` + `poll_interval` |
+/// | `lease` | 3 s | how long a claim is held (1 s to 24 h, at least 5 x the publisher's ack timeout); renewed every third of it while a batch is in flight, so a dead processor's messages are claimed again within about `lease` + `poll_interval` |
 /// | `gather` | 2 ms | while a batch is publishing, how long just-committed messages may wait for more to join them in one claim (none wait while nothing is in flight) |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
@@ -90,7 +90,7 @@ impl ProcessorConfig {
         self.max_in_flight
     }
 
-    /// The lease on a claimed batch (default [`DEFAULT_LEASE`], 4 s). A
+    /// The lease on a claimed batch (default [`DEFAULT_LEASE`], 3 s). A
     /// broker's deduplication window must be longer, so a batch re-published
     /// after a crashed processor's lease ran out is still recognised.
     pub fn lease(&self) -> Duration {
@@ -219,9 +219,9 @@ mod tests {
 
     #[test]
     fn a_lease_must_outlast_five_ack_timeouts() {
-        let ack = Duration::from_millis(800);
+        let ack = Duration::from_millis(600);
         assert_eq!(ProcessorConfig::default().validate(Some(ack)), Ok(()));
-        let err = with_lease(Duration::from_millis(3_999))
+        let err = with_lease(Duration::from_millis(2_999))
             .validate(Some(ack))
             .expect_err("shorter than 5 ack timeouts");
         assert_eq!(err.setting, "lease");
