@@ -14,6 +14,7 @@
 //! | `drain` | one processor draining 200,000 rows: rate, statements, memory |
 //! | `latency` | commit-to-ack latency at 1,000 and 5,000 events/s, both placements |
 //! | `history` | commit-to-ack for an aggregate with a long published history |
+//! | `outage` | catch-up after a 5-s broker outage with writers in another process, on PostgreSQL, MariaDB and SQLite |
 //! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
@@ -36,12 +37,14 @@ mod machine;
 mod memory;
 mod naive_relay;
 mod offered;
+mod outage;
 mod pgstats;
 mod record;
 mod report;
 mod save_cost;
 mod skew;
 mod stats;
+mod writer_child;
 mod writers;
 
 use std::time::Duration;
@@ -53,7 +56,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 11] = [
+const PARTS: [(&str, bool); 12] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -63,6 +66,7 @@ const PARTS: [(&str, bool); 11] = [
     ("latency", true),
     ("history", true),
     ("crash", true),
+    ("outage", true),
     ("drain-1m", false),
     ("drain-tune", false),
 ];
@@ -73,6 +77,7 @@ async fn main() -> Result<(), BoxError> {
     match args.first().map(String::as_str) {
         Some(child::PART) => return child::run(&args[1..]).await,
         Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
+        Some(writer_child::PART) => return writer_child::run(&args[1..]).await,
         _ => {}
     }
     if let Some(unknown) = args.iter().find(|a| !PARTS.iter().any(|(p, _)| p == a)) {
@@ -132,6 +137,12 @@ async fn main() -> Result<(), BoxError> {
         let checks = crash::run().await?;
         report::print("crash targets", &checks);
         summary.push(("crash", checks));
+        between_parts().await;
+    }
+    if wants("outage") {
+        let checks = outage::run().await?;
+        report::print("outage targets", &checks);
+        summary.push(("outage", checks));
         between_parts().await;
     }
     if wants("drain-1m") {

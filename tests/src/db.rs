@@ -118,6 +118,22 @@ impl TestDb {
         self.db.get_database_backend()
     }
 
+    /// How another process reaches this database: its URL and, on
+    /// PostgreSQL, the schema to put on its `search_path`.
+    pub fn location(&self) -> (String, Option<String>) {
+        match self.backend {
+            Backend::Postgres => (self.url.clone(), Some(self.name.clone())),
+            Backend::MySql => {
+                let base = self
+                    .url
+                    .rsplit_once('/')
+                    .map_or(self.url.as_str(), |(b, _)| b);
+                (format!("{base}/{}", self.name), None)
+            }
+            Backend::Sqlite => (self.url.clone(), None),
+        }
+    }
+
     /// A second, independent pool to the same isolated database.
     pub async fn connect_again(&self) -> DatabaseConnection {
         self.connect_with(10).await
@@ -126,21 +142,11 @@ impl TestDb {
     /// Like [`connect_again`](Self::connect_again), with a pool of at most
     /// `connections` connections (1: every statement on one session).
     pub async fn connect_with(&self, connections: u32) -> DatabaseConnection {
-        let mut options = match self.backend {
-            Backend::Postgres => {
-                let mut options = ConnectOptions::new(&self.url);
-                options.set_schema_search_path(self.name.clone());
-                options
-            }
-            Backend::MySql => {
-                let base = self
-                    .url
-                    .rsplit_once('/')
-                    .map_or(self.url.as_str(), |(b, _)| b);
-                ConnectOptions::new(format!("{base}/{}", self.name))
-            }
-            Backend::Sqlite => ConnectOptions::new(&self.url),
-        };
+        let (url, schema) = self.location();
+        let mut options = ConnectOptions::new(url);
+        if let Some(schema) = schema {
+            options.set_schema_search_path(schema);
+        }
         options.max_connections(connections).sqlx_logging(false);
         Database::connect(options)
             .await

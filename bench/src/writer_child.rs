@@ -1,0 +1,99 @@
+//! `outbox-bench writer-child --url URL [--schema S] --prefix P --rate R`:
+//! writers in a process of their own (no processor there, so the processor
+//! learns of their commits only by PostgreSQL `NOTIFY` or by polling). They
+//! save bank-account-like orders through the unit of work at R events/s
+//! until their standard input closes: 2,000 accounts, a fifth of the events
+//! on 20 hot ones, each save one event. Prints `ready` when writing starts
+//! and `done <events>` at the end.
+
+use std::io::Write;
+use std::time::Duration;
+
+use outbox_sea_orm::Outbox;
+use sea_orm::{ConnectOptions, Database};
+use tokio::io::AsyncBufReadExt;
+
+use crate::BoxError;
+use crate::fixture::{self, BenchOrder};
+
+/// The part's name on the command line.
+pub(crate) const PART: &str = "writer-child";
+
+/// Accounts written to, and how many of them are hot.
+const ACCOUNTS: u64 = 2_000;
+const HOT: u64 = 20;
+/// Concurrent writers.
+const WRITERS: u64 = 8;
+
+/// Runs the child with `args` (what follows the part's name).
+pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
+    let value = |flag: &str| fixture::flag_value(args, PART, flag);
+    let mut options = ConnectOptions::new(value("--url")?);
+    if let Ok(schema) = value("--schema") {
+        options.set_schema_search_path(schema.to_owned());
+    }
+    options
+        .max_connections(WRITERS as u32 + 2)
+        .sqlx_logging(false);
+    let db = Database::connect(options).await?;
+    let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
+    let rate: u64 = value("--rate")?.parse()?;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let (outbox, stop) = (outbox.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let every = Duration::from_secs(1) * WRITERS as u32 / rate.max(1) as u32;
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut written = 0_u64;
+            let mut n = writer;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                ticks.tick().await;
+                // Every fifth event on a hot account.
+                let account = if n % 5 == 0 {
+                    n / 5 % HOT
+                } else {
+                    (n * 7_919) % ACCOUNTS
+                };
+                n += WRITERS;
+                if save(&outbox, account).await.is_ok() {
+                    written += 1;
+                }
+            }
+            written
+        }));
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
+    let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while input.next_line().await?.is_some() {}
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let mut written = 0;
+    for task in tasks {
+        written += task.await?;
+    }
+    println!("done {written}");
+    Ok(())
+}
+
+/// One event on `account`: placed if new, else amended (a concurrency
+/// conflict with another writer of the same account is skipped).
+async fn save(outbox: &Outbox, account: u64) -> Result<(), BoxError> {
+    let id = format!("acc-{account:05}");
+    let mut uow = outbox.begin().await?;
+    let mut order = match uow.load::<BenchOrder>(id.clone()).await? {
+        Some(mut order) => {
+            order.amend(format!("{id}-{}", uuid::Uuid::now_v7()))?;
+            order
+        }
+        None => BenchOrder::place(id)?,
+    };
+    uow.save(&mut order).await?;
+    uow.commit().await?;
+    Ok(())
+}
