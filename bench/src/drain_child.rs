@@ -3,7 +3,7 @@
 //! backlog in a process of its own, so its memory is the processor's alone.
 //!
 //! The processor is wired like `Outbox::processor` (commit listener +
-//! `LISTEN`) but with a [`CountingStore`]. The drain is timed from spawn until
+//! `LISTEN`) but with a [`CountingStore`](crate::record::CountingStore). The drain is timed from spawn until
 //! the store completed N rows. The figures go to standard output, one per
 //! line (see [`Output`]), for [`drain`](crate::drain) to read.
 
