@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use outbox_tests::process::{ProcessorProcess, report_field};
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, assert_once_in_order, read_all, row_ids, shared_setup, wait_for_count, wait_until,
-    write_orders,
+    Setup, assert_once_in_order, processor_process, read_all, row_ids, shared_setup,
+    wait_for_count, wait_until, write_orders,
 };
 use uuid::Uuid;
 
@@ -25,13 +25,7 @@ const LEASE_MS: u64 = 2_000;
 /// Starts a processor process with the crash test's lease and batch size.
 async fn start_processor(test: &TestDb, prefix: &str) -> ProcessorProcess {
     let lease = LEASE_MS.to_string();
-    ProcessorProcess::start(
-        env!("CARGO_BIN_EXE_outbox-test-processor"),
-        test,
-        prefix,
-        &["--lease-ms", &lease, "--batch-size", "500"],
-    )
-    .await
+    processor_process(test, prefix, &["--lease-ms", &lease, "--batch-size", "500"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

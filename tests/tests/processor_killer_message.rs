@@ -15,9 +15,9 @@ use std::time::Duration;
 use outbox_core::processor::ABANDONED_LIMIT;
 use outbox_tests::Backend;
 use outbox_tests::orders::Order;
-use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, assert_once_in_order, read_all, row_ids, shared_setup, wait_until, write_orders,
+    Setup, assert_once_in_order, processor_process, read_all, row_ids, shared_setup, wait_until,
+    write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -47,8 +47,7 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
     let dead = "aggregate_id = 'killer' AND sequence = 2 AND status = 2";
     let mut crashes = 0;
     let survivor = loop {
-        let mut process = ProcessorProcess::start(
-            env!("CARGO_BIN_EXE_outbox-test-processor"),
+        let mut process = processor_process(
             test,
             &stream.prefix,
             &["--lease-ms", "2000", "--die-on", "killer:2"],

@@ -169,6 +169,23 @@ async fn wait_blocked_by(test: &TestDb, pid: i32) {
     .await;
 }
 
+/// A writer amending order `id` whose commit (leased to the processor)
+/// waits for the row lock that the returned transaction holds: commit or
+/// drop that to let it go on.
+async fn stuck_writer(
+    test: &TestDb,
+    outbox: &Outbox,
+    id: &str,
+) -> (
+    DatabaseTransaction,
+    tokio::task::JoinHandle<Result<Vec<outbox_core::MessageId>, outbox_sea_orm::OutboxError>>,
+) {
+    let (blocker, pid) = lock_order(test, id).await;
+    let commit = tokio::spawn(amendment(outbox, id).await.commit());
+    wait_blocked_by(test, pid).await;
+    (blocker, commit)
+}
+
 /// A unit of work that amends order `id` once, ready to commit.
 async fn amendment(outbox: &Outbox, id: &str) -> outbox_sea_orm::UnitOfWork {
     let mut uow = outbox.begin().await.expect("begin");
@@ -204,9 +221,7 @@ async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
 
     // The commit waits for the order's row lock, leased to the processor,
     // and is cancelled (a handler's timeout); the server still runs it.
-    let (blocker, pid) = lock_order(&test, "x").await;
-    let commit = tokio::spawn(amendment(&outbox, "x").await.commit());
-    wait_blocked_by(&test, pid).await;
+    let (blocker, commit) = stuck_writer(&test, &outbox, "x").await;
     commit.abort();
     assert!(commit.await.expect_err("aborted").is_cancelled());
     blocker.commit().await.expect("unlock");
@@ -263,9 +278,7 @@ async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
     wait_all_published(&test, &table, 1).await;
 
     // A writer inside the processor's lease offer, waiting for a row lock.
-    let (blocker, pid) = lock_order(&test, "y").await;
-    let commit = tokio::spawn(amendment(&outbox, "y").await.commit());
-    wait_blocked_by(&test, pid).await;
+    let (blocker, commit) = stuck_writer(&test, &outbox, "y").await;
 
     let stopping = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), processor.shutdown())
@@ -308,9 +321,7 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
     save_new_order(&outbox, "z", 100).await;
     wait_all_published(&test, &table, 1).await;
 
-    let (blocker, pid) = lock_order(&test, "z").await;
-    let commit = tokio::spawn(amendment(&outbox, "z").await.commit());
-    wait_blocked_by(&test, pid).await;
+    let (blocker, commit) = stuck_writer(&test, &outbox, "z").await;
 
     // The broker goes away while the writer is inside the lease offer; the
     // processor notices within a poll interval and pauses.

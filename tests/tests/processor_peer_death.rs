@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use outbox_tests::Backend;
 use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, shared_setup,
-    spawn_processor, spawn_round_writer, wait_all_published, wait_for_count, wait_until,
-    write_orders,
+    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, processor_process,
+    shared_setup, spawn_processor, spawn_round_writer, wait_all_published, wait_for_count,
+    wait_until, write_orders,
 };
 
 /// The peer's lease: short, so the tests are quick; the survivor uses the
@@ -28,13 +28,7 @@ async fn start_peer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
     let lease = PEER_LEASE.as_millis().to_string();
     let mut args = vec!["--lease-ms", &lease];
     args.extend_from_slice(extra);
-    ProcessorProcess::start(
-        env!("CARGO_BIN_EXE_outbox-test-processor"),
-        &setup.test,
-        &setup.stream.prefix,
-        &args,
-    )
-    .await
+    processor_process(&setup.test, &setup.stream.prefix, &args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

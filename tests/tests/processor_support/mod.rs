@@ -432,6 +432,22 @@ pub(crate) async fn row_ids(test: &TestDb, table: &str, filter: &str) -> HashSet
         .collect()
 }
 
+/// Starts the `outbox-test-processor` binary as a processor process on
+/// `test`'s schema, publishing under `prefix`, with `args` (see the binary).
+pub(crate) async fn processor_process(
+    test: &TestDb,
+    prefix: &str,
+    args: &[&str],
+) -> outbox_tests::process::ProcessorProcess {
+    outbox_tests::process::ProcessorProcess::start(
+        env!("CARGO_BIN_EXE_outbox-test-processor"),
+        test,
+        prefix,
+        args,
+    )
+    .await
+}
+
 /// Polls the stream's message count every 2 ms (a moment between two
 /// publishes of one batch is a few milliseconds) until `ready(count)`
 /// holds; `ready` may panic to give up (e.g. once everything is stored).
