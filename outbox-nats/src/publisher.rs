@@ -50,6 +50,9 @@ use crate::run_window::RunWindow;
 pub struct JetStreamPublisher {
     client: Client,
     jetstream: jetstream::Context,
+    /// The context is the publisher's own (not the application's): its
+    /// timeout follows the ack timeout.
+    own_context: bool,
     source: String,
     run_window: RunWindow,
     ack_timeout: Duration,
@@ -70,15 +73,12 @@ impl JetStreamPublisher {
     /// A publisher on `client`; `source` becomes every message's `ce-source`
     /// (the producing service, e.g. `/orders-service`).
     pub fn new(client: Client, source: impl Into<String>) -> Self {
-        let jetstream = jetstream::ContextBuilder::new()
-            .timeout(DEFAULT_ACK_TIMEOUT)
-            .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
-            .backpressure_on_inflight(true)
-            .build(client.clone());
+        let jetstream = own_context(&client, DEFAULT_ACK_TIMEOUT);
         let reconnects = Reconnects::new(&client);
         Self {
             client,
             jetstream,
+            own_context: true,
             source: source.into(),
             run_window: RunWindow::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,
@@ -99,20 +99,20 @@ impl JetStreamPublisher {
     /// # Ok(()) }
     /// ```
     pub fn with_ack_timeout(mut self, timeout: Duration) -> Self {
-        self.jetstream = jetstream::ContextBuilder::new()
-            .timeout(timeout)
-            .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
-            .backpressure_on_inflight(true)
-            .build(self.client.clone());
+        if self.own_context {
+            self.jetstream = own_context(&self.client, timeout);
+        }
         self.ack_timeout = timeout;
         self
     }
 
     /// Uses a JetStream context configured by the application (domain, API
-    /// prefix). Acks still wait at most the publisher's
-    /// [ack timeout](Self::with_ack_timeout), whatever the context's timeout.
+    /// prefix, timeout). An ack waits at most the shorter of the context's
+    /// timeout and the publisher's [ack timeout](Self::with_ack_timeout),
+    /// whichever is set first or last.
     pub fn with_context(mut self, jetstream: jetstream::Context) -> Self {
         self.jetstream = jetstream;
+        self.own_context = false;
         self
     }
 
@@ -200,6 +200,16 @@ impl JetStreamPublisher {
             )),
         }
     }
+}
+
+/// The publisher's own JetStream context: requests (acks included) time
+/// out after `timeout`, at most [`DEFAULT_MAX_ACKS_IN_FLIGHT`] acks pending.
+fn own_context(client: &Client, timeout: Duration) -> jetstream::Context {
+    jetstream::ContextBuilder::new()
+        .timeout(timeout)
+        .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)
+        .backpressure_on_inflight(true)
+        .build(client.clone())
 }
 
 /// JetStream answered that it cannot store anything right now: any 503
