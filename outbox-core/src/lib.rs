@@ -64,6 +64,7 @@
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]`.
 
 mod aggregate;
+mod applied;
 mod context;
 mod delivery;
 mod event;
@@ -82,6 +83,7 @@ mod trace;
 pub mod wire;
 
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
+pub use applied::{AppliedFuture, AppliedMessages};
 pub use context::MessageContext;
 pub use delivery::Delivery;
 pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};

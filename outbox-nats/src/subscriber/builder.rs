@@ -8,7 +8,7 @@ use async_nats::jetstream::{
     self,
     consumer::{AckPolicy, DeliverPolicy, pull},
 };
-use outbox_core::{Delivery, EventRegistry, HandlerError, IntegrationEvent};
+use outbox_core::{AppliedMessages, Delivery, EventRegistry, HandlerError, IntegrationEvent};
 use tokio::sync::Semaphore;
 
 use super::Subscriber;
@@ -50,6 +50,7 @@ pub struct SubscriberBuilder {
     backoff: Backoff,
     dead_letter: DeadLetterPolicy,
     ignore_unhandled: bool,
+    applied: Option<Arc<dyn AppliedMessages>>,
     registry: Option<Arc<EventRegistry>>,
     shutdown_timeout: Duration,
     handlers: Vec<Box<dyn ErasedHandler>>,
@@ -85,6 +86,7 @@ impl SubscriberBuilder {
             backoff: Backoff::default(),
             dead_letter: DeadLetterPolicy::default(),
             ignore_unhandled: false,
+            applied: None,
             registry: None,
             shutdown_timeout: Duration::from_secs(30),
             handlers: Vec::new(),
@@ -186,6 +188,30 @@ impl SubscriberBuilder {
     /// dead-lettered.
     pub fn ignore_unhandled(mut self) -> Self {
         self.ignore_unhandled = true;
+        self
+    }
+
+    /// Keeps each aggregate's messages in order across this consumer's own
+    /// crashes and restarts, given what it has applied (its
+    /// `outbox_sea_orm::Inbox`).
+    ///
+    /// What a process that died had received and not acknowledged comes
+    /// back only after `ack_wait`, while the process that takes over
+    /// receives the later messages at once. With this setting, a subscriber
+    /// starting up reads the messages delivered before it and not yet
+    /// acknowledged (between the consumer's ack floor and its last
+    /// delivered sequence, as far as its filter subject captures them),
+    /// leaves out those `applied` knows and those whose event no handler
+    /// takes, and marks the rest as away in their aggregates' lanes: later
+    /// messages of those aggregates wait for them (in memory, spending no
+    /// delivery, other aggregates unaffected) until they come back, at most
+    /// `ack_wait` plus 1 s.
+    ///
+    /// One process per durable (or per filter subject): a process starting
+    /// beside a live one would wait, up to the same bound, for messages that
+    /// the live one holds.
+    pub fn order_across_restarts(mut self, applied: impl AppliedMessages) -> Self {
+        self.applied = Some(Arc::new(applied));
         self
     }
 
@@ -310,6 +336,7 @@ impl SubscriberBuilder {
             dead_letter: self.dead_letter,
             ignore_unhandled: self.ignore_unhandled,
             shutdown_timeout: self.shutdown_timeout,
+            applied: self.applied,
         };
         Ok(Subscriber {
             shared: Arc::new(shared),
@@ -372,7 +399,7 @@ const DEFAULT_MAX_ACK_PENDING: usize = 1_000;
 
 /// Whether NATS subject `filter` (with `*` and `>` wildcards; empty = all)
 /// matches `subject`.
-fn subject_matches(filter: &str, subject: &str) -> bool {
+pub(crate) fn subject_matches(filter: &str, subject: &str) -> bool {
     if filter.is_empty() {
         return false; // the stream's own subjects decide; checked by JetStream
     }

@@ -48,8 +48,15 @@ pub(crate) struct Verdict {
 pub(crate) fn header_pairs(message: &async_nats::Message) -> Vec<(&str, &str)> {
     message
         .headers
+        .as_ref()
+        .map(header_pairs_of)
+        .unwrap_or_default()
+}
+
+/// Every header of `headers` as `(name, value)` pairs.
+pub(crate) fn header_pairs_of(headers: &async_nats::HeaderMap) -> Vec<(&str, &str)> {
+    headers
         .iter()
-        .flat_map(|headers| headers.iter())
         .flat_map(|(name, values)| {
             let name: &str = name.as_ref();
             values.iter().map(move |value| (name, value.as_str()))

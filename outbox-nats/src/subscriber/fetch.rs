@@ -25,6 +25,7 @@ use super::dispatch::{Incoming, header, header_pairs};
 use super::error::SubscriberError;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, LaneKey, Lanes, Queued, lane_key};
+use super::restart;
 use super::settle;
 use super::shared::{Held, Shared};
 use super::worker::{Stop, run_lane};
@@ -47,6 +48,7 @@ pub(crate) async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), SubscriberError> {
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
+    restart::expect_outstanding(&shared, &consumer, &lanes).await;
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
     let period = shared.progress_interval();
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);

@@ -110,7 +110,13 @@
 //!   after its ack wait (its process crashed, or its progress acks were
 //!   lost) after later messages of its aggregate were handled, is handled
 //!   when it arrives;
-//! - see [Shutdown](#shutdown) for restarts.
+//! - after a restart, what a crashed process had received and not
+//!   acknowledged comes back only after its ack wait, while later messages
+//!   arrive at once: with
+//!   [`order_across_restarts`](SubscriberBuilder::order_across_restarts)
+//!   (given the consumer's inbox) the new process waits for those it has not
+//!   applied, so the guarantee above holds across the crash too; see also
+//!   [Shutdown](#shutdown).
 //!
 //! A message whose JetStream metadata (stream sequence, delivery count)
 //! cannot be read cannot be put in order: it is terminated and logged
@@ -161,6 +167,7 @@ mod fetch;
 mod handler;
 pub mod metrics;
 mod ordering;
+mod restart;
 mod settle;
 mod shared;
 mod worker;

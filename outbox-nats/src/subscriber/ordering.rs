@@ -187,6 +187,18 @@ impl<T> Lanes<T> {
         }
     }
 
+    /// `sequence` of `key` was delivered before this process started and
+    /// is not known to be applied: it is away until it comes back (at most
+    /// the grace from now), and what follows it in its lane waits for it.
+    pub(crate) fn expect(&self, key: &LaneKey, sequence: u64) {
+        let expires = Instant::now() + self.grace;
+        self.lock()
+            .entry(Arc::clone(key))
+            .or_insert_with(Lane::new)
+            .away
+            .insert(sequence, Away { expires });
+    }
+
     /// Whether `key`'s first message may run. With `draining`, nothing
     /// waits: every queued message is handed out to be handed back. When the
     /// lane is empty its worker is released (`Done`).
@@ -342,6 +354,25 @@ mod tests {
         assert_eq!(run(&lanes, &a), 3);
         assert!(matches!(lanes.front(&a, false), Front::Done));
         assert_eq!(lanes.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_follows_a_message_outstanding_from_before_a_restart_waits_for_it() {
+        let lanes = Lanes::new(GRACE);
+        let a = lane_key("order", "1");
+        // Delivered to a process that died: expected back.
+        lanes.expect(&a, 4);
+        assert_eq!(lanes.admit(&a, q(7)), Admission::Start);
+        assert!(waits(&lanes, &a), "7 waits for 4");
+        assert_eq!(lanes.admit(&a, q(4)), Admission::Queued);
+        assert_eq!(run(&lanes, &a), 4);
+        assert_eq!(run(&lanes, &a), 7);
+        // Never back: given up after the grace.
+        lanes.expect(&a, 9);
+        assert_eq!(lanes.admit(&a, q(10)), Admission::Queued);
+        assert!(waits(&lanes, &a));
+        tokio::time::advance(GRACE + Duration::from_millis(1)).await;
+        assert_eq!(run(&lanes, &a), 10);
     }
 
     #[tokio::test(start_paused = true)]

@@ -44,6 +44,9 @@ pub(crate) struct Shared {
     pub(crate) ignore_unhandled: bool,
     /// How long shutdown waits for running handlers.
     pub(crate) shutdown_timeout: Duration,
+    /// What the consumer applied: set, a starting subscriber waits for what
+    /// was outstanding before it (see `order_across_restarts`).
+    pub(crate) applied: Option<Arc<dyn outbox_core::AppliedMessages>>,
 }
 
 impl Shared {

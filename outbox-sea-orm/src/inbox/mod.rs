@@ -18,12 +18,13 @@
 
 mod sql;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError, MessageId};
+use outbox_core::{AppliedFuture, AppliedMessages, Delivery, HandlerError, MessageId};
 use sea_orm::{DbErr, SqlErr};
 
 use crate::error::OutboxError;
@@ -197,7 +198,12 @@ impl Inbox {
     /// Whether this consumer has processed the message `id` (and its inbox
     /// row has not been purged).
     pub async fn contains(&self, id: MessageId) -> Result<bool, OutboxError> {
-        Ok(sql::contains(self.outbox.db(), self.table(), &self.consumer, id).await?)
+        Ok(self.recorded(&[id]).await?.contains(&id))
+    }
+
+    /// Those of `ids` this consumer has processed (one statement).
+    pub async fn recorded(&self, ids: &[MessageId]) -> Result<HashSet<MessageId>, OutboxError> {
+        Ok(sql::recorded(self.outbox.db(), self.table(), &self.consumer, ids).await?)
     }
 
     /// Deletes this consumer's inbox rows processed more than `older_than`
@@ -245,6 +251,16 @@ impl Inbox {
             "outcome" => outcome,
         )
         .increment(1);
+    }
+}
+
+/// What this consumer applied, for a subscriber that keeps each
+/// aggregate's messages in order across its restarts
+/// (`SubscriberBuilder::order_across_restarts`).
+impl AppliedMessages for Inbox {
+    fn applied(&self, ids: Vec<MessageId>) -> AppliedFuture {
+        let inbox = self.clone();
+        Box::pin(async move { Ok(inbox.recorded(&ids).await?) })
     }
 }
 

@@ -1,5 +1,6 @@
 //! The inbox table's statements.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use outbox_core::MessageId;
@@ -30,23 +31,33 @@ pub(super) async fn insert(
     db.execute_raw(sql.build()).await.map(|_| ())
 }
 
-/// Whether `(consumer, id)` is recorded.
-pub(super) async fn contains(
+/// Those of `ids` recorded for `consumer`.
+pub(super) async fn recorded(
     db: &impl ConnectionTrait,
     table: &str,
     consumer: &str,
-    id: MessageId,
-) -> Result<bool, DbErr> {
+    ids: &[MessageId],
+) -> Result<HashSet<MessageId>, DbErr> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
     let dialect = Dialect::of(db.get_database_backend());
     let mut sql = Sql::new(dialect);
     sql.push(&format!(
-        "SELECT 1 AS found FROM {} WHERE consumer = ",
+        "SELECT message_id FROM {} WHERE consumer = ",
         dialect.quote(table)
     ));
     sql.bind(consumer)
-        .push(" AND message_id = ")
-        .bind(*id.as_uuid());
-    Ok(db.query_one_raw(sql.build()).await?.is_some())
+        .push(" AND message_id IN ")
+        .bind_list(ids.iter().map(|id| *id.as_uuid()));
+    db.query_all_raw(sql.build())
+        .await?
+        .iter()
+        .map(|row| {
+            row.try_get::<uuid::Uuid>("", "message_id")
+                .map(MessageId::from_uuid)
+        })
+        .collect()
 }
 
 /// Deletes up to `batch` of `consumer`'s rows processed more than

@@ -1,0 +1,144 @@
+//! A consumer process killed (SIGKILL) mid-burst, with messages in flight,
+//! and another started at once: what the dead process held comes back only
+//! after the ack wait, while the new one receives later messages of the same
+//! aggregates at once. With `order_across_restarts` (and its inbox), every
+//! aggregate's events are still applied in sequence order, each once; also
+//! by a handler that takes only some of an aggregate's events (the gaps it
+//! never sees do not hold it up).
+
+mod processor_support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use outbox_tests::Backend;
+use outbox_tests::process::ProcessorProcess;
+use processor_support::{
+    Setup, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
+};
+use sea_orm::{ConnectionTrait, Statement};
+
+const ORDERS: usize = 200;
+const EVENTS: usize = 8;
+
+async fn consumer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
+    let mut args = vec![
+        "--stream",
+        &setup.stream.name,
+        "--durable",
+        "effects",
+        "--ack-wait-ms",
+        "3000",
+        "--ordered",
+    ];
+    args.extend_from_slice(extra);
+    ProcessorProcess::start(
+        env!("CARGO_BIN_EXE_outbox-test-consumer"),
+        &setup.test,
+        &setup.stream.prefix,
+        &args,
+    )
+    .await
+}
+
+/// Writes and publishes the burst, then runs a consumer process with
+/// `extra` arguments, kills it once a fifth of `expected_effects` are
+/// applied, starts another, and waits until every effect is applied.
+/// Returns the effects' `(aggregate, sequence)` in the order they were
+/// applied, per aggregate.
+async fn crash_mid_burst(
+    setup: &Setup,
+    extra: &[&str],
+    expected_effects: i64,
+) -> HashMap<String, Vec<i64>> {
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = setup;
+    test.db
+        .execute_unprepared(
+            "CREATE TABLE effects (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, \
+             sequence bigint NOT NULL)",
+        )
+        .await
+        .expect("effects table");
+    let total = write_orders(outbox, "c", ORDERS, EVENTS, 50).await as i64;
+    let processor = spawn_processor(outbox, stream.jetstream.client(), "/consumer-crash");
+    wait_all_published(test, table, total).await;
+    processor.shutdown().await.expect("clean shutdown");
+
+    // The first consumer dies with messages in flight.
+    let mut first = consumer(setup, extra).await;
+    wait_until(
+        Duration::from_secs(30),
+        "the burst is being applied",
+        || async { test.count("effects", "1=1").await >= expected_effects / 5 },
+    )
+    .await;
+    first.kill();
+    let at_kill = test.count("effects", "1=1").await;
+    let second = consumer(setup, extra).await;
+    wait_until(
+        Duration::from_secs(60),
+        "every event is applied",
+        || async { test.count("effects", "1=1").await >= expected_effects },
+    )
+    .await;
+    println!(
+        "killed after {at_kill} of {expected_effects} effects; the second consumer applied the rest"
+    );
+    let rows = test
+        .db
+        .query_all_raw(Statement::from_string(
+            test.db_backend(),
+            "SELECT aggregate_id, sequence FROM effects ORDER BY id",
+        ))
+        .await
+        .expect("effects");
+    assert_eq!(rows.len() as i64, expected_effects, "every effect once");
+    second.stop();
+    let mut applied: HashMap<String, Vec<i64>> = HashMap::new();
+    for row in &rows {
+        let aggregate: String = row.try_get("", "aggregate_id").expect("aggregate");
+        let sequence: i64 = row.try_get("", "sequence").expect("sequence");
+        applied.entry(aggregate).or_default().push(sequence);
+    }
+    applied
+}
+
+/// Asserts that every aggregate's effects are `expected`, in that order.
+fn assert_in_order(applied: &HashMap<String, Vec<i64>>, expected: &[i64]) {
+    let out_of_order: Vec<(&String, &Vec<i64>)> = applied
+        .iter()
+        .filter(|(_, sequences)| sequences.as_slice() != expected)
+        .collect();
+    assert!(
+        out_of_order.is_empty(),
+        "{} aggregates applied out of order or not once, e.g. {:?}",
+        out_of_order.len(),
+        out_of_order.first()
+    );
+    assert_eq!(applied.len(), ORDERS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_restart() {
+    let setup = shared_setup(Backend::Postgres).await;
+    let total = (ORDERS * EVENTS) as i64;
+    let applied = crash_mid_burst(&setup, &[], total).await;
+    assert_in_order(&applied, &(1..=EVENTS as i64).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_of_some_events_is_not_held_up_by_the_gaps_it_never_sees() {
+    let setup = shared_setup(Backend::Postgres).await;
+    // Only the amendments (sequences 2..): each aggregate's sequence 1 is
+    // acked unhandled, never applied.
+    let total = (ORDERS * (EVENTS - 1)) as i64;
+    let started = std::time::Instant::now();
+    let applied = crash_mid_burst(&setup, &["--only-amended"], total).await;
+    assert_in_order(&applied, &(2..=EVENTS as i64).collect::<Vec<_>>());
+    println!("done in {:?}", started.elapsed());
+}
