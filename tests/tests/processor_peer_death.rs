@@ -1,7 +1,8 @@
 //! A processor process that dies (SIGKILL) or is paused (SIGSTOP) while it
 //! holds leased rows, with a survivor in this process kept busy by its own
 //! writers: the survivor publishes the dead peer's rows once their lease
-//! runs out (within the lease and a claim, however busy it is), and a
+//! runs out (within the lease and a claim, however busy it is; also 1,000+
+//! rows held mid-batch, taken over while writes go on), and a
 //! paused peer that wakes after its rows were taken over publishes nothing
 //! twice (past deduplication) and nothing out of order.
 
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use outbox_tests::Backend;
 use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, processor_process,
+    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, processor_process, row_ids,
     shared_setup, spawn_processor, spawn_round_writer, wait_all_published, wait_for_count,
     wait_until, write_orders,
 };
@@ -71,6 +72,62 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
     println!(
         "peer killed holding {held_at_kill} rows: all published again {took:?} later \
          (lease {PEER_LEASE:?}, survivor poll {POLL:?})"
+    );
+
+    stop.store(true, Ordering::Release);
+    writer.await.expect("writer");
+    let total = test.count(table, "1=1").await;
+    wait_all_published(test, table, total).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
+    survivor.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() {
+    let setup = shared_setup(Backend::Postgres).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = &setup;
+    let backlog = write_orders(outbox, "k", 1_000, 10, 250).await as i64;
+    let mut peer = start_peer(&setup, &["--batch-size", "500"]).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_round_writer(outbox, &stop);
+    wait_for_count(
+        stream,
+        Duration::from_secs(30),
+        "a moment mid-batch to kill the peer at",
+        |count| {
+            assert!((count as i64) < backlog, "drained before a moment came");
+            count >= 1_000 && !count.is_multiple_of(500)
+        },
+    )
+    .await;
+    peer.kill();
+    let killed = Instant::now();
+    // A statement the dead process had sent may still finish on the server.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = row_ids(test, table, "status = 0 AND lease_expires_at > now()").await;
+    assert!(held.len() >= 500, "the peer held only {} rows", held.len());
+
+    // A survivor with default settings takes over while the writer writes.
+    let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
+    let ids: Vec<String> = held.iter().map(|id| format!("'{id}'")).collect();
+    let still_held = format!("status = 0 AND id IN ({})", ids.join(", "));
+    let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
+    wait_until(
+        bound,
+        "every row the dead peer held is published",
+        || async { test.count(table, &still_held).await == 0 },
+    )
+    .await;
+    println!(
+        "peer killed holding {} rows: all published {:?} after the kill (lease {PEER_LEASE:?})",
+        held.len(),
+        killed.elapsed()
     );
 
     stop.store(true, Ordering::Release);
