@@ -140,3 +140,42 @@ pub fn report_field(report: &str, name: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no `{name}` in the report `{report}`"))
 }
+
+/// For the child binaries: an outbox on `database_url` (with `schema` on
+/// the PostgreSQL `search_path`), publishing under `subject_prefix`.
+///
+/// # Errors
+/// When the database cannot be reached or the prefix is invalid.
+pub async fn child_outbox(
+    database_url: &str,
+    schema: Option<&str>,
+    subject_prefix: &str,
+) -> Result<outbox_sea_orm::Outbox, Box<dyn std::error::Error>> {
+    let mut options = sea_orm::ConnectOptions::new(database_url);
+    if let Some(schema) = schema {
+        options.set_schema_search_path(schema.to_owned());
+    }
+    options.max_connections(10).sqlx_logging(false);
+    let db = sea_orm::Database::connect(options).await?;
+    Ok(outbox_sea_orm::Outbox::new(
+        db,
+        outbox_sea_orm::OutboxConfig::default().with_subject_prefix(subject_prefix)?,
+    ))
+}
+
+/// For the child binaries: returns once standard input closes (the parent's
+/// graceful stop).
+///
+/// # Errors
+/// When the blocking reader task fails.
+pub async fn until_stdin_closes() -> Result<(), tokio::task::JoinError> {
+    tokio::task::spawn_blocking(|| {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            if line.is_err() {
+                break;
+            }
+        }
+    })
+    .await
+}

@@ -25,6 +25,53 @@ use processor_support::{
 const PEER_LEASE: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_secs(1);
 
+/// Stops the writer, waits until everything is published, checks the
+/// stream (every row once, in per-aggregate order) and stops the survivor.
+async fn finish(
+    setup: &Setup,
+    stop: &AtomicBool,
+    writer: tokio::task::JoinHandle<usize>,
+    survivor: outbox_core::ProcessorHandle,
+) {
+    let Setup {
+        test,
+        stream,
+        table,
+        ..
+    } = setup;
+    stop.store(true, Ordering::Release);
+    writer.await.expect("writer");
+    let total = test.count(table, "1=1").await;
+    wait_all_published(test, table, total).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
+    survivor.shutdown().await.expect("clean shutdown");
+}
+
+/// A backlog of long histories (1,000 orders of 10 events, tagged `tag`)
+/// drained by a peer in batches of 500; calls `meanwhile` once the peer
+/// runs, and returns when the peer is mid-batch.
+async fn peer_mid_backlog<T>(
+    setup: &Setup,
+    tag: &str,
+    meanwhile: impl FnOnce() -> T,
+) -> (outbox_tests::process::ProcessorProcess, T) {
+    let backlog = write_orders(&setup.outbox, tag, 1_000, 10, 250).await as i64;
+    let peer = start_peer(setup, &["--batch-size", "500"]).await;
+    let started = meanwhile();
+    wait_for_count(
+        &setup.stream,
+        Duration::from_secs(30),
+        "a moment mid-batch",
+        |count| {
+            assert!((count as i64) < backlog, "drained before a moment came");
+            count >= 1_000 && !count.is_multiple_of(500)
+        },
+    )
+    .await;
+    (peer, started)
+}
+
 async fn start_peer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
     let lease = PEER_LEASE.as_millis().to_string();
     let mut args = vec!["--lease-ms", &lease];
@@ -74,13 +121,7 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
          (lease {PEER_LEASE:?}, survivor poll {POLL:?})"
     );
 
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(table, "1=1").await;
-    wait_all_published(test, table, total).await;
-    assert_all_published_cleanly(test, table).await;
-    assert_stream_matches_outbox(stream, test, table).await;
-    survivor.shutdown().await.expect("clean shutdown");
+    finish(&setup, &stop, writer, survivor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,20 +133,9 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
         outbox,
         table,
     } = &setup;
-    let backlog = write_orders(outbox, "k", 1_000, 10, 250).await as i64;
-    let mut peer = start_peer(&setup, &["--batch-size", "500"]).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(outbox, &stop);
-    wait_for_count(
-        stream,
-        Duration::from_secs(30),
-        "a moment mid-batch to kill the peer at",
-        |count| {
-            assert!((count as i64) < backlog, "drained before a moment came");
-            count >= 1_000 && !count.is_multiple_of(500)
-        },
-    )
-    .await;
+    let (mut peer, writer) =
+        peer_mid_backlog(&setup, "k", || spawn_round_writer(outbox, &stop)).await;
     peer.kill();
     let killed = Instant::now();
     // A statement the dead process had sent may still finish on the server.
@@ -130,13 +160,7 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
         killed.elapsed()
     );
 
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(table, "1=1").await;
-    wait_all_published(test, table, total).await;
-    assert_all_published_cleanly(test, table).await;
-    assert_stream_matches_outbox(stream, test, table).await;
-    survivor.shutdown().await.expect("clean shutdown");
+    finish(&setup, &stop, writer, survivor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,20 +172,7 @@ async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_ou
         outbox,
         table,
     } = &setup;
-    // A backlog of long histories (10 events per order), drained by the
-    // peer in batches of 500.
-    let backlog = write_orders(outbox, "b", 1_000, 10, 250).await as i64;
-    let mut peer = start_peer(&setup, &["--batch-size", "500"]).await;
-    wait_for_count(
-        stream,
-        Duration::from_secs(30),
-        "a moment mid-batch to pause the peer at",
-        |count| {
-            assert!((count as i64) < backlog, "drained before a moment came");
-            count >= 1_000 && !count.is_multiple_of(500)
-        },
-    )
-    .await;
+    let (mut peer, ()) = peer_mid_backlog(&setup, "b", || ()).await;
     peer.pause();
     let paused = Instant::now();
 

@@ -15,14 +15,14 @@
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
 
-use std::io::BufRead;
 use std::time::Duration;
 
 use outbox_core::{Delivery, HandlerError};
 use outbox_nats::Subscriber;
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
+use outbox_sea_orm::{Inbox, UnitOfWork};
 use outbox_tests::orders::{OrderAmended, OrderPlaced};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database};
+use outbox_tests::process::{child_outbox, until_stdin_closes};
+use sea_orm::ConnectionTrait;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Default)]
@@ -82,16 +82,12 @@ async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerE
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
-    let mut options = ConnectOptions::new(&args.database_url);
-    if let Some(schema) = &args.schema {
-        options.set_schema_search_path(schema.clone());
-    }
-    options.max_connections(10).sqlx_logging(false);
-    let db = Database::connect(options).await?;
-    let outbox = Outbox::new(
-        db,
-        OutboxConfig::default().with_subject_prefix(&args.subject_prefix)?,
-    );
+    let outbox = child_outbox(
+        &args.database_url,
+        args.schema.as_deref(),
+        &args.subject_prefix,
+    )
+    .await?;
     let inbox = Inbox::new(&outbox, args.durable.clone())?;
     let client = async_nats::connect(&args.nats).await?;
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
@@ -114,15 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(subscriber.run(shutdown.clone()));
     println!("started");
-    tokio::task::spawn_blocking(|| {
-        let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            if line.is_err() {
-                break;
-            }
-        }
-    })
-    .await?;
+    until_stdin_closes().await?;
     shutdown.cancel();
     running.await??;
     println!("report stopped=1");

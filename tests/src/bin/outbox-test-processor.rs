@@ -22,14 +22,13 @@
 //! databases need. Prints `started` once the processor runs, and
 //! `report published=N batches=N failed=N dead=N released=N` at the end.
 
-use std::io::BufRead;
 use std::time::Duration;
 
 use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
 use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
+use outbox_sea_orm::Outbox;
 use outbox_tests::orders::Order;
-use sea_orm::{ConnectOptions, Database};
+use outbox_tests::process::{child_outbox, until_stdin_closes};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -87,16 +86,12 @@ fn parse() -> Result<Args, String> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
-    let mut options = ConnectOptions::new(&args.database_url);
-    if let Some(schema) = &args.schema {
-        options.set_schema_search_path(schema.clone());
-    }
-    options.max_connections(10).sqlx_logging(false);
-    let db = Database::connect(options).await?;
-    let outbox = Outbox::new(
-        db,
-        OutboxConfig::default().with_subject_prefix(&args.subject_prefix)?,
-    );
+    let outbox = child_outbox(
+        &args.database_url,
+        args.schema.as_deref(),
+        &args.subject_prefix,
+    )
+    .await?;
     let client = async_nats::connect(&args.nats).await?;
     let mut publisher = JetStreamPublisher::new(client, "/outbox-test-processor");
     if let Some(lease) = args.lease {
@@ -121,15 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Run until standard input closes (or the process is killed).
-    tokio::task::spawn_blocking(|| {
-        let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            if line.is_err() {
-                break;
-            }
-        }
-    })
-    .await?;
+    until_stdin_closes().await?;
     let report = processor.shutdown().await?;
     println!(
         "report published={} batches={} failed={} dead={} released={}",
