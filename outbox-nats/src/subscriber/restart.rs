@@ -8,15 +8,20 @@
 use std::collections::HashMap;
 
 use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use futures::StreamExt;
 use outbox_core::{MessageId, wire};
 
+use super::builder::subject_matches;
 use super::dispatch::{header, header_pairs_of};
-use super::ordering::{Lanes, lane_key};
+use super::ordering::{LaneKey, Lanes, lane_key};
 use super::shared::Shared;
 
 /// The most earlier deliveries read at a start (the consumer's window is
 /// usually far smaller).
 const MOST: u64 = 20_000;
+/// Reads of earlier deliveries in flight at once.
+const READS_IN_FLIGHT: usize = 32;
 
 /// Marks what was outstanding before this process started as away in
 /// `lanes` (see the module docs). Failing reads are logged: order then holds
@@ -51,12 +56,24 @@ pub(crate) async fn expect_outstanding<T>(
         }
     };
     let filter = info.config.filter_subject.clone();
-    let mut candidates: HashMap<MessageId, (u64, super::ordering::LaneKey)> = HashMap::new();
-    for sequence in (floor + 1)..=delivered.min(floor + MOST) {
-        let Ok(message) = stream.get_raw_message(sequence).await else {
-            continue; // gone from the stream: nothing to wait for
+    // One request per sequence (nats-server 2.9 has no batch get), many in
+    // flight at once.
+    let last = delivered.min(floor + MOST);
+    let mut messages = futures::stream::iter((floor + 1)..=last)
+        .map(|sequence| stream.get_raw_message(sequence))
+        .buffer_unordered(READS_IN_FLIGHT);
+    let mut candidates: HashMap<MessageId, (u64, LaneKey)> = HashMap::new();
+    while let Some(read) = messages.next().await {
+        let message = match read {
+            Ok(message) => message,
+            // Gone from the stream (deleted, aged out): nothing to wait for.
+            Err(err) if err.kind() == LastRawMessageErrorKind::NoMessageFound => continue,
+            Err(err) => {
+                tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read the messages delivered before this process started; order across the restart is not kept");
+                return;
+            }
         };
-        if !filter.is_empty() && !super::builder::subject_matches(&filter, &message.subject) {
+        if !filter.is_empty() && !subject_matches(&filter, &message.subject) {
             continue; // never delivered to this consumer
         }
         let pairs = header_pairs_of(&message.headers);
@@ -71,7 +88,10 @@ pub(crate) async fn expect_outstanding<T>(
         if shared.handlers.get(event).is_none() {
             continue; // no handler: nothing to keep in order
         }
-        candidates.insert(id, (sequence, lane_key(aggregate_type, aggregate_id)));
+        candidates.insert(
+            id,
+            (message.sequence, lane_key(aggregate_type, aggregate_id)),
+        );
     }
     if candidates.is_empty() {
         return;
