@@ -42,6 +42,12 @@ impl ClaimedMessage {
         messages.sort_by(|a, b| a.publishing_key().cmp(&b.publishing_key()));
     }
 
+    /// Whether `other` belongs to the same aggregate.
+    pub(crate) fn same_aggregate(&self, other: &ClaimedMessage) -> bool {
+        self.message.aggregate_type == other.message.aggregate_type
+            && self.message.aggregate_id == other.message.aggregate_id
+    }
+
     fn publishing_key(&self) -> (&str, &str, u64) {
         let m = &self.message;
         (&m.aggregate_type, &m.aggregate_id, m.sequence)

@@ -123,16 +123,16 @@ impl Triage {
     }
 }
 
-/// Consecutive messages of one aggregate.
+/// Consecutive messages of one aggregate, owned (the batch's
+/// `by_aggregate` borrows them).
 fn chains(messages: Vec<ClaimedMessage>) -> Vec<Vec<ClaimedMessage>> {
     let mut chains: Vec<Vec<ClaimedMessage>> = Vec::new();
     for message in messages {
         match chains.last_mut() {
             Some(chain)
-                if chain.last().is_some_and(|last| {
-                    last.message.aggregate_type == message.message.aggregate_type
-                        && last.message.aggregate_id == message.message.aggregate_id
-                }) =>
+                if chain
+                    .last()
+                    .is_some_and(|last| last.same_aggregate(&message)) =>
             {
                 chain.push(message)
             }

@@ -192,8 +192,7 @@ async fn publish_and_settle<S: OutboxStore, P: Publisher>(
         tokio::pin!(publishing);
         // Renewing runs beside publishing, never in its way: a slow renewal
         // does not hold back acks.
-        let ids: Vec<MessageId> = messages.iter().map(|c| c.message.id).collect();
-        let renewing = keep_renewed(ctx, token, &ids, leased_at, margin, &valid_until, &lost);
+        let renewing = keep_renewed(ctx, token, messages, leased_at, margin, &valid_until, &lost);
         let lease_lost = tokio::select! {
             _ = &mut publishing => false,
             () = renewing => true,
@@ -230,7 +229,7 @@ async fn publish_and_settle<S: OutboxStore, P: Publisher>(
     report
 }
 
-/// Renews the lease on `ids` (the whole batch: nothing is settled before the
+/// Renews the lease on `messages` (the whole batch: nothing is settled before the
 /// batch ends) every third of it until any of them is lost (then cancels
 /// `lost` and returns); never returns while the lease holds on every one.
 ///
@@ -240,17 +239,20 @@ async fn publish_and_settle<S: OutboxStore, P: Publisher>(
 async fn keep_renewed<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,
-    ids: &[MessageId],
+    messages: &[ClaimedMessage],
     leased_at: Instant,
     margin: Duration,
     valid_until: &Mutex<Instant>,
     lost: &CancellationToken,
 ) {
     let mut renewals = tokio::time::interval_at(leased_at + ctx.lease / 3, ctx.lease / 3);
+    let mut ids: Option<Vec<MessageId>> = None;
     loop {
         renewals.tick().await;
+        // Built on the first renewal only: most batches end before it.
+        let ids = ids.get_or_insert_with(|| messages.iter().map(|c| c.message.id).collect());
         let renewed_at = Instant::now();
-        match ctx.store.renew(token, ids, ctx.lease).await {
+        match ctx.store.renew(token, ids.as_slice(), ctx.lease).await {
             Ok(outcome) if outcome.stale == 0 => {
                 *locked(valid_until) = renewed_at + ctx.lease - margin;
             }
@@ -280,10 +282,7 @@ struct Stops<'a> {
 /// Consecutive runs of one aggregate (claims come sorted by aggregate, then
 /// sequence).
 fn by_aggregate(messages: &[ClaimedMessage]) -> impl Iterator<Item = &[ClaimedMessage]> {
-    messages.chunk_by(|a, b| {
-        a.message.aggregate_type == b.message.aggregate_type
-            && a.message.aggregate_id == b.message.aggregate_id
-    })
+    messages.chunk_by(ClaimedMessage::same_aggregate)
 }
 
 /// Publishes one aggregate's messages in order, a run at a time through
