@@ -141,26 +141,81 @@ pub fn report_field(report: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no `{name}` in the report `{report}`"))
 }
 
-/// For the child binaries: an outbox on `database_url` (with `schema` on
-/// the PostgreSQL `search_path`), publishing under `subject_prefix`.
+/// For the child binaries: the arguments [`ProcessorProcess::start`] passes
+/// to every child (`--database-url`, `--schema`, `--nats`,
+/// `--subject-prefix`).
+#[derive(Debug, Default)]
+pub struct ChildArgs {
+    /// The database's URL.
+    pub database_url: String,
+    /// The PostgreSQL schema to put on the `search_path`.
+    pub schema: Option<String>,
+    /// The NATS server's URL.
+    pub nats: String,
+    /// The outbox's subject prefix.
+    pub subject_prefix: String,
+}
+
+impl ChildArgs {
+    /// Parses the process's arguments: the common ones here, every other
+    /// flag through `extra(flag, value)`, which takes the flag's value by
+    /// calling `value` and returns whether it knew the flag.
+    ///
+    /// # Errors
+    /// An unknown flag, a missing or bad value, or a missing common one.
+    pub fn parse(
+        mut extra: impl FnMut(&str, &mut dyn FnMut() -> Result<String, String>) -> Result<bool, String>,
+    ) -> Result<Self, String> {
+        let mut args = Self::default();
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--database-url" => args.database_url = value()?,
+                "--schema" => args.schema = Some(value()?),
+                "--nats" => args.nats = value()?,
+                "--subject-prefix" => args.subject_prefix = value()?,
+                other => {
+                    if !extra(other, &mut value)? {
+                        return Err(format!("unknown argument `{other}`"));
+                    }
+                }
+            }
+        }
+        if args.database_url.is_empty() || args.nats.is_empty() || args.subject_prefix.is_empty() {
+            return Err("--database-url, --nats and --subject-prefix are required".to_owned());
+        }
+        Ok(args)
+    }
+
+    /// An outbox on the database (the schema on the `search_path`),
+    /// publishing under the subject prefix.
+    ///
+    /// # Errors
+    /// When the database cannot be reached or the prefix is invalid.
+    pub async fn outbox(&self) -> Result<outbox_sea_orm::Outbox, Box<dyn std::error::Error>> {
+        let mut options = sea_orm::ConnectOptions::new(&self.database_url);
+        if let Some(schema) = &self.schema {
+            options.set_schema_search_path(schema.clone());
+        }
+        options.max_connections(10).sqlx_logging(false);
+        let db = sea_orm::Database::connect(options).await?;
+        Ok(outbox_sea_orm::Outbox::new(
+            db,
+            outbox_sea_orm::OutboxConfig::default().with_subject_prefix(&self.subject_prefix)?,
+        ))
+    }
+}
+
+/// A parsed number, or an error naming `flag`.
 ///
 /// # Errors
-/// When the database cannot be reached or the prefix is invalid.
-pub async fn child_outbox(
-    database_url: &str,
-    schema: Option<&str>,
-    subject_prefix: &str,
-) -> Result<outbox_sea_orm::Outbox, Box<dyn std::error::Error>> {
-    let mut options = sea_orm::ConnectOptions::new(database_url);
-    if let Some(schema) = schema {
-        options.set_schema_search_path(schema.to_owned());
-    }
-    options.max_connections(10).sqlx_logging(false);
-    let db = sea_orm::Database::connect(options).await?;
-    Ok(outbox_sea_orm::Outbox::new(
-        db,
-        outbox_sea_orm::OutboxConfig::default().with_subject_prefix(subject_prefix)?,
-    ))
+/// When `text` is not a number of type `T`.
+pub fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text.parse().map_err(|e| format!("{flag}: {e}"))
 }
 
 /// For the child binaries: returns once standard input closes (the parent's

@@ -21,16 +21,13 @@ use outbox_core::{Delivery, HandlerError};
 use outbox_nats::Subscriber;
 use outbox_sea_orm::{Inbox, UnitOfWork};
 use outbox_tests::orders::{OrderAmended, OrderPlaced};
-use outbox_tests::process::{child_outbox, until_stdin_closes};
+use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
 use sea_orm::ConnectionTrait;
 use tokio_util::sync::CancellationToken;
 
+/// The consumer's own arguments.
 #[derive(Debug, Default)]
 struct Args {
-    database_url: String,
-    schema: Option<String>,
-    nats: String,
-    subject_prefix: String,
     stream: String,
     durable: String,
     ack_wait: Duration,
@@ -38,30 +35,20 @@ struct Args {
     only_amended: bool,
 }
 
-fn parse() -> Result<Args, String> {
+fn parse() -> Result<(ChildArgs, Args), String> {
     let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--database-url" => args.database_url = value()?,
-            "--schema" => args.schema = Some(value()?),
-            "--nats" => args.nats = value()?,
-            "--subject-prefix" => args.subject_prefix = value()?,
+    let common = ChildArgs::parse(|flag, value| {
+        match flag {
             "--stream" => args.stream = value()?,
             "--durable" => args.durable = value()?,
-            "--ack-wait-ms" => {
-                let ms = value()?
-                    .parse()
-                    .map_err(|e| format!("--ack-wait-ms: {e}"))?;
-                args.ack_wait = Duration::from_millis(ms);
-            }
+            "--ack-wait-ms" => args.ack_wait = Duration::from_millis(number(flag, &value()?)?),
             "--ordered" => args.ordered = true,
             "--only-amended" => args.only_amended = true,
-            other => return Err(format!("unknown argument `{other}`")),
+            _ => return Ok(false),
         }
-    }
-    Ok(args)
+        Ok(true)
+    })?;
+    Ok((common, args))
 }
 
 /// Applies one event of `aggregate` at `sequence`: a row of `effects`.
@@ -81,15 +68,10 @@ async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerE
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse()?;
-    let outbox = child_outbox(
-        &args.database_url,
-        args.schema.as_deref(),
-        &args.subject_prefix,
-    )
-    .await?;
+    let (common, args) = parse()?;
+    let outbox = common.outbox().await?;
     let inbox = Inbox::new(&outbox, args.durable.clone())?;
-    let client = async_nats::connect(&args.nats).await?;
+    let client = async_nats::connect(&common.nats).await?;
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
         .stream(&args.stream)
         .ack_wait(args.ack_wait)

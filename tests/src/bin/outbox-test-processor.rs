@@ -28,14 +28,11 @@ use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::Outbox;
 use outbox_tests::orders::Order;
-use outbox_tests::process::{child_outbox, until_stdin_closes};
+use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
 
+/// The processor's own arguments.
 #[derive(Debug, Default)]
 struct Args {
-    database_url: String,
-    schema: Option<String>,
-    nats: String,
-    subject_prefix: String,
     lease: Option<Duration>,
     batch_size: Option<u32>,
     write_orders: usize,
@@ -43,56 +40,33 @@ struct Args {
     die_on: Option<(String, u64)>,
 }
 
-fn parse() -> Result<Args, String> {
+fn parse() -> Result<(ChildArgs, Args), String> {
     let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--database-url" => args.database_url = value()?,
-            "--schema" => args.schema = Some(value()?),
-            "--nats" => args.nats = value()?,
-            "--subject-prefix" => args.subject_prefix = value()?,
-            "--lease-ms" => {
-                let ms = value()?.parse().map_err(|e| format!("--lease-ms: {e}"))?;
-                args.lease = Some(Duration::from_millis(ms));
-            }
-            "--batch-size" => {
-                args.batch_size = Some(value()?.parse().map_err(|e| format!("--batch-size: {e}"))?);
-            }
-            "--write-orders" => {
-                args.write_orders = value()?
-                    .parse()
-                    .map_err(|e| format!("--write-orders: {e}"))?;
-            }
+    let common = ChildArgs::parse(|flag, value| {
+        match flag {
+            "--lease-ms" => args.lease = Some(Duration::from_millis(number(flag, &value()?)?)),
+            "--batch-size" => args.batch_size = Some(number(flag, &value()?)?),
+            "--write-orders" => args.write_orders = number(flag, &value()?)?,
             "--write-tag" => args.write_tag = value()?,
             "--die-on" => {
                 let spec = value()?;
                 let (id, sequence) = spec
                     .rsplit_once(':')
                     .ok_or("--die-on: AGGREGATE_ID:SEQUENCE")?;
-                let sequence = sequence.parse().map_err(|e| format!("--die-on: {e}"))?;
-                args.die_on = Some((id.to_owned(), sequence));
+                args.die_on = Some((id.to_owned(), number(flag, sequence)?));
             }
-            other => return Err(format!("unknown argument `{other}`")),
+            _ => return Ok(false),
         }
-    }
-    if args.database_url.is_empty() || args.nats.is_empty() || args.subject_prefix.is_empty() {
-        return Err("--database-url, --nats and --subject-prefix are required".to_owned());
-    }
-    Ok(args)
+        Ok(true)
+    })?;
+    Ok((common, args))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse()?;
-    let outbox = child_outbox(
-        &args.database_url,
-        args.schema.as_deref(),
-        &args.subject_prefix,
-    )
-    .await?;
-    let client = async_nats::connect(&args.nats).await?;
+    let (common, args) = parse()?;
+    let outbox = common.outbox().await?;
+    let client = async_nats::connect(&common.nats).await?;
     let mut publisher = JetStreamPublisher::new(client, "/outbox-test-processor");
     if let Some(lease) = args.lease {
         // The processor needs a lease of at least five ack timeouts.
