@@ -17,7 +17,7 @@ pub type AppliedFuture =
 /// A consumer's record of the messages whose effects it applied: the inbox
 /// (`outbox_sea_orm::Inbox` implements it). A subscriber given one keeps
 /// each aggregate's messages in order across its own crashes and restarts
-/// (see `outbox_nats::SubscriberBuilder::order_across_restarts`).
+/// (see `outbox_nats::SubscriberBuilder::keep_order`).
 ///
 /// ```
 /// use std::collections::HashSet;

@@ -1,6 +1,6 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
 //! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
-//! [`AddQueueIndexes`] and [`AddAbandonedClaims`]. A database migrated before a later migration
+//! [`AddQueueIndexes`], [`AddAbandonedClaims`] and [`CreateHeldTable`]. A database migrated before a later migration
 //! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
@@ -25,7 +25,8 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, Sch
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 use crate::schema::{
-    abandoned_column, create_inbox, create_outbox, drop_inbox, drop_outbox, queue_indexes,
+    abandoned_column, create_held, create_inbox, create_outbox, drop_held, drop_inbox, drop_outbox,
+    queue_indexes,
 };
 
 /// Where [`OutboxMigrator`] records which migrations ran.
@@ -39,6 +40,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateInboxTable::new(config)),
         Box::new(AddQueueIndexes::new(config)),
         Box::new(AddAbandonedClaims::new(config)),
+        Box::new(CreateHeldTable::new(config)),
     ]
 }
 
@@ -234,6 +236,50 @@ impl MigrationTrait for AddQueueIndexes {
             )],
         };
         execute(manager, statements).await
+    }
+}
+
+/// The held-messages table `<inbox>_held`: where an inbox consumer that keeps
+/// order parks the messages of an aggregate held behind one it could not
+/// apply, until an operator releases it ([`Inbox::release`](crate::Inbox::release)).
+#[derive(Debug, Clone)]
+pub struct CreateHeldTable {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl CreateHeldTable {
+    /// The migration for `config`'s inbox table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261124_000005_held_{}", config.inbox_table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateHeldTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for CreateHeldTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            create_held(dialect(manager), self.config.inbox_table()),
+        )
+        .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            [drop_held(dialect(manager), self.config.inbox_table())],
+        )
+        .await
     }
 }
 

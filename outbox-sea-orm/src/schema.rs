@@ -47,6 +47,17 @@
 //! | `processed_at` | `timestamptz` | `DATETIME(6)` (UTC) | `TEXT` (UTC) |
 //!
 //! Index `<inbox>_processed` on `(consumer, processed_at)`: the purge's scan.
+//!
+//! The held-messages table `<inbox>_held` (from migration
+//! `m20261124_000005`): messages an inbox consumer parked because their
+//! aggregate is held behind one it could not apply (see
+//! [`Inbox::holds`](crate::Inbox::holds)). Primary key `(consumer,
+//! message_id)`; `aggregate_type`, `aggregate_id`, `stream_sequence`,
+//! `event_name`, `subject`, `headers` (JSON array of `[name, value]`),
+//! `payload` (bytes as delivered), `reason` (set on the message the
+//! aggregate is held behind), `release_as` (`retry` or `skip` once an
+//! operator released it), `parked_at`. Index `<inbox>_held_order` on
+//! `(consumer, aggregate_type, aggregate_id, stream_sequence)`.
 
 use crate::config::TableName;
 use crate::dialect::Dialect;
@@ -228,6 +239,77 @@ pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
     ]
 }
 
+/// The name of the table where inbox consumers park held aggregates'
+/// messages: `<inbox>_held`.
+pub(crate) fn held_table(inbox: &TableName) -> String {
+    format!("{inbox}_held")
+}
+
+/// The statements that create the held-messages table (`<inbox>_held`) and
+/// its index.
+pub(crate) fn create_held(dialect: Dialect, inbox: &TableName) -> Vec<String> {
+    let t = held_table(inbox);
+    let q = |ident: &str| dialect.quote(ident);
+    let (uuid, s128, s255, big, long_text, bytes, time) = match dialect {
+        Dialect::Postgres => (
+            "uuid",
+            "varchar(128)",
+            "varchar(255)",
+            "bigint",
+            "text",
+            "bytea",
+            "timestamptz",
+        ),
+        Dialect::MySql => (
+            "BINARY(16)",
+            "VARCHAR(128)",
+            "VARCHAR(255)",
+            "BIGINT",
+            "TEXT",
+            "LONGBLOB",
+            "DATETIME(6)",
+        ),
+        Dialect::Sqlite => ("BLOB", "TEXT", "TEXT", "INTEGER", "TEXT", "BLOB", "TEXT"),
+    };
+    let if_not_exists = if dialect == Dialect::MySql {
+        ""
+    } else {
+        "IF NOT EXISTS "
+    };
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {table} (
+    consumer {s128} NOT NULL,
+    message_id {uuid} NOT NULL,
+    aggregate_type {s128} NOT NULL,
+    aggregate_id {s255} NOT NULL,
+    stream_sequence {big} NOT NULL,
+    event_name {s128} NOT NULL,
+    subject {s255} NOT NULL,
+    headers {long_text} NOT NULL,
+    payload {bytes} NOT NULL,
+    reason {long_text} NULL,
+    release_as {s128} NULL,
+    parked_at {time} NOT NULL,
+    PRIMARY KEY (consumer, message_id)
+)",
+            table = q(&t),
+        ),
+        format!(
+            "CREATE INDEX {if_not_exists}{index} ON {table} \
+             (consumer, aggregate_type, aggregate_id, stream_sequence)",
+            index = q(&format!("{t}_order")),
+            table = q(&t),
+        ),
+    ]
+}
+
+/// The statement that drops the held-messages table.
+#[cfg(feature = "migration")]
+pub(crate) fn drop_held(dialect: Dialect, inbox: &TableName) -> String {
+    format!("DROP TABLE IF EXISTS {}", dialect.quote(&held_table(inbox)))
+}
+
 /// The statement that drops the inbox table.
 #[cfg(feature = "migration")]
 pub(crate) fn drop_inbox(dialect: Dialect, table: &TableName) -> String {
@@ -248,7 +330,9 @@ pub async fn create_schema(
     config: &crate::OutboxConfig,
 ) -> Result<(), sea_orm::DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
-    let inbox = create_inbox(dialect, config.inbox_table());
+    let inbox = create_inbox(dialect, config.inbox_table())
+        .into_iter()
+        .chain(create_held(dialect, config.inbox_table()));
     for statement in create_outbox(dialect, config.table())
         .into_iter()
         .chain(queue_indexes(dialect, config.table()))

@@ -1,7 +1,7 @@
 //! A consumer process killed (SIGKILL) mid-burst, with messages in flight,
 //! and another started at once: what the dead process held comes back only
 //! after the ack wait, while the new one receives later messages of the same
-//! aggregates at once. With `order_across_restarts` (and its inbox), every
+//! aggregates at once. With `keep_order` (and its inbox), every
 //! aggregate's events are still applied in sequence order, each once; also
 //! by a handler that takes only some of an aggregate's events (the gaps it
 //! never sees do not hold it up).

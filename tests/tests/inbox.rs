@@ -289,8 +289,9 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .await
             .unwrap()
             .len(),
-        3,
-        "the inbox table, the queue indexes (claim walk, dead count), the abandoned claims"
+        4,
+        "the inbox table, the queue indexes (claim walk, dead count), the abandoned claims, \
+         the held messages"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);

@@ -1089,11 +1089,12 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert!(table_exists(&test, "outbox_messages").await);
     assert!(table_exists(&test, "outbox_inbox").await);
+    assert!(table_exists(&test, "outbox_inbox_held").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        4,
+        5,
         "the outbox table, the inbox table, the queue indexes (claim walk, dead count), \
-         the abandoned claims"
+         the abandoned claims, the held messages"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
@@ -1135,7 +1136,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 4);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 5);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
@@ -1196,14 +1197,15 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     AppMigrator::up(&test.db, None).await.unwrap();
     assert!(table_exists(&test, "custom_outbox").await);
     assert!(table_exists(&test, "custom_inbox").await);
+    assert!(table_exists(&test, "custom_inbox_held").await);
     assert!(!table_exists(&test, "outbox_messages").await);
     assert!(!table_exists(&test, "outbox_inbox").await);
     assert!(!table_exists(&test, "outbox_migrations").await);
     assert_eq!(
         test.count("seaql_migrations", "1=1").await,
-        5,
-        "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count) and \
-         the abandoned claims"
+        6,
+        "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count), \
+         the abandoned claims and the held messages"
     );
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
@@ -1217,12 +1219,14 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 5);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 6);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
-    // The abandoned claims column goes first, then the heads index (on
-    // MySQL/MariaDB the first schema's index comes back), then the inbox,
-    // then the outbox.
+    // The held messages go first, then the abandoned claims column, then
+    // the heads index (on MySQL/MariaDB the first schema's index comes
+    // back), then the inbox, then the outbox.
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(!table_exists(&test, "custom_inbox_held").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(table_exists(&test, "custom_inbox").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();

@@ -8,7 +8,9 @@ use async_nats::jetstream::{
     self,
     consumer::{AckPolicy, DeliverPolicy, pull},
 };
-use outbox_core::{AppliedMessages, Delivery, EventRegistry, HandlerError, IntegrationEvent};
+use outbox_core::{
+    AppliedMessages, Delivery, EventRegistry, HandlerError, HeldMessages, IntegrationEvent,
+};
 use tokio::sync::Semaphore;
 
 use super::Subscriber;
@@ -17,6 +19,7 @@ use super::consumer;
 use super::dead_letter::DeadLetterPolicy;
 use super::error::BuildError;
 use super::handler::{ErasedHandler, Handlers, Typed};
+use super::hold::Holds;
 use super::shared::Shared;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
@@ -51,6 +54,7 @@ pub struct SubscriberBuilder {
     dead_letter: DeadLetterPolicy,
     ignore_unhandled: bool,
     applied: Option<Arc<dyn AppliedMessages>>,
+    held: Option<Arc<dyn HeldMessages>>,
     registry: Option<Arc<EventRegistry>>,
     shutdown_timeout: Duration,
     handlers: Vec<Box<dyn ErasedHandler>>,
@@ -87,6 +91,7 @@ impl SubscriberBuilder {
             dead_letter: DeadLetterPolicy::default(),
             ignore_unhandled: false,
             applied: None,
+            held: None,
             registry: None,
             shutdown_timeout: Duration::from_secs(30),
             handlers: Vec::new(),
@@ -191,27 +196,45 @@ impl SubscriberBuilder {
         self
     }
 
-    /// Keeps each aggregate's messages in order across this consumer's own
-    /// crashes and restarts, given what it has applied (its
-    /// `outbox_sea_orm::Inbox`).
+    /// Keeps each aggregate's messages in order with this consumer's inbox
+    /// (`outbox_sea_orm::Inbox`): across its own crashes and restarts, and
+    /// behind a message that could not be applied.
     ///
-    /// What a process that died had received and not acknowledged comes
-    /// back only after `ack_wait`, while the process that takes over
-    /// receives the later messages at once. With this setting, a subscriber
+    /// **Across restarts.** What a process that died had received and not
+    /// acknowledged comes back only after `ack_wait`, while the process
+    /// that takes over receives the later messages at once. A subscriber
     /// starting up reads the messages delivered before it and not yet
     /// acknowledged (between the consumer's ack floor and its last
     /// delivered sequence, as far as its filter subject captures them),
-    /// leaves out those `applied` knows and those whose event no handler
+    /// leaves out those the inbox applied and those whose event no handler
     /// takes, and marks the rest as away in their aggregates' lanes: later
     /// messages of those aggregates wait for them (in memory, spending no
     /// delivery, other aggregates unaffected) until they come back, at most
     /// `ack_wait` plus 1 s.
     ///
-    /// One process per durable (or per filter subject): a process starting
-    /// beside a live one would wait, up to the same bound, for messages that
-    /// the live one holds.
-    pub fn order_across_restarts(mut self, applied: impl AppliedMessages) -> Self {
-        self.applied = Some(Arc::new(applied));
+    /// **Behind a dead message.** A message its handler rejected
+    /// ([`HandlerError::permanent`]), failed on every delivery, or whose
+    /// payload does not decode ([`DeadLetterKind::holds_aggregate`]) still
+    /// goes to the dead letters, and also *holds* its aggregate: it is
+    /// parked in the inbox's database with its reason, and every later
+    /// message of the aggregate is parked behind it (and acknowledged)
+    /// instead of being applied past it. Other aggregates go on. The hold
+    /// is visible (`Inbox::holds`, the `outbox_consumer_held_aggregates`
+    /// gauge, an error log) and lasts until an operator releases it
+    /// (`Inbox::release`, retrying or skipping the dead message); within a
+    /// second the subscriber applies what is parked, in order, through the
+    /// same handlers.
+    ///
+    /// One process per durable (or per filter subject) for the restart
+    /// guard: a process starting beside a live one would wait, up to the
+    /// same bound, for messages that the live one holds. Holds are read
+    /// from the database every second, so other processes of the consumer
+    /// see them within that period.
+    ///
+    /// [`DeadLetterKind::holds_aggregate`]: super::DeadLetterKind::holds_aggregate
+    pub fn keep_order<L: AppliedMessages + HeldMessages + Clone>(mut self, inbox: L) -> Self {
+        self.applied = Some(Arc::new(inbox.clone()));
+        self.held = Some(Arc::new(inbox));
         self
     }
 
@@ -337,6 +360,7 @@ impl SubscriberBuilder {
             ignore_unhandled: self.ignore_unhandled,
             shutdown_timeout: self.shutdown_timeout,
             applied: self.applied,
+            holds: self.held.map(|store| Arc::new(Holds::new(store))),
         };
         Ok(Subscriber {
             shared: Arc::new(shared),

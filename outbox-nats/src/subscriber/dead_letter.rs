@@ -147,6 +147,23 @@ pub enum DeadLetterKind {
 }
 
 impl DeadLetterKind {
+    /// Whether a message dead for this reason holds its aggregate (with
+    /// [`keep_order`](super::SubscriberBuilder::keep_order)): it was meant
+    /// for a handler of this consumer and could not be applied, so its
+    /// aggregate's later messages must not be applied past it. Messages no
+    /// handler here takes, or whose envelope names no aggregate, hold
+    /// nothing.
+    pub fn holds_aggregate(self) -> bool {
+        matches!(
+            self,
+            Self::UnknownVersion
+                | Self::Malformed
+                | Self::NotConvertible
+                | Self::Rejected
+                | Self::Exhausted
+        )
+    }
+
     /// The header value.
     pub fn as_str(self) -> &'static str {
         match self {

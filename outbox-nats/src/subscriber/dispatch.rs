@@ -76,7 +76,42 @@ pub(crate) fn header<'a>(pairs: &[(&'a str, &'a str)], name: &str) -> Option<&'a
 /// Never panics, whatever the message or the handler does.
 pub(crate) async fn decide(shared: &Arc<Shared>, incoming: &Incoming, span: &Span) -> Verdict {
     let message = &incoming.message;
-    let envelope = match wire::decode(&message.subject, header_pairs(message), &message.payload) {
+    let delivered = Delivered {
+        subject: &message.subject,
+        headers: header_pairs(message),
+        payload: &message.payload,
+        stream_sequence: incoming.stream_sequence,
+        deliveries: incoming.deliveries,
+    };
+    decide_delivered(shared, delivered, span).await
+}
+
+/// A message as delivered: what [`decide_delivered`] needs of it, whether
+/// it comes from JetStream or from where a held aggregate parked it.
+pub(crate) struct Delivered<'a> {
+    /// The subject it was published on.
+    pub(crate) subject: &'a str,
+    /// Its headers.
+    pub(crate) headers: Vec<(&'a str, &'a str)>,
+    /// Its payload.
+    pub(crate) payload: &'a [u8],
+    /// Its stream sequence.
+    pub(crate) stream_sequence: u64,
+    /// How many times it was delivered, this time included.
+    pub(crate) deliveries: u64,
+}
+
+/// [`decide`] for a message as delivered.
+pub(crate) async fn decide_delivered(
+    shared: &Arc<Shared>,
+    delivered: Delivered<'_>,
+    span: &Span,
+) -> Verdict {
+    let envelope = match wire::decode(
+        delivered.subject,
+        delivered.headers.iter().copied(),
+        delivered.payload,
+    ) {
         Ok(envelope) => envelope,
         Err(err) => return dead(DeadLetterKind::InvalidEnvelope, err.to_string(), None),
     };
@@ -87,8 +122,8 @@ pub(crate) async fn decide(shared: &Arc<Shared>, incoming: &Incoming, span: &Spa
     let event = handler.registration().name();
     let delivery = Delivery::new(envelope)
         .with_consumer(Arc::clone(&shared.consumer))
-        .with_stream(Arc::clone(&shared.stream), incoming.stream_sequence)
-        .with_delivery_count(incoming.deliveries);
+        .with_stream(Arc::clone(&shared.stream), delivered.stream_sequence)
+        .with_delivery_count(delivered.deliveries);
     let started = Instant::now();
     // A handler may panic while creating its future, or while it runs.
     let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -118,16 +153,16 @@ pub(crate) async fn decide(shared: &Arc<Shared>, incoming: &Incoming, span: &Spa
         Ok(Err(err)) => err.to_string(),
         Err(panic) => format!("handler panicked: {}", panic_message(&*panic)),
     };
-    if incoming.deliveries >= shared.max_deliver {
+    if delivered.deliveries >= shared.max_deliver {
         let reason = format!(
             "handler failed on all {} deliveries; last error: {error}",
-            incoming.deliveries
+            delivered.deliveries
         );
         return dead(DeadLetterKind::Exhausted, reason, Some(event));
     }
     Verdict {
         decision: Decision::Retry {
-            delay: shared.backoff.delay(incoming.deliveries),
+            delay: shared.backoff.delay(delivered.deliveries),
             reason: error,
         },
         event,

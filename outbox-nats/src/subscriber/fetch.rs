@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{Incoming, header, header_pairs};
 use super::error::SubscriberError;
+use super::hold;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, LaneKey, Lanes, Queued, lane_key};
 use super::restart;
@@ -49,12 +50,23 @@ pub(crate) async fn run(
 ) -> Result<(), SubscriberError> {
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
     restart::expect_outstanding(&shared, &consumer, &lanes).await;
+    let stop = Stop::default();
+    let mut workers = JoinSet::new();
+    if let Some(holds) = &shared.holds {
+        // Before the first message: one of a held aggregate must be parked.
+        if let Err(err) = holds.refresh(&shared.consumer).await {
+            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read held aggregates yet; retrying every second");
+        }
+        workers.spawn(hold::watch(
+            Arc::clone(&shared),
+            Arc::clone(holds),
+            stop.draining.clone(),
+        ));
+    }
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
     let period = shared.progress_interval();
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let stop = Stop::default();
-    let mut workers = JoinSet::new();
     let mut messages: Option<Stream> = None;
     let mut reopen_delay = Duration::from_millis(100);
     tracing::info!(consumer = %shared.consumer, stream = %shared.stream, "subscriber started");

@@ -6,6 +6,7 @@
 //! | `outbox_consumer_handler_duration_seconds` | histogram | `consumer`, `event` | time spent in the handler |
 //! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held: received and not yet settled (running, waiting for a handler slot, or waiting behind an earlier message of their aggregate); at most the consumer's `max_ack_pending` |
 //! | `outbox_consumer_ack_failures_total` | counter | `consumer` | acks/naks that could not be sent (the message will be redelivered) |
+//! | `outbox_consumer_held_aggregates` | gauge | `consumer` | aggregates held behind a message that could not be applied, waiting for an operator's release (with [`keep_order`](super::SubscriberBuilder::keep_order)) |
 //!
 //! `event` is the wire name of a handled event, or `unknown` for messages
 //! no handler takes (so garbage cannot create label values). `outcome` is
@@ -20,6 +21,7 @@
 //! | `dead_letter_failed` | the dead-letter publish failed; nakked to try again |
 //! | `terminated` | terminated without a copy (dead-letter policy `terminate`) |
 //! | `redelivered` | nakked for later (dead-letter policy `redeliver`) |
+//! | `held` | its aggregate is held: parked behind the message it is held behind, acked |
 //! | `abandoned` | nakked without delay at shutdown |
 //! | `invalid_metadata` | its JetStream metadata (stream sequence, delivery count) could not be read; terminated, or only logged when it has no reply subject |
 
@@ -31,6 +33,8 @@ pub const HANDLER_DURATION_SECONDS: &str = "outbox_consumer_handler_duration_sec
 pub const IN_FLIGHT: &str = "outbox_consumer_in_flight";
 /// Acks and naks that could not be sent.
 pub const ACK_FAILURES_TOTAL: &str = "outbox_consumer_ack_failures_total";
+/// Aggregates held behind a message that could not be applied.
+pub const HELD_AGGREGATES: &str = "outbox_consumer_held_aggregates";
 
 /// The `event` label of messages no handler takes.
 pub(crate) const UNKNOWN_EVENT: &str = "unknown";

@@ -113,7 +113,7 @@
 //! - after a restart, what a crashed process had received and not
 //!   acknowledged comes back only after its ack wait, while later messages
 //!   arrive at once: with
-//!   [`order_across_restarts`](SubscriberBuilder::order_across_restarts)
+//!   [`keep_order`](SubscriberBuilder::keep_order)
 //!   (given the consumer's inbox) the new process waits for those it has not
 //!   applied, so the guarantee above holds across the crash too; see also
 //!   [Shutdown](#shutdown).
@@ -165,6 +165,7 @@ mod dispatch;
 mod error;
 mod fetch;
 mod handler;
+mod hold;
 pub mod metrics;
 mod ordering;
 mod restart;

@@ -1,7 +1,7 @@
 //! After a restart: the messages delivered before this process started and
 //! not acknowledged (a crashed process held them) come back only after
 //! their ack wait, while later messages of their aggregates arrive at once.
-//! With [`order_across_restarts`](super::SubscriberBuilder::order_across_restarts),
+//! With [`keep_order`](super::SubscriberBuilder::keep_order),
 //! the subscriber reads them first and marks those not applied as away in
 //! their lanes, so what follows them waits for them.
 

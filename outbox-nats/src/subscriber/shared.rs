@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use super::backoff::Backoff;
 use super::dead_letter::DeadLetterPolicy;
 use super::handler::Handlers;
+use super::hold::Holds;
 
 /// The settings and handles of one subscriber.
 pub(crate) struct Shared {
@@ -45,8 +46,11 @@ pub(crate) struct Shared {
     /// How long shutdown waits for running handlers.
     pub(crate) shutdown_timeout: Duration,
     /// What the consumer applied: set, a starting subscriber waits for what
-    /// was outstanding before it (see `order_across_restarts`).
+    /// was outstanding before it (see `keep_order`).
     pub(crate) applied: Option<Arc<dyn outbox_core::AppliedMessages>>,
+    /// Held aggregates and where their messages are parked (set with
+    /// `keep_order`).
+    pub(crate) holds: Option<Arc<Holds>>,
 }
 
 impl Shared {

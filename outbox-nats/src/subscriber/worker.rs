@@ -14,7 +14,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
-use super::dispatch::{self, Decision, Incoming};
+use super::dispatch::{self, Decision, Incoming, Verdict};
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Front, LaneKey, Lanes, Queued};
 use super::settle;
@@ -77,6 +77,15 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
             parent_span_id = Empty,
             outcome = Empty,
         );
+        if let Some(parked) = park_if_held(&shared, &job.item, &key).await {
+            if let Decision::Retry { delay, .. } = &parked.decision {
+                lanes.send_away(&key, job.sequence, *delay);
+            }
+            settle::settle(&shared, &job.item, parked, &span).await;
+            drop(job);
+            shared.report_in_flight();
+            continue;
+        }
         let verdict = {
             let deciding = dispatch::decide(&shared, &job.item, &span).instrument(span.clone());
             tokio::pin!(deciding);
@@ -97,8 +106,14 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
         };
         // Mark it away before the nak, so that its redelivery finds it so
         // and what follows it waits for it.
-        if let Decision::Retry { delay, .. } = &verdict.decision {
-            lanes.send_away(&key, job.sequence, *delay);
+        match (&verdict.decision, &shared.holds) {
+            (Decision::Retry { delay, .. }, _) => lanes.send_away(&key, job.sequence, *delay),
+            (Decision::Dead { kind, reason }, Some(holds)) if kind.holds_aggregate() => {
+                holds
+                    .hold_behind(&shared, &job.item, &key, *kind, reason)
+                    .await;
+            }
+            _ => {}
         }
         settle::settle(&shared, &job.item, verdict, &span).await;
         drop(job);
@@ -153,4 +168,28 @@ async fn next_job(
             return Some((job, Some(slot)));
         }
     }
+}
+
+/// With [`keep_order`](super::SubscriberBuilder::keep_order), a message of a
+/// held aggregate is parked behind the message it is held behind instead of
+/// being handled: the verdict to settle it with (acked once parked, or
+/// delivered again later when the store cannot park it). `None` when its
+/// aggregate is not held.
+async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Option<Verdict> {
+    let holds = shared.holds.as_ref()?;
+    if !holds.is_held(key) {
+        return None;
+    }
+    let decision = match holds.park_if_held(incoming, key).await {
+        Ok(false) => return None,
+        Ok(true) => Decision::Ack { outcome: "held" },
+        Err(err) => Decision::Retry {
+            delay: shared.backoff.delay(incoming.deliveries),
+            reason: format!("its aggregate is held and it cannot be parked: {err}"),
+        },
+    };
+    Some(Verdict {
+        decision,
+        event: UNKNOWN_EVENT,
+    })
 }

@@ -16,6 +16,8 @@
 //! Metrics: `outbox_inbox_messages_total{consumer, outcome}`, `outcome`
 //! being `applied` or `duplicate`.
 
+mod held;
+mod held_sql;
 mod sql;
 
 use std::collections::HashSet;
@@ -256,7 +258,7 @@ impl Inbox {
 
 /// What this consumer applied, for a subscriber that keeps each
 /// aggregate's messages in order across its restarts
-/// (`SubscriberBuilder::order_across_restarts`).
+/// (`SubscriberBuilder::keep_order`).
 impl AppliedMessages for Inbox {
     fn applied(&self, ids: Vec<MessageId>) -> AppliedFuture {
         let inbox = self.clone();

@@ -9,7 +9,7 @@
 //!     [--only-amended]
 //! ```
 //!
-//! `--ordered` turns on `order_across_restarts` with the inbox;
+//! `--ordered` turns on `keep_order` with the inbox;
 //! `--only-amended` handles `OrderAmended` only (`OrderPlaced` is acked
 //! unhandled: a handler with gaps in each aggregate's sequences). Prints
 //! `started` once the subscriber runs; runs until killed or its standard
@@ -86,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }))
     };
     if args.ordered {
-        builder = builder.order_across_restarts(inbox.clone());
+        builder = builder.keep_order(inbox.clone());
     }
     let subscriber = builder.build().await?;
     let shutdown = CancellationToken::new();

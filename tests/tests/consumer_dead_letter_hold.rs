@@ -1,0 +1,227 @@
+//! A message whose handler rejects it goes to the dead letters and, with
+//! `keep_order`, holds its aggregate: the aggregate's later messages are
+//! parked (in the inbox's database, on PostgreSQL, MariaDB and SQLite), not
+//! applied past it, also across a subscriber restart, while other
+//! aggregates go on; the hold is visible through `Inbox::holds` and lasts
+//! until `Inbox::release` retries the dead message (then everything parked
+//! is applied in order, each once) or skips it (never applied, recorded as
+//! processed).
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use outbox_core::{HandlerError, IntegrationEvent, OutboxMessage, Release};
+use outbox_nats::subscriber::RunningSubscriber;
+use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
+use outbox_tests::TestDb;
+use outbox_tests::subscriber::{SubscriberFixture, eventually};
+use sea_orm::{ConnectionTrait, Statement};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "hold.step.recorded")]
+struct StepRecorded {
+    step: i64,
+    poison: bool,
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// What the handler sees: whether poison is accepted yet, and a counter
+/// giving each applied effect its position.
+#[derive(Clone, Default)]
+struct World {
+    fixed: Arc<AtomicBool>,
+    position: Arc<AtomicI64>,
+}
+
+async fn setup(test: &TestDb) -> (SubscriberFixture, Inbox) {
+    test.db
+        .execute_unprepared(
+            "CREATE TABLE steps (aggregate_id VARCHAR(64) NOT NULL, step BIGINT NOT NULL, \
+             position BIGINT NOT NULL)",
+        )
+        .await
+        .unwrap();
+    let fixture = SubscriberFixture::shared().await;
+    let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
+    let inbox = Inbox::new(&outbox, fixture.durable.clone()).unwrap();
+    (fixture, inbox)
+}
+
+/// A subscriber whose inbox handler rejects poison until the world is fixed.
+async fn subscribe(fixture: &SubscriberFixture, inbox: &Inbox, world: &World) -> RunningSubscriber {
+    let world = world.clone();
+    fixture
+        .subscriber()
+        .keep_order(inbox.clone())
+        .on(
+            inbox.handler(move |event: StepRecorded, delivery, uow| {
+                let world = world.clone();
+                Box::pin(async move {
+                    if event.poison && !world.fixed.load(Ordering::SeqCst) {
+                        return Err(HandlerError::permanent("poison step"));
+                    }
+                    let position = world.position.fetch_add(1, Ordering::SeqCst);
+                    uow.connection()
+                        .await?
+                        .execute_unprepared(&format!(
+                            "INSERT INTO steps (aggregate_id, step, position) VALUES ('{}', {}, {position})",
+                            delivery.aggregate_id(),
+                            event.step
+                        ))
+                        .await?;
+                    Ok(())
+                })
+            }),
+        )
+        .build()
+        .await
+        .unwrap()
+        .spawn()
+}
+
+async fn publish(
+    fixture: &SubscriberFixture,
+    aggregate: &str,
+    step: i64,
+    poison: bool,
+) -> OutboxMessage {
+    let message = fixture.message(&StepRecorded { step, poison }, aggregate, step as u64);
+    fixture.publish(&message).await;
+    message
+}
+
+/// The steps applied for `aggregate`, in the order they were applied.
+async fn applied(test: &TestDb, aggregate: &str) -> Vec<i64> {
+    let rows = test
+        .db
+        .query_all_raw(Statement::from_string(
+            test.db.get_database_backend(),
+            format!("SELECT step FROM steps WHERE aggregate_id = '{aggregate}' ORDER BY position"),
+        ))
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|row| row.try_get::<i64>("", "step").unwrap())
+        .collect()
+}
+
+async fn wait_applied(test: &TestDb, aggregate: &str, expected: &[i64]) {
+    eventually(
+        &format!("{aggregate} applied {expected:?}"),
+        WAIT,
+        || async { applied(test, aggregate).await == expected },
+    )
+    .await;
+}
+
+/// `(aggregate id, waiting, released)` of every hold.
+async fn holds(inbox: &Inbox) -> Vec<(String, u64, Option<Release>)> {
+    inbox
+        .holds()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|hold| (hold.aggregate_id, hold.waiting, hold.release))
+        .collect()
+}
+
+async fn wait_holds(inbox: &Inbox, expected: &[(&str, u64)]) {
+    let expected: Vec<(String, u64, Option<Release>)> = expected
+        .iter()
+        .map(|(id, waiting)| ((*id).to_owned(), *waiting, None))
+        .collect();
+    eventually(&format!("holds {expected:?}"), WAIT, || async {
+        holds(inbox).await == expected
+    })
+    .await;
+}
+
+async fn a_dead_message_holds_its_aggregate_until_released(test: TestDb) {
+    let (fixture, inbox) = setup(&test).await;
+    let world = World::default();
+    let subscriber = subscribe(&fixture, &inbox, &world).await;
+    publish(&fixture, "A", 1, false).await;
+    let dead = publish(&fixture, "A", 2, true).await;
+    for step in 3..=4 {
+        publish(&fixture, "A", step, false).await;
+    }
+    for step in 1..=3 {
+        publish(&fixture, "B", step, false).await;
+    }
+
+    // B flows; A stops at the dead message, visibly, with 3 and 4 parked.
+    wait_applied(&test, "B", &[1, 2, 3]).await;
+    wait_holds(&inbox, &[("A", 2)]).await;
+    assert_eq!(applied(&test, "A").await, [1]);
+    let hold = inbox.holds().await.unwrap().remove(0);
+    assert_eq!(hold.message_id, dead.id);
+    assert_eq!(hold.event_name, "hold.step.recorded");
+    assert!(hold.reason.contains("poison step"), "{}", hold.reason);
+    assert_eq!(
+        fixture.dead_letters(1).await.len(),
+        1,
+        "still dead-lettered"
+    );
+    fixture.settled(WAIT).await; // parked messages are acknowledged
+
+    // Later traffic parks too, across a restart of the subscriber.
+    publish(&fixture, "A", 5, false).await;
+    wait_holds(&inbox, &[("A", 3)]).await;
+    subscriber.shutdown().await.unwrap();
+    let subscriber = subscribe(&fixture, &inbox, &world).await;
+    publish(&fixture, "A", 6, false).await;
+    publish(&fixture, "B", 4, false).await;
+    wait_applied(&test, "B", &[1, 2, 3, 4]).await;
+    wait_holds(&inbox, &[("A", 4)]).await;
+    assert_eq!(applied(&test, "A").await, [1]);
+
+    // Fixed and released: everything parked is applied, in order, once.
+    world.fixed.store(true, Ordering::SeqCst);
+    assert!(inbox.release("order", "A", Release::Retry).await.unwrap());
+    wait_applied(&test, "A", &[1, 2, 3, 4, 5, 6]).await;
+    wait_holds(&inbox, &[]).await;
+    publish(&fixture, "A", 7, false).await;
+    wait_applied(&test, "A", &[1, 2, 3, 4, 5, 6, 7]).await;
+    assert!(!inbox.release("order", "A", Release::Retry).await.unwrap());
+    subscriber.shutdown().await.unwrap();
+    fixture.delete().await;
+}
+
+async fn a_skipped_message_is_never_applied(test: TestDb) {
+    let (fixture, inbox) = setup(&test).await;
+    let world = World::default();
+    let subscriber = subscribe(&fixture, &inbox, &world).await;
+    publish(&fixture, "A", 1, false).await;
+    let dead = publish(&fixture, "A", 2, true).await;
+    publish(&fixture, "A", 3, false).await;
+    wait_holds(&inbox, &[("A", 1)]).await;
+
+    // Retried while still broken: held again behind it, release cleared.
+    assert!(inbox.release("order", "A", Release::Retry).await.unwrap());
+    eventually("the retried release to fail again", WAIT, || async {
+        holds(&inbox).await == [("A".to_owned(), 1, None)]
+    })
+    .await;
+    assert_eq!(applied(&test, "A").await, [1]);
+
+    // Skipped: 3 is applied, 2 never, and 2 counts as processed.
+    assert!(inbox.release("order", "A", Release::Skip).await.unwrap());
+    wait_applied(&test, "A", &[1, 3]).await;
+    wait_holds(&inbox, &[]).await;
+    assert!(inbox.contains(dead.id).await.unwrap());
+    fixture.publish(&dead).await; // a redelivery of the skipped message
+    publish(&fixture, "A", 4, false).await;
+    wait_applied(&test, "A", &[1, 3, 4]).await;
+    subscriber.shutdown().await.unwrap();
+    fixture.delete().await;
+}
+
+outbox_tests::each_backend!(
+    a_dead_message_holds_its_aggregate_until_released,
+    a_skipped_message_is_never_applied,
+);
