@@ -49,7 +49,6 @@ pub(crate) async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), SubscriberError> {
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
-    restart::expect_outstanding(&shared, &consumer, &lanes).await;
     let stop = Stop::default();
     let mut workers = JoinSet::new();
     if let Some(holds) = &shared.holds {
@@ -63,6 +62,7 @@ pub(crate) async fn run(
             stop.draining.clone(),
         ));
     }
+    restart::expect_outstanding(&shared, &consumer, &lanes).await;
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
     let period = shared.progress_interval();
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);

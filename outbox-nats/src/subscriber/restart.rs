@@ -88,10 +88,15 @@ pub(crate) async fn expect_outstanding<T>(
         if shared.handlers.get(event).is_none() {
             continue; // no handler: nothing to keep in order
         }
-        candidates.insert(
-            id,
-            (message.sequence, lane_key(aggregate_type, aggregate_id)),
-        );
+        let key = lane_key(aggregate_type, aggregate_id);
+        if shared
+            .holds
+            .as_ref()
+            .is_some_and(|holds| holds.is_held(&key))
+        {
+            continue; // parked (acked) or to be parked: nothing to wait for
+        }
+        candidates.insert(id, (message.sequence, key));
     }
     if candidates.is_empty() {
         return;
