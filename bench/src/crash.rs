@@ -174,7 +174,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
 /// 2,000 orders with 10 events each, 100 orders per unit of work.
 async fn backlog(outbox: &Outbox) -> Result<(), BoxError> {
     for chunk in 0..ORDERS / 100 {
-        let mut uow = outbox.begin().await?;
+        let mut uow = outbox.begin();
         for n in chunk * 100..(chunk + 1) * 100 {
             let mut order = BenchOrder::place(format!("acc-{n:05}"))?;
             for k in 1..EVENTS_PER_ORDER {

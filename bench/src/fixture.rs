@@ -263,7 +263,7 @@ pub(crate) async fn fill(bench: &BenchDb, prefix: &str, rows: u64) -> Result<f64
                 if from >= rows {
                     return Ok::<_, BoxError>(());
                 }
-                let mut uow = outbox.begin().await?;
+                let mut uow = outbox.begin();
                 for n in from..(from + FILL_PER_TRANSACTION).min(rows) {
                     uow.enqueue(&BenchEvent::new(format!("backlog-{n}")))?;
                 }

@@ -299,12 +299,12 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
                 } else if writes == Writes::PlaceNew {
                     let mut order = BenchOrder::place(order_id)?;
                     let began = Instant::now();
-                    let mut uow = outbox.begin().await?;
+                    let mut uow = outbox.begin();
                     uow.save(&mut order).await?;
                     (began, uow.commit().await?)
                 } else {
                     let began = Instant::now();
-                    let mut uow = outbox.begin().await?;
+                    let mut uow = outbox.begin();
                     let mut order = uow
                         .load::<BenchOrder>(format!("w{writer}"))
                         .await?

@@ -54,7 +54,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
                 order.events_mut().mark_saved(0); // the state alone
             }
             let start = Instant::now();
-            let mut uow = outbox.begin().await?;
+            let mut uow = outbox.begin();
             uow.save(&mut order).await?;
             uow.commit().await?;
             if i >= WARMUP {

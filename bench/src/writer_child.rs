@@ -85,7 +85,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
 /// conflict with another writer of the same account is skipped).
 async fn save(outbox: &Outbox, account: u64) -> Result<(), BoxError> {
     let id = format!("acc-{account:05}");
-    let mut uow = outbox.begin().await?;
+    let mut uow = outbox.begin();
     let mut order = match uow.load::<BenchOrder>(id.clone()).await? {
         Some(mut order) => {
             order.amend(format!("{id}-{}", uuid::Uuid::now_v7()))?;

@@ -96,7 +96,7 @@ async fn measure(mode: Mode) -> Result<Measured, BoxError> {
                 n += 1;
                 let mut order = Order::place(format!("w{writer}-{n}"), 100)?;
                 let began = Instant::now();
-                let mut uow = outbox.begin().await?;
+                let mut uow = outbox.begin();
                 uow.save(&mut order).await?;
                 if mode == Mode::InTransaction {
                     uow.connection()

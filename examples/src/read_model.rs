@@ -87,35 +87,42 @@ pub fn subscriber(
             Duration::from_secs(5),
         ))
         .shutdown_timeout(Duration::from_secs(5))
-        .on(
-            inbox.handler(|e: OrderPlaced, _: Delivery, uow: &mut UnitOfWork| {
-                Box::pin(async move {
-                    entity::ActiveModel {
-                        order_id: Set(e.order_id),
-                        customer: Set(e.customer),
-                        status: Set(OrderStatus::Placed.as_str().to_owned()),
-                        total_cents: Set(i64::try_from(e.total_cents).unwrap_or(i64::MAX)),
-                        updated_at: Set(Utc::now()),
-                    }
-                    .insert(uow.connection().await?)
-                    .await?;
-                    Ok(())
-                })
-            }),
-        )
-        .on(
-            inbox.handler(|e: OrderPaid, _: Delivery, uow: &mut UnitOfWork| {
-                Box::pin(set_status(uow, e.order_id, OrderStatus::Paid))
-            }),
-        )
-        .on(
-            inbox.handler(|e: OrderShipped, _: Delivery, uow: &mut UnitOfWork| {
-                Box::pin(set_status(uow, e.order_id, OrderStatus::Shipped))
-            }),
-        )
-        .on(
-            inbox.handler(|e: OrderCancelled, _: Delivery, uow: &mut UnitOfWork| {
-                Box::pin(set_status(uow, e.order_id, OrderStatus::Cancelled))
-            }),
-        )
+        .on(inbox.handler(on_placed))
+        .on(inbox.handler(on_paid))
+        .on(inbox.handler(on_shipped))
+        .on(inbox.handler(on_cancelled))
+}
+
+/// A new row for the placed order.
+async fn on_placed(e: OrderPlaced, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+    entity::ActiveModel {
+        order_id: Set(e.order_id),
+        customer: Set(e.customer),
+        status: Set(OrderStatus::Placed.as_str().to_owned()),
+        total_cents: Set(i64::try_from(e.total_cents).unwrap_or(i64::MAX)),
+        updated_at: Set(Utc::now()),
+    }
+    .insert(uow.connection().await?)
+    .await?;
+    Ok(())
+}
+
+async fn on_paid(e: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+    set_status(uow, e.order_id, OrderStatus::Paid).await
+}
+
+async fn on_shipped(
+    e: OrderShipped,
+    _: Delivery,
+    uow: &mut UnitOfWork,
+) -> Result<(), HandlerError> {
+    set_status(uow, e.order_id, OrderStatus::Shipped).await
+}
+
+async fn on_cancelled(
+    e: OrderCancelled,
+    _: Delivery,
+    uow: &mut UnitOfWork,
+) -> Result<(), HandlerError> {
+    set_status(uow, e.order_id, OrderStatus::Cancelled).await
 }

@@ -159,7 +159,7 @@ async fn run(
     let running = Subscriber::builder(js.clone(), "inbox")
         .stream(stream)
         .max_in_flight(64)
-        .on(inbox.handler(|_: Step, _, _| Box::pin(async { Ok(()) })))
+        .on(inbox.handler_boxed(|_: Step, _, _| Box::pin(async { Ok(()) })))
         .build()
         .await?
         .spawn();

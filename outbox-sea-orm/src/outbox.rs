@@ -17,7 +17,7 @@ use crate::listen::PgNotifications;
 use crate::repository::Repository;
 use crate::row::insert_messages;
 use crate::store::SeaOrmOutboxStore;
-use crate::unit_of_work::UnitOfWork;
+use crate::unit_of_work::{Joined, UnitOfWork};
 use crate::wake::{CommitListener, Wakers};
 
 /// The aggregate type of messages enqueued without an aggregate. Each such
@@ -72,13 +72,13 @@ impl Outbox {
     /// Begins a unit of work whose messages get a fresh correlation. Nothing
     /// is sent to the database yet: the unit opens its transaction only if
     /// it needs one (see [`UnitOfWork`]).
-    pub async fn begin(&self) -> Result<UnitOfWork, OutboxError> {
-        self.begin_with(MessageContext::new()).await
+    pub fn begin(&self) -> UnitOfWork {
+        self.begin_with(MessageContext::new())
     }
 
     /// Begins a unit of work whose messages carry `context`.
-    pub async fn begin_with(&self, context: MessageContext) -> Result<UnitOfWork, OutboxError> {
-        Ok(UnitOfWork::new(self.clone(), context))
+    pub fn begin_with(&self, context: MessageContext) -> UnitOfWork {
+        UnitOfWork::new(self.clone(), context)
     }
 
     /// Runs `work` in a unit of work and commits it; when the database gave
@@ -120,7 +120,7 @@ impl Outbox {
         let mut pause = std::time::Duration::from_millis(5);
         let mut attempt = 1;
         loop {
-            let mut uow = self.begin().await?;
+            let mut uow = self.begin();
             let result = match work(&mut uow).await {
                 Ok(value) => uow.commit().await.map(|_| value),
                 Err(err) => Err(err),
@@ -145,6 +145,23 @@ impl Outbox {
             outbox: self.clone(),
             aggregate: PhantomData,
         }
+    }
+
+    /// Joins a transaction (or connection) the application owns: aggregates
+    /// saved through the returned [`Joined`] are written into it with their
+    /// events, in per-aggregate order, and commit or roll back with the
+    /// application's own changes. See [`Joined`].
+    pub fn join<'t, C: ConnectionTrait>(&self, txn: &'t C) -> Joined<'t, C> {
+        self.join_with(txn, MessageContext::new())
+    }
+
+    /// [`join`](Outbox::join), with messages carrying `context`.
+    pub fn join_with<'t, C: ConnectionTrait>(
+        &self,
+        txn: &'t C,
+        context: MessageContext,
+    ) -> Joined<'t, C> {
+        Joined::new(self.clone(), txn, context)
     }
 
     /// Writes `event` as an outbox row on a connection or transaction the
@@ -281,6 +298,13 @@ impl Outbox {
                 "outbox release after the processor stopped failed; the messages wait for their lease"
             );
         }
+    }
+
+    /// After the application committed messages on its own transaction:
+    /// hands them to this process's processor and wakes the others.
+    pub(crate) fn announce(&self, messages: Vec<OutboxMessage>) {
+        // Nothing was written leased, so nothing can be refused.
+        let _ = self.inner.wakers.committed(messages, None);
     }
 
     /// Enters the lease offer of this process's processor for one commit

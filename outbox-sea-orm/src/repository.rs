@@ -77,7 +77,7 @@ impl<A: AggregateEntity> Repository<A> {
         context: MessageContext,
         change: Change,
     ) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin_with(context).await?;
+        let mut uow = self.outbox.begin_with(context);
         let new_version = uow.write_change(&*aggregate, change).await?;
         uow.commit().await?;
         aggregate.events_mut().mark_saved(new_version);

@@ -59,7 +59,7 @@ async fn subscribe(fixture: &SubscriberFixture, inbox: &Inbox, world: &World) ->
         .subscriber()
         .keep_order(inbox.clone())
         .on(
-            inbox.handler(move |event: StepRecorded, delivery, uow| {
+            inbox.handler_boxed(move |event: StepRecorded, delivery, uow| {
                 let world = world.clone();
                 Box::pin(async move {
                     if event.poison && !world.fixed.load(Ordering::SeqCst) {

@@ -324,7 +324,7 @@ impl Probe {
     ) -> impl Fn(PaymentReceived, Delivery) -> outbox_sea_orm::InboxFuture<'static> + Send + Sync + 'static
     {
         let runs = Arc::clone(&self.runs);
-        let applied = inbox.handler(move |event: PaymentReceived, delivery, uow| {
+        let applied = inbox.handler_boxed(move |event: PaymentReceived, delivery, uow| {
             runs.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move { apply_effect(uow, &event, &delivery).await })
         });
@@ -477,7 +477,7 @@ async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestD
     let sleeper = {
         let stuck = Arc::clone(&stuck);
         let slow_id = slow.id;
-        inbox.handler(move |event: PaymentReceived, delivery, uow| {
+        inbox.handler_boxed(move |event: PaymentReceived, delivery, uow| {
             let stuck = Arc::clone(&stuck);
             Box::pin(async move {
                 apply_effect(uow, &event, &delivery).await?;

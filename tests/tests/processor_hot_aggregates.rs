@@ -39,7 +39,7 @@ fn order_id(n: usize) -> String {
 /// One unit of work on `id` with `PER_UNIT` events, the poison in the
 /// middle of them.
 async fn amend_with_poison(outbox: &Outbox, id: &str) {
-    let mut uow = outbox.begin().await.expect("begin");
+    let mut uow = outbox.begin();
     let mut order = uow
         .load::<Order>(id.to_owned())
         .await

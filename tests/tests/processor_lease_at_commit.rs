@@ -88,7 +88,7 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
     // The order's next event waits behind the unpublished first one: it is
     // written unleased, and no claim may take it while the first is out.
-    let mut uow = outbox.begin().await.expect("begin");
+    let mut uow = outbox.begin();
     let mut order = uow
         .load::<Order>("o-1".to_owned())
         .await

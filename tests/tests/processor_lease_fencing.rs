@@ -188,7 +188,7 @@ async fn stuck_writer(
 
 /// A unit of work that amends order `id` once, ready to commit.
 async fn amendment(outbox: &Outbox, id: &str) -> outbox_sea_orm::UnitOfWork {
-    let mut uow = outbox.begin().await.expect("begin");
+    let mut uow = outbox.begin();
     let mut order = uow
         .load::<Order>(id.to_owned())
         .await

@@ -41,7 +41,7 @@ fn store_on(db: DatabaseConnection) -> SeaOrmOutboxStore {
 /// per order, in sequence order.
 async fn seed(outbox: &Outbox, prefix: &str, orders: usize, events: usize) -> Vec<Vec<MessageId>> {
     assert!(events >= 1);
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     for i in 0..orders {
         let mut order = Order::place(format!("{prefix}-{i:03}"), 100).unwrap();
         for k in 1..events {
@@ -1151,7 +1151,7 @@ async fn claim_returns_the_envelope_intact(test: TestDb) {
         )
         .with_header("x-region", "eu-west")
         .unwrap();
-    let mut uow = outbox.begin_with(context.clone()).await.unwrap();
+    let mut uow = outbox.begin_with(context.clone());
 
     let mut order = Order::place("ordre-é-1", 1250).unwrap();
     order.amend(-3).unwrap();

@@ -197,7 +197,7 @@ async fn commit_writes_order_and_outbox_rows(test: TestDb) {
     let outbox = outbox(&test);
     let mut order = Order::place("o-1", 100).unwrap();
     order.amend(150).unwrap();
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut order).await.unwrap();
     assert_eq!(order.version(), 2, "the aggregate moved to its new version");
     assert!(order.events().pending().is_empty());
@@ -255,7 +255,7 @@ async fn commit_writes_order_and_outbox_rows(test: TestDb) {
 /// same order can be saved afterwards (nothing left locked).
 async fn failed_statement_then_drop_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     uow.save(&mut order).await.unwrap();
     let failed = uow
@@ -283,7 +283,7 @@ async fn panic_inside_unit_of_work_writes_nothing(test: TestDb) {
     let task = tokio::spawn({
         let outbox = outbox.clone();
         async move {
-            let mut uow = outbox.begin().await.unwrap();
+            let mut uow = outbox.begin();
             let mut order = Order::place("o-1", 100).unwrap();
             uow.save(&mut order).await.unwrap();
             uow.enqueue(&Ping { n: 1 }).unwrap();
@@ -306,7 +306,7 @@ async fn panic_inside_unit_of_work_writes_nothing(test: TestDb) {
 async fn dropped_unit_of_work_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
     {
-        let mut uow = outbox.begin().await.unwrap();
+        let mut uow = outbox.begin();
         let mut order = Order::place("o-1", 100).unwrap();
         uow.save(&mut order).await.unwrap();
         uow.enqueue(&Ping { n: 1 }).unwrap();
@@ -325,7 +325,7 @@ async fn dropped_unit_of_work_writes_nothing(test: TestDb) {
 /// (d) An explicit rollback writes nothing.
 async fn rollback_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     uow.save(&mut order).await.unwrap();
     uow.enqueue(&Ping { n: 1 }).unwrap();
@@ -347,7 +347,7 @@ async fn rollback_writes_nothing(test: TestDb) {
 async fn application_statements_share_the_transaction(test: TestDb) {
     let outbox = outbox(&test);
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     entity::ActiveModel {
         id: Set("app-1".into()),
         status: Set("imported".into()),
@@ -375,7 +375,7 @@ async fn application_statements_share_the_transaction(test: TestDb) {
     assert_eq!(order_row(&test, "o-1").await.unwrap().total_cents, 100);
     assert_eq!(outbox_count(&test).await, 1);
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let updated = entity::Entity::update_many()
         .col_expr(entity::Column::TotalCents, Expr::value(999_i64))
         .filter(entity::Column::Id.eq("app-1"))
@@ -435,19 +435,19 @@ async fn stale_save_is_a_conflict(test: TestDb) {
     // written by the commit (one statement on PostgreSQL), which reports it;
     // with one open, the save itself does.
     third.amend(400).unwrap();
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut third).await.unwrap();
     uow.enqueue(&Ping { n: 1 }).unwrap();
     assert_conflict(uow.commit().await, "o-1", 1);
     fourth.amend(500).unwrap();
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.connection().await.unwrap();
     assert_conflict(uow.save(&mut fourth).await, "o-1", 1);
     drop(uow);
     // A state change without events: nothing gates it, the update's miss
     // is still reported.
     fifth.total_cents = 600;
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut fifth).await.unwrap();
     assert_conflict(uow.commit().await, "o-1", 1);
     assert_eq!(order_row(&test, "o-1").await.unwrap().total_cents, 200);
@@ -481,7 +481,7 @@ async fn race(outbox: &Outbox, copies: Vec<Order>, expected_version: u64) -> Vec
         .map(|mut order| {
             let (outbox, barrier) = (outbox.clone(), Arc::clone(&barrier));
             tokio::spawn(async move {
-                let mut uow = outbox.begin().await.unwrap();
+                let mut uow = outbox.begin();
                 barrier.wait().await;
                 let saved = match uow.save(&mut order).await {
                     Ok(()) => uow.commit().await.map(|_| ()),
@@ -591,7 +591,7 @@ async fn sequences_follow_the_version(test: TestDb) {
 /// Saving one aggregate twice in one unit of work continues its sequence.
 async fn two_saves_in_one_unit_of_work(test: TestDb) {
     let outbox = outbox(&test);
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     uow.save(&mut order).await.unwrap();
     order.amend(200).unwrap();
@@ -619,7 +619,7 @@ async fn save_is_written_by_the_commit(test: TestDb) {
     db.set_metric_callback(move |info| log.lock().unwrap().push(info.statement.sql.clone()));
     let outbox = Outbox::new(db, OutboxConfig::default());
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     order.amend(120).unwrap();
     uow.save(&mut order).await.unwrap();
@@ -641,7 +641,7 @@ async fn save_is_written_by_the_commit(test: TestDb) {
     assert_eq!(order_row(&test, "o-1").await.unwrap().version, 2);
     assert_eq!(outbox_count(&test).await, 3);
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut Order::place("o-2", 5).unwrap())
         .await
         .unwrap();
@@ -691,7 +691,7 @@ async fn delete_checks_the_version_and_writes_events(test: TestDb) {
 
     let mut order = orders.load("o-1").await.unwrap().unwrap();
     order.amend(0).unwrap(); // the "archived" event
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.delete(&mut order).await.unwrap();
     uow.commit().await.unwrap();
     assert!(order_row(&test, "o-1").await.is_none());
@@ -732,7 +732,7 @@ async fn delete_checks_the_version_and_writes_events(test: TestDb) {
 /// group (aggregate id = message id, sequence 1).
 async fn uow_enqueue_writes_a_standalone_message(test: TestDb) {
     let outbox = outbox(&test);
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let first = uow.enqueue(&Ping { n: 1 }).unwrap();
     let second = uow.enqueue(&Ping { n: 2 }).unwrap();
     assert_eq!(uow.commit().await.unwrap(), [first, second]);
@@ -822,7 +822,7 @@ async fn over_long_aggregate_id_is_invalid(test: TestDb) {
     let mut listener = outbox.listen();
     let long_id = "x".repeat(256);
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place(long_id.clone(), 100).unwrap();
     uow.save(&mut order).await.unwrap();
     let err = uow.commit().await.unwrap_err();
@@ -919,10 +919,10 @@ async fn closed_connection_is_a_db_error(test: TestDb) {
     let orders = outbox.repository::<Order>();
 
     // Beginning sends nothing; the first statement fails.
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let opened = uow.connection().await.map(|_| ());
     assert!(matches!(opened, Err(OutboxError::Db(_))), "{opened:?}");
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut Order::place("o-0", 1).unwrap())
         .await
         .unwrap();
@@ -964,7 +964,7 @@ async fn unserializable_event_fails_at_record(test: TestDb) {
     }
     assert_eq!(order.events().pending().len(), 1, "nothing pending for it");
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let err = uow.enqueue(&bad);
     assert!(
         matches!(err, Err(OutboxError::Record(RecordError::Serialize { .. }))),
@@ -1017,14 +1017,14 @@ async fn message_context_round_trips(test: TestDb) {
         .with_header("x-own", "1")
         .unwrap(),
     );
-    let mut uow = outbox.begin_with(context.clone()).await.unwrap();
+    let mut uow = outbox.begin_with(context.clone());
     assert_eq!(uow.context(), &context);
     uow.save(&mut order).await.unwrap();
     uow.enqueue(&Ping { n: 1 }).unwrap();
     let ids = uow.commit().await.unwrap();
 
     // A second unit of work with an empty context: NULLs round-trip too.
-    let mut plain = outbox.begin().await.unwrap();
+    let mut plain = outbox.begin();
     let plain_id = plain.enqueue(&Ping { n: 2 }).unwrap();
     plain.commit().await.unwrap();
 
@@ -1250,26 +1250,19 @@ async fn listeners_receive_exactly_committed_messages(test: TestDb) {
     let outbox = outbox(&test);
     let mut listener = outbox.listen();
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut Order::place("o-rolled-back", 1).unwrap())
         .await
         .unwrap();
     uow.rollback().await.unwrap();
     {
-        let mut uow = outbox.begin().await.unwrap();
+        let mut uow = outbox.begin();
         uow.save(&mut Order::place("o-dropped", 1).unwrap())
             .await
             .unwrap();
     }
     assert!(
-        outbox
-            .begin()
-            .await
-            .unwrap()
-            .commit()
-            .await
-            .unwrap()
-            .is_empty(),
+        outbox.begin().commit().await.unwrap().is_empty(),
         "a commit without messages"
     );
     assert!(
@@ -1279,7 +1272,7 @@ async fn listeners_receive_exactly_committed_messages(test: TestDb) {
         "nothing was committed"
     );
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     order.amend(150).unwrap();
     uow.save(&mut order).await.unwrap();
@@ -1324,7 +1317,7 @@ async fn postgres_commit_notifies_other_processes() {
     let channel = config.notify_channel().unwrap().to_owned();
     let outbox = Outbox::new(test.db.clone(), config);
 
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.save(&mut Order::place("o-rolled-back", 1).unwrap())
         .await
         .unwrap();
@@ -1450,7 +1443,7 @@ async fn postgres_notifications_are_coalesced() {
             let outbox = outbox.clone();
             tokio::spawn(async move {
                 for i in 0..COMMITS_PER_TASK {
-                    let mut uow = outbox.begin().await.unwrap();
+                    let mut uow = outbox.begin();
                     uow.enqueue(&Ping {
                         n: t * COMMITS_PER_TASK + i,
                     })
@@ -1521,7 +1514,7 @@ async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default());
     let mut order = Order::place("o-aborted", 100).unwrap();
     outbox.repository::<Order>().save(&mut order).await.unwrap();
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     let mut loaded = uow.load::<Order>("o-aborted").await.unwrap().unwrap();
     loaded.total_cents = 999; // a state change without events: no outbox rows
     uow.save(&mut loaded).await.unwrap();
@@ -1556,7 +1549,7 @@ impl outbox_core::IntegrationEvent for LongNamed {
 async fn over_long_event_name_is_invalid(test: TestDb) {
     assert!(LongNamed::NAME.len() > 128);
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default());
-    let mut uow = outbox.begin().await.unwrap();
+    let mut uow = outbox.begin();
     uow.enqueue(&LongNamed).unwrap();
     let err = uow.commit().await.unwrap_err();
     assert!(

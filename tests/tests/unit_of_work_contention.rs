@@ -57,7 +57,7 @@ async fn a_deadlock_is_contention(test: TestDb) {
     let run = |first: &'static str, second: &'static str| {
         let (outbox, barrier) = (outbox.clone(), Arc::clone(&barrier));
         tokio::spawn(async move {
-            let mut uow = outbox.begin().await?;
+            let mut uow = outbox.begin();
             amend_both(&mut uow, first, second, Some(&barrier)).await?;
             uow.commit().await.map(|_| ())
         })

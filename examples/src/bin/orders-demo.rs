@@ -334,10 +334,7 @@ async fn write_orders(
                 continue;
             };
             let context = MessageContext::new().with_correlation_id(id.clone());
-            let mut uow = outbox
-                .begin_with(context)
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut uow = outbox.begin_with(context);
             let mut order = uow
                 .load::<Order>(id.clone())
                 .await

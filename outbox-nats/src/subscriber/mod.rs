@@ -215,23 +215,25 @@ impl Subscriber {
     /// # #[event(name = "payment.received")] struct PaymentReceived { order_id: String, cents: i64 }
     /// # async fn run(outbox: outbox_sea_orm::Outbox, jetstream: async_nats::jetstream::Context)
     /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use outbox_core::{Delivery, HandlerError};
     /// use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
-    /// use outbox_sea_orm::Inbox;
+    /// use outbox_sea_orm::{Inbox, UnitOfWork};
     /// use sea_orm::ConnectionTrait;
     /// use tokio_util::sync::CancellationToken;
+    ///
+    /// async fn on_payment(event: PaymentReceived, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+    ///     let sql = format!("UPDATE ledger SET cents = cents + {}", event.cents);
+    ///     uow.connection().await?.execute_unprepared(&sql).await?;
+    ///     Ok(())
+    /// }
     ///
     /// let inbox = Inbox::new(&outbox, "billing")?;
     /// let subscriber = Subscriber::builder(jetstream, "billing")
     ///     .stream("EVENTS")
     ///     .filter_subject("events.payment.>")
     ///     .dead_letter(DeadLetterPolicy::publish_to("dlq.billing"))
-    ///     .on(inbox.handler(|event: PaymentReceived, _delivery, uow| {
-    ///         Box::pin(async move {
-    ///             let sql = format!("UPDATE ledger SET cents = cents + {}", event.cents);
-    ///             uow.connection().await?.execute_unprepared(&sql).await?;
-    ///             Ok(())
-    ///         })
-    ///     }))
+    ///     .keep_order(inbox.clone())
+    ///     .on(inbox.handler(on_payment))
     ///     .build()
     ///     .await?;
     /// let shutdown = CancellationToken::new(); // cancel it on SIGTERM

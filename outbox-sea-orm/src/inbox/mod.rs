@@ -16,9 +16,13 @@
 //! Metrics: `outbox_inbox_messages_total{consumer, outcome}`, `outcome`
 //! being `applied` or `duplicate`.
 
+mod handler;
 mod held;
 mod held_sql;
 mod sql;
+
+use handler::FnHandler;
+pub use handler::{InboxFn, InboxHandler};
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -63,17 +67,17 @@ pub enum Processed {
 /// use outbox_sea_orm::{Inbox, UnitOfWork};
 /// use sea_orm::ConnectionTrait;
 ///
+/// async fn on_placed(event: OrderPlaced, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+///     uow.connection()
+///         .await?
+///         .execute_unprepared("UPDATE revenue SET cents = cents + 1")
+///         .await?;                                               // the handler's effect ...
+///     uow.enqueue(&InvoiceRequested { order_id: event.order_id })?; // ... a new event ...
+///     Ok(())                                                       // ... and the inbox row: one commit
+/// }
+///
 /// let inbox = Inbox::new(&outbox, "billing")?;
-/// let on_placed = inbox.handler(|event: OrderPlaced, _delivery: Delivery, uow: &mut UnitOfWork| {
-///     Box::pin(async move {
-///         uow.connection()
-///             .await?
-///             .execute_unprepared("UPDATE revenue SET cents = cents + 1")
-///             .await?;                                           // the handler's effect ...
-///         uow.enqueue(&InvoiceRequested { order_id: event.order_id })?; // ... a new event ...
-///         Ok::<(), HandlerError>(())                               // ... and the inbox row: one commit
-///     })
-/// });
+/// let on_placed = inbox.handler(on_placed);
 /// // `on_placed` is a plain `Fn(OrderPlaced, Delivery) -> Future` handler:
 /// // `Subscriber::builder(..).on(on_placed)` in outbox-nats.
 /// # let _ = on_placed; Ok(()) }
@@ -143,8 +147,32 @@ impl Inbox {
     where
         F: for<'a> FnOnce(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a>,
     {
+        let Some(mut uow) = self.open(&delivery).await? else {
+            return Ok(Processed::Duplicate);
+        };
+        handler(event, delivery, &mut uow).await?;
+        self.close(uow).await
+    }
+
+    /// [`process`](Inbox::process) with an [`InboxHandler`].
+    pub async fn process_with<E, H: InboxHandler<E>>(
+        &self,
+        event: E,
+        delivery: Delivery,
+        handler: &H,
+    ) -> Result<Processed, HandlerError> {
+        let Some(mut uow) = self.open(&delivery).await? else {
+            return Ok(Processed::Duplicate);
+        };
+        handler.handle(event, delivery, &mut uow).await?;
+        self.close(uow).await
+    }
+
+    /// Begins the message's unit of work and records the inbox row in it;
+    /// `None` for a duplicate.
+    async fn open(&self, delivery: &Delivery) -> Result<Option<UnitOfWork>, HandlerError> {
         let id = delivery.message_id();
-        let mut uow = self.outbox.begin_with(delivery.caused_context()).await?;
+        let mut uow = self.outbox.begin_with(delivery.caused_context());
         let recorded = sql::insert(
             uow.connection().await?,
             self.table(),
@@ -154,33 +182,72 @@ impl Inbox {
         )
         .await;
         match recorded {
-            Ok(()) => {}
+            Ok(()) => Ok(Some(uow)),
             Err(err) if is_unique_violation(&err) => {
                 // Discard the transaction (PostgreSQL aborted it anyway).
                 drop(uow);
                 tracing::debug!(consumer = %self.consumer, message_id = %id, "inbox: duplicate, handler skipped");
                 self.count("duplicate");
-                return Ok(Processed::Duplicate);
+                Ok(None)
             }
-            Err(err) => return Err(OutboxError::from(err).into()),
+            Err(err) => Err(OutboxError::from(err).into()),
         }
-        handler(event, delivery, &mut uow).await?;
+    }
+
+    /// Commits the handler's effects with the inbox row.
+    async fn close(&self, uow: UnitOfWork) -> Result<Processed, HandlerError> {
         uow.commit().await?;
         self.count("applied");
         Ok(Processed::Applied)
     }
 
-    /// Wraps a transactional handler into a plain typed handler,
+    /// Wraps a plain `async fn(E, Delivery, &mut UnitOfWork) ->
+    /// Result<(), HandlerError>` into a typed subscriber handler,
     /// `Fn(E, Delivery) -> Future<Output = Result<(), HandlerError>>`, that
     /// [processes](Inbox::process) each message through this inbox. A
     /// duplicate resolves to `Ok(())`, so the subscriber acknowledges it.
+    ///
+    /// ```no_run
+    /// # use outbox_core::IntegrationEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "order.paid")] struct OrderPaid { order_id: String }
+    /// use outbox_core::{Delivery, HandlerError};
+    /// use outbox_sea_orm::{Inbox, UnitOfWork};
+    /// use sea_orm::ConnectionTrait;
+    ///
+    /// async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+    ///     let sql = format!("UPDATE orders_view SET paid = TRUE WHERE id = '{}'", event.order_id);
+    ///     uow.connection().await?.execute_unprepared(&sql).await?;
+    ///     Ok(())
+    /// }
+    ///
+    /// # fn run(inbox: Inbox) {
+    /// let on_paid = inbox.handler(on_paid); // `.on(on_paid)` on a subscriber builder
+    /// # let _ = on_paid; }
+    /// ```
+    ///
+    /// A handler with state: [`handler_with`](Inbox::handler_with) (a type
+    /// implementing [`InboxHandler`]) or [`handler_boxed`](Inbox::handler_boxed)
+    /// (a closure).
     pub fn handler<E, F>(
         &self,
         handler: F,
     ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
     where
         E: Send + 'static,
-        F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,
+        F: for<'a> InboxFn<'a, E>,
+    {
+        self.handler_with(FnHandler(handler))
+    }
+
+    /// [`handler`](Inbox::handler) for a type implementing [`InboxHandler`].
+    pub fn handler_with<E, H>(
+        &self,
+        handler: H,
+    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    where
+        E: Send + 'static,
+        H: InboxHandler<E>,
     {
         let inbox = self.clone();
         let handler = Arc::new(handler);
@@ -188,13 +255,25 @@ impl Inbox {
             let (inbox, handler) = (inbox.clone(), Arc::clone(&handler));
             Box::pin(async move {
                 inbox
-                    .process(event, delivery, |event, delivery, uow| {
-                        handler(event, delivery, uow)
-                    })
+                    .process_with(event, delivery, &*handler)
                     .await
                     .map(|_| ())
             })
         }
+    }
+
+    /// [`handler`](Inbox::handler) for a closure that returns a boxed
+    /// future, `|event, delivery, uow| Box::pin(async move { .. })`: a
+    /// handler that captures state without a type of its own.
+    pub fn handler_boxed<E, F>(
+        &self,
+        handler: F,
+    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    where
+        E: Send + 'static,
+        F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,
+    {
+        self.handler(handler)
     }
 
     /// Whether this consumer has processed the message `id` (and its inbox

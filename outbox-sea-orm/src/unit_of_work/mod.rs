@@ -1,5 +1,6 @@
 //! [`UnitOfWork`]: aggregates and their events, committed together.
 
+mod joined;
 mod one_statement;
 mod version;
 mod write;
@@ -12,6 +13,7 @@ use sea_orm::{
     TransactionTrait,
 };
 
+pub use self::joined::{AfterCommit, Joined};
 use self::version::read_version;
 use self::write::AggregateWrite;
 use crate::aggregate_entity::AggregateEntity;
@@ -62,7 +64,7 @@ pub type PrimaryKeyOf<A> =
 /// ```no_run
 /// # use outbox_sea_orm::{AggregateEntity, Outbox};
 /// # async fn run<Order: AggregateEntity>(outbox: Outbox, mut order: Order) -> Result<(), outbox_sea_orm::OutboxError> {
-/// let mut uow = outbox.begin().await?;
+/// let mut uow = outbox.begin();
 /// uow.save(&mut order).await?;      // state + its events as outbox rows
 /// uow.commit().await?;              // ... in one transaction; processors are woken
 /// # Ok(()) }
@@ -105,7 +107,7 @@ impl UnitOfWork {
     /// ```no_run
     /// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
     /// use sea_orm::ConnectionTrait;
-    /// let mut uow = outbox.begin().await?;
+    /// let mut uow = outbox.begin();
     /// uow.connection().await?.execute_unprepared("UPDATE stock SET reserved = reserved + 1").await?;
     /// uow.commit().await?;
     /// # Ok(()) }
@@ -182,21 +184,8 @@ impl UnitOfWork {
         aggregate: &A,
         change: Change,
     ) -> Result<u64, OutboxError> {
-        let changes = self.changes(aggregate);
-        let backend = self.backend();
-        let write = match change {
-            Change::Save => AggregateWrite::save(aggregate, &changes, backend)?,
-            Change::Delete => AggregateWrite::delete(aggregate, &changes, backend)?,
-        };
+        let (write, changes) = prepare(&self.outbox, &self.context, aggregate, change)?;
         self.write(write, changes).await
-    }
-
-    fn changes<A: AggregateEntity>(&self, aggregate: &A) -> AggregateChanges {
-        AggregateChanges::of(
-            aggregate,
-            &self.context,
-            self.outbox.config().subject_prefix(),
-        )
     }
 
     fn backend(&self) -> DbBackend {
@@ -274,6 +263,23 @@ impl UnitOfWork {
             None => Ok(()),
         }
     }
+}
+
+/// The statement that writes `change` of `aggregate`, and the messages and
+/// new version it makes.
+fn prepare<A: AggregateEntity>(
+    outbox: &Outbox,
+    context: &MessageContext,
+    aggregate: &A,
+    change: Change,
+) -> Result<(AggregateWrite, AggregateChanges), OutboxError> {
+    let changes = AggregateChanges::of(aggregate, context, outbox.config().subject_prefix());
+    let backend = outbox.db().get_database_backend();
+    let write = match change {
+        Change::Save => AggregateWrite::save(aggregate, &changes, backend)?,
+        Change::Delete => AggregateWrite::delete(aggregate, &changes, backend)?,
+    };
+    Ok((write, changes))
 }
 
 /// Inserts the messages in the open transaction and commits it.

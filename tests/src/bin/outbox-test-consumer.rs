@@ -75,13 +75,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
         .stream(&args.stream)
         .ack_wait(args.ack_wait)
-        .on(inbox.handler(|_: OrderAmended, delivery, uow| {
+        .on(inbox.handler_boxed(|_: OrderAmended, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery).await })
         }));
     builder = if args.only_amended {
         builder.ignore_unhandled()
     } else {
-        builder.on(inbox.handler(|_: OrderPlaced, delivery, uow| {
+        builder.on(inbox.handler_boxed(|_: OrderPlaced, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery).await })
         }))
     };

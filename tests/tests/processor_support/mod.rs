@@ -387,7 +387,7 @@ pub(crate) async fn write_orders(
     let mut written = 0;
     let mut next = 0;
     while next < orders {
-        let mut uow = outbox.begin().await.expect("begin");
+        let mut uow = outbox.begin();
         for n in next..(next + per_txn).min(orders) {
             let mut order = Order::place(format!("{tag}-{n}"), 100).expect("record");
             for k in 1..events {
@@ -404,7 +404,7 @@ pub(crate) async fn write_orders(
 
 /// Amends the existing order `id` `times` times in one unit of work.
 pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
-    let mut uow = outbox.begin().await.expect("begin");
+    let mut uow = outbox.begin();
     let mut order = uow
         .load::<Order>(id.to_owned())
         .await
