@@ -26,6 +26,7 @@
 //! (`Retention::KeepPublished`).
 
 mod connect;
+mod jetstream_of;
 mod publisher;
 mod reconnects;
 mod run_window;
@@ -33,6 +34,7 @@ mod stream;
 pub mod subscriber;
 
 pub use connect::{Auth, ConnectError, NatsConnect, Tls};
+pub use jetstream_of::IntoJetStream;
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{DEFAULT_DUPLICATE_WINDOW, StreamError, StreamSpec};
 pub use subscriber::{RunningSubscriber, Subscriber};

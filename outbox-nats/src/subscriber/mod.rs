@@ -175,7 +175,6 @@ mod worker;
 
 use std::sync::Arc;
 
-use async_nats::jetstream;
 use async_nats::jetstream::consumer::PullConsumer;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -240,8 +239,14 @@ impl Subscriber {
     /// subscriber.run(shutdown).await?;
     /// # Ok(()) }
     /// ```
-    pub fn builder(jetstream: jetstream::Context, durable: impl Into<String>) -> SubscriberBuilder {
-        SubscriberBuilder::new(jetstream, durable.into())
+    ///
+    /// `jetstream` is the service's NATS [`Client`](async_nats::Client) (the
+    /// one its publisher uses) or a `jetstream::Context`.
+    pub fn builder(
+        jetstream: impl crate::IntoJetStream,
+        durable: impl Into<String>,
+    ) -> SubscriberBuilder {
+        SubscriberBuilder::new(jetstream.into_jetstream(), durable.into())
     }
 
     /// The durable consumer's name.
