@@ -11,8 +11,8 @@
 //!
 //! - [`IntegrationEvent`] and `#[derive(IntegrationEvent)]`: an event's stable
 //!   wire name, version and subject;
-//! - [`AggregateRoot`] and [`EventBuffer`]: aggregates record events, domain
-//!   code stays free of infrastructure;
+//! - [`AggregateRoot`], `#[derive(AggregateRoot)]` and [`EventBuffer`]:
+//!   aggregates record events, domain code stays free of infrastructure;
 //! - [`OutboxMessage`]: the envelope written as one outbox row and published
 //!   as one NATS message ([`wire`] names its headers);
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
@@ -33,14 +33,9 @@
 //! #[event(name = "order.placed")]
 //! struct OrderPlaced { order_id: u64, total_cents: u64 }
 //!
-//! struct Order { id: u64, events: EventBuffer }
-//!
-//! impl AggregateRoot for Order {
-//!     const AGGREGATE_TYPE: &'static str = "order";
-//!     fn aggregate_id(&self) -> String { self.id.to_string() }
-//!     fn events(&self) -> &EventBuffer { &self.events }
-//!     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
-//! }
+//! #[derive(AggregateRoot)]
+//! #[aggregate(type = "order")]
+//! struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 //!
 //! // Domain code records; nothing here knows about databases or NATS.
 //! let mut order = Order { id: 7, events: EventBuffer::new() };

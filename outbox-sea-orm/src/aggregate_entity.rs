@@ -31,14 +31,9 @@ use sea_orm::EntityTrait;
 ///     impl ActiveModelBehavior for ActiveModel {}
 /// }
 ///
-/// struct Order { id: String, status: String, events: EventBuffer }
-///
-/// impl AggregateRoot for Order {
-///     const AGGREGATE_TYPE: &'static str = "order";
-///     fn aggregate_id(&self) -> String { self.id.clone() }
-///     fn events(&self) -> &EventBuffer { &self.events }
-///     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
-/// }
+/// #[derive(AggregateRoot)]
+/// #[aggregate(type = "order")]
+/// struct Order { #[aggregate(id)] id: String, status: String, events: EventBuffer }
 ///
 /// impl AggregateEntity for Order {
 ///     type Entity = order::Entity;

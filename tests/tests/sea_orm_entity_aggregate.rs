@@ -14,10 +14,12 @@ use std::time::Duration;
 mod account {
     use sea_orm::entity::prelude::*;
 
-    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, outbox_core::AggregateRoot)]
     #[sea_orm(table_name = "accounts")]
+    #[aggregate(type = "account")]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
+        #[aggregate(id)]
         pub id: i64,
         pub balance: i64,
         pub version: i32,
@@ -36,19 +38,6 @@ mod account {
 struct Credited {
     account: i64,
     amount: i64,
-}
-
-impl AggregateRoot for account::Model {
-    const AGGREGATE_TYPE: &'static str = "account";
-    fn aggregate_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
-    }
 }
 
 // The whole mapping: the model is its own row.
