@@ -71,7 +71,7 @@ impl EventBuffer {
 /// A consistency boundary whose changes are saved together with the events
 /// it recorded.
 ///
-/// Derive it (see [`derive@AggregateRoot`] for the attributes) on a struct
+/// Derive it (see [`derive@crate::AggregateRoot`] for the attributes) on a struct
 /// that embeds an [`EventBuffer`]:
 ///
 /// ```
