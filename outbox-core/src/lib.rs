@@ -174,17 +174,20 @@ pub use outbox_macros::IntegrationEvent;
 /// | `#[aggregate(crate = "my_crate::outbox_core")]` | the struct | path to `outbox_core` as a string, for re-exports | `"::outbox_core"` |
 /// | `#[aggregate(id)]` | one field | the id; any type that implements `Display`, e.g. `String`, `u64`, `uuid::Uuid` or a newtype | required |
 /// | `#[aggregate(events)]` | one field | the [`EventBuffer`] | the one field whose type is named `EventBuffer` |
+/// | `#[aggregate(entity = "Entity", version_column = "Column::Version")]` | the struct | the struct is a SeaORM model that is its own aggregate: also implements `outbox_sea_orm::AggregateEntity` (`from_model` keeps the row and takes the buffer, `to_active_model` is `self.clone().into_active_model()`); needs a dependency on `outbox-sea-orm` and a `Clone` model | none: `AggregateEntity` is written by hand |
 ///
 /// Struct attributes may be split over several `#[aggregate(...)]`. Generic
 /// structs work; a generic id type gets a `Display` bound. A SeaORM model
-/// can derive it too: mark its `#[sea_orm(ignore)]` buffer field or let it
-/// be found by type.
+/// can derive it too, its `#[sea_orm(ignore)]` buffer field found by type;
+/// `outbox_sea_orm::AggregateEntity` shows one with `entity` and
+/// `version_column`.
 ///
 /// Mistakes are compile errors pointing at the offending token: a missing
 /// `type`, id field or `EventBuffer` field; two id fields, or two unmarked
 /// `EventBuffer` fields; an unknown or repeated key, or a key in the wrong
-/// place; an empty or invalid `type`; an id that is not `Display`; an enum,
-/// a tuple or unit struct, a union.
+/// place; an empty or invalid `type`; `entity` without `version_column` or
+/// the reverse; an id that is not `Display`; an enum, a tuple or unit
+/// struct, a union.
 #[cfg(feature = "derive")]
 pub use outbox_macros::AggregateRoot;
 

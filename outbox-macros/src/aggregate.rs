@@ -2,6 +2,7 @@
 //! generated impl, one file each.
 
 mod attrs;
+mod entity;
 mod expand;
 mod fields;
 

@@ -1,11 +1,11 @@
 //! Parsing the struct's `#[aggregate(...)]` attributes.
 
 use syn::meta::ParseNestedMeta;
-use syn::{DeriveInput, LitStr, Path};
+use syn::{DeriveInput, Expr, LitStr, Path, Type};
 
 use crate::attrs::{set_once, string_value};
 
-const KEYS: &str = "`type`, `crate`";
+const KEYS: &str = "`type`, `crate`, `entity`, `version_column`";
 
 /// Longest accepted aggregate type, in bytes: the width of the outbox
 /// table's `aggregate_type` column.
@@ -15,12 +15,27 @@ const MAX_AGGREGATE_TYPE_LEN: usize = 128;
 pub(crate) struct AggregateAttrs {
     pub(crate) aggregate_type: LitStr,
     pub(crate) krate: Option<Path>,
+    /// `entity` and `version_column`: the struct is a SeaORM model that is
+    /// its own aggregate, so `AggregateEntity` is derived too.
+    pub(crate) entity: Option<EntityAttrs>,
+}
+
+/// `#[aggregate(entity = "Entity", version_column = "Column::Version")]`.
+pub(crate) struct EntityAttrs {
+    /// The entity's type, as written.
+    pub(crate) entity: Type,
+    /// The literal it was parsed from, for spans.
+    pub(crate) entity_lit: LitStr,
+    /// The version column, an expression such as `Column::Version`.
+    pub(crate) version_column: Expr,
 }
 
 #[derive(Default)]
 struct Collected {
     aggregate_type: Option<LitStr>,
     krate: Option<Path>,
+    entity: Option<(LitStr, Type)>,
+    version_column: Option<(LitStr, Expr)>,
 }
 
 pub(crate) fn parse(input: &DeriveInput) -> syn::Result<AggregateAttrs> {
@@ -39,9 +54,32 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<AggregateAttrs> {
              message and is never derived from the Rust type name",
         ));
     };
+    let entity = match (collected.entity, collected.version_column) {
+        (None, None) => None,
+        (Some((entity_lit, entity)), Some((_, version_column))) => Some(EntityAttrs {
+            entity,
+            entity_lit,
+            version_column,
+        }),
+        (Some((lit, _)), None) => {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`entity` needs `version_column` too, e.g. \
+                 `#[aggregate(entity = \"Entity\", version_column = \"Column::Version\")]`",
+            ));
+        }
+        (None, Some((lit, _))) => {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`version_column` needs `entity` too, e.g. \
+                 `#[aggregate(entity = \"Entity\", version_column = \"Column::Version\")]`",
+            ));
+        }
+    };
     Ok(AggregateAttrs {
         aggregate_type,
         krate: collected.krate,
+        entity,
     })
 }
 
@@ -63,6 +101,16 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
             let lit = string_value(meta, "crate = \"my_crate::outbox_core\"")?;
             let path = lit.parse::<Path>()?;
             set_once(meta, &mut out.krate, path)
+        }
+        "entity" => {
+            let lit = string_value(meta, "entity = \"Entity\"")?;
+            let ty = lit.parse::<Type>()?;
+            set_once(meta, &mut out.entity, (lit, ty))
+        }
+        "version_column" => {
+            let lit = string_value(meta, "version_column = \"Column::Version\"")?;
+            let expr = lit.parse::<Expr>()?;
+            set_once(meta, &mut out.version_column, (lit, expr))
         }
         "id" | "events" => Err(meta.error(format!(
             "`{key}` marks a field, not the struct: put `#[aggregate({key})]` on the field"

@@ -6,6 +6,7 @@ use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, parse_quote};
 
 use super::attrs::{self, AggregateAttrs};
+use super::entity;
 use super::fields::{self, AggregateFields};
 
 const SUPPORTED: &str = "a struct with named fields, one of them marked `#[aggregate(id)]` \
@@ -90,7 +91,14 @@ fn generate(
         impl #impl_generics #krate::AggregateRoot for #ident #ty_generics #where_clause
     };
 
+    let entity_impl = attrs
+        .entity
+        .as_ref()
+        .map(|entity| entity::generate(input, &generics, &krate, entity, fields.events));
+
     quote! {
+        #entity_impl
+
         #[automatically_derived]
         #impl_header {
             const AGGREGATE_TYPE: &'static str = #aggregate_type;

@@ -120,7 +120,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, marks: &mut Marks) -> syn::Result<()> {
     let slot = match key.as_str() {
         "id" => &mut marks.id,
         "events" => &mut marks.events,
-        "type" | "crate" => {
+        "type" | "crate" | "entity" | "version_column" => {
             return Err(meta.error(format!(
                 "`{key}` belongs on the struct: `#[aggregate({key} = \"...\")]`"
             )));
@@ -128,7 +128,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, marks: &mut Marks) -> syn::Result<()> {
         _ => {
             return Err(meta.error(format!(
                 "unknown `aggregate` attribute key on a field; expected {KEYS} \
-                 (the struct takes `type` and `crate`)"
+                 (the struct takes `type`, `crate`, `entity` and `version_column`)"
             )));
         }
     };
