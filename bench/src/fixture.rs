@@ -61,8 +61,10 @@ impl BenchEvent {
 
 /// An aggregate of the latency writers: a row of the `orders` fixture table
 /// plus one [`BenchEvent`] per save, like a service placing orders.
-#[derive(Debug)]
+#[derive(Debug, AggregateRoot)]
+#[aggregate(type = "bench_order")]
 pub(crate) struct BenchOrder {
+    #[aggregate(id)]
     id: String,
     events: EventBuffer,
 }
@@ -81,19 +83,6 @@ impl BenchOrder {
     /// Records one more event, keyed `key`.
     pub(crate) fn amend(&mut self, key: String) -> Result<(), RecordError> {
         self.record(BenchEvent::new(key))
-    }
-}
-
-impl AggregateRoot for BenchOrder {
-    const AGGREGATE_TYPE: &'static str = "bench_order";
-    fn aggregate_id(&self) -> String {
-        self.id.clone()
-    }
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
     }
 }
 

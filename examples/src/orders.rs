@@ -125,28 +125,14 @@ pub enum OrderError {
 }
 
 /// The order aggregate.
-#[derive(Debug)]
+#[derive(Debug, AggregateRoot)]
+#[aggregate(type = "order")]
 pub struct Order {
+    #[aggregate(id)]
     id: String,
     total_cents: u64,
     status: OrderStatus,
     events: EventBuffer,
-}
-
-impl AggregateRoot for Order {
-    const AGGREGATE_TYPE: &'static str = "order";
-
-    fn aggregate_id(&self) -> String {
-        self.id.clone()
-    }
-
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
-    }
 }
 
 impl Order {

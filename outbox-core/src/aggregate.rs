@@ -71,7 +71,8 @@ impl EventBuffer {
 /// A consistency boundary whose changes are saved together with the events
 /// it recorded.
 ///
-/// Three items and an embedded [`EventBuffer`]:
+/// Derive it (see [`derive@crate::AggregateRoot`] for the attributes) on a struct
+/// that embeds an [`EventBuffer`]:
 ///
 /// ```
 /// use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
@@ -81,13 +82,13 @@ impl EventBuffer {
 /// #[event(name = "order.placed")]
 /// struct OrderPlaced { order_id: u64, total_cents: u64 }
 ///
-/// struct Order { id: u64, total_cents: u64, events: EventBuffer }
-///
-/// impl AggregateRoot for Order {
-///     const AGGREGATE_TYPE: &'static str = "order";
-///     fn aggregate_id(&self) -> String { self.id.to_string() }
-///     fn events(&self) -> &EventBuffer { &self.events }
-///     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
+/// #[derive(AggregateRoot)]
+/// #[aggregate(type = "order")]
+/// struct Order {
+///     #[aggregate(id)]
+///     id: u64,
+///     total_cents: u64,
+///     events: EventBuffer,
 /// }
 ///
 /// impl Order {
@@ -101,6 +102,20 @@ impl EventBuffer {
 /// let order = Order::place(7, 1250)?;
 /// assert_eq!(order.events().pending().len(), 1);
 /// # Ok::<(), outbox_core::RecordError>(())
+/// ```
+///
+/// The derive writes the three required items; by hand they read:
+///
+/// ```
+/// # use outbox_core::{AggregateRoot, EventBuffer};
+/// struct Order { id: u64, events: EventBuffer }
+///
+/// impl AggregateRoot for Order {
+///     const AGGREGATE_TYPE: &'static str = "order";
+///     fn aggregate_id(&self) -> String { self.id.to_string() }
+///     fn events(&self) -> &EventBuffer { &self.events }
+///     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
+/// }
 /// ```
 pub trait AggregateRoot {
     /// The aggregate type, e.g. `order`; stored on every message.
@@ -149,13 +164,9 @@ pub trait AggregateRoot {
 /// # #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.placed")]
 /// # struct OrderPlaced { order_id: u64 }
-/// # struct Order { id: u64, events: EventBuffer }
-/// # impl AggregateRoot for Order {
-/// #     const AGGREGATE_TYPE: &'static str = "order";
-/// #     fn aggregate_id(&self) -> String { self.id.to_string() }
-/// #     fn events(&self) -> &EventBuffer { &self.events }
-/// #     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
-/// # }
+/// # #[derive(AggregateRoot)]
+/// # #[aggregate(type = "order")]
+/// # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 /// use outbox_core::{AggregateChanges, MessageContext, SubjectPrefix};
 ///
 /// let mut order = Order { id: 7, events: EventBuffer::at_version(3) };

@@ -11,8 +11,8 @@
 //!
 //! - [`IntegrationEvent`] and `#[derive(IntegrationEvent)]`: an event's stable
 //!   wire name, version and subject;
-//! - [`AggregateRoot`] and [`EventBuffer`]: aggregates record events, domain
-//!   code stays free of infrastructure;
+//! - [`AggregateRoot`], `#[derive(AggregateRoot)]` and [`EventBuffer`]:
+//!   aggregates record events, domain code stays free of infrastructure;
 //! - [`OutboxMessage`]: the envelope written as one outbox row and published
 //!   as one NATS message ([`wire`] names its headers);
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
@@ -33,14 +33,9 @@
 //! #[event(name = "order.placed")]
 //! struct OrderPlaced { order_id: u64, total_cents: u64 }
 //!
-//! struct Order { id: u64, events: EventBuffer }
-//!
-//! impl AggregateRoot for Order {
-//!     const AGGREGATE_TYPE: &'static str = "order";
-//!     fn aggregate_id(&self) -> String { self.id.to_string() }
-//!     fn events(&self) -> &EventBuffer { &self.events }
-//!     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
-//! }
+//! #[derive(AggregateRoot)]
+//! #[aggregate(type = "order")]
+//! struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 //!
 //! // Domain code records; nothing here knows about databases or NATS.
 //! let mut order = Order { id: 7, events: EventBuffer::new() };
@@ -61,7 +56,8 @@
 //!
 //! # Feature flags
 //!
-//! - `derive` (default): re-exports `#[derive(IntegrationEvent)]`.
+//! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
+//!   `#[derive(AggregateRoot)]`.
 
 mod aggregate;
 mod applied;
@@ -142,12 +138,73 @@ pub use trace::{InvalidTraceParent, TraceParent};
 #[cfg(feature = "derive")]
 pub use outbox_macros::IntegrationEvent;
 
+/// `#[derive(AggregateRoot)]`: implements [`AggregateRoot`] for a struct
+/// with named fields, from its aggregate type, its id field and its
+/// [`EventBuffer`] field.
+///
+/// ```
+/// use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Serialize, Deserialize, IntegrationEvent)]
+/// # #[event(name = "order.placed")]
+/// # struct OrderPlaced { order_id: u64 }
+///
+/// #[derive(AggregateRoot)]
+/// #[aggregate(type = "order")]
+/// struct Order {
+///     #[aggregate(id)]
+///     id: u64,               // any `Display` type: the id is `id.to_string()`
+///     total_cents: u64,
+///     events: EventBuffer,   // found by its type
+/// }
+///
+/// let mut order = Order { id: 7, total_cents: 1250, events: EventBuffer::new() };
+/// order.record(OrderPlaced { order_id: 7 })?;
+/// assert_eq!(Order::AGGREGATE_TYPE, "order");
+/// assert_eq!(order.aggregate_id(), "7");
+/// assert_eq!(order.events().pending().len(), 1);
+/// # Ok::<(), outbox_core::RecordError>(())
+/// ```
+///
+/// Attributes:
+///
+/// | attribute | on | meaning | default |
+/// |---|---|---|---|
+/// | `#[aggregate(type = "order")]` | the struct | [`AggregateRoot::AGGREGATE_TYPE`], stored on every message: not empty, at most 128 bytes, no control characters | required: it must not follow a Rust rename |
+/// | `#[aggregate(crate = "my_crate::outbox_core")]` | the struct | path to `outbox_core` as a string, for re-exports | `"::outbox_core"` |
+/// | `#[aggregate(id)]` | one field | the id; any type that implements `Display`, e.g. `String`, `u64`, `uuid::Uuid` or a newtype | required |
+/// | `#[aggregate(events)]` | one field | the [`EventBuffer`] | the one field whose type is named `EventBuffer` |
+/// | `#[aggregate(entity = "Entity", version_column = "Column::Version")]` | the struct | the struct is a SeaORM model that is its own aggregate: also implements `outbox_sea_orm::AggregateEntity` (`from_model` keeps the row and takes the buffer, `to_active_model` is `self.clone().into_active_model()`); needs a dependency on `outbox-sea-orm` and a `Clone` model | none: `AggregateEntity` is written by hand |
+///
+/// Struct attributes may be split over several `#[aggregate(...)]`. Generic
+/// structs work; a generic id type gets a `Display` bound. A SeaORM model
+/// can derive it too, its `#[sea_orm(ignore)]` buffer field found by type;
+/// `outbox_sea_orm::AggregateEntity` shows one with `entity` and
+/// `version_column`.
+///
+/// Mistakes are compile errors pointing at the offending token: a missing
+/// `type`, id field or `EventBuffer` field; two id fields, or two unmarked
+/// `EventBuffer` fields; an unknown or repeated key, or a key in the wrong
+/// place; an empty or invalid `type`; `entity` without `version_column` or
+/// the reverse; an id that is not `Display`; an enum, a tuple or unit
+/// struct, a union.
+#[cfg(feature = "derive")]
+pub use outbox_macros::AggregateRoot;
+
 /// Re-exports used by code that `#[derive(IntegrationEvent)]` generates, so
 /// user crates need no direct dependency on them. Not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registry::EventRegistration;
+    pub use core::fmt::Display;
     pub use inventory;
+    pub use std::string::String;
+
+    /// The aggregate id `#[derive(AggregateRoot)]` returns: the id field's
+    /// `Display`, so a missing impl is reported against the field's type.
+    pub fn display_id<T: Display + ?Sized>(id: &T) -> String {
+        id.to_string()
+    }
 
     /// `a == b`, usable in constants (the derive checks upcast names with it).
     pub const fn same_name(a: &str, b: &str) -> bool {

@@ -31,23 +31,12 @@ struct Unserializable {
     by_pair: HashMap<(u8, u8), u8>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, AggregateRoot)]
+#[aggregate(type = "order")]
 struct Order {
+    #[aggregate(id)]
     id: u64,
     events: EventBuffer,
-}
-
-impl AggregateRoot for Order {
-    const AGGREGATE_TYPE: &'static str = "order";
-    fn aggregate_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
-    }
 }
 
 fn new_order(id: u64) -> Order {

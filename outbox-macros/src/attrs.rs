@@ -97,7 +97,11 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
     }
 }
 
-fn set_once<T>(meta: &ParseNestedMeta<'_>, slot: &mut Option<T>, value: T) -> syn::Result<()> {
+pub(crate) fn set_once<T>(
+    meta: &ParseNestedMeta<'_>,
+    slot: &mut Option<T>,
+    value: T,
+) -> syn::Result<()> {
     if slot.is_some() {
         let key = meta
             .path
@@ -113,7 +117,7 @@ fn set_once<T>(meta: &ParseNestedMeta<'_>, slot: &mut Option<T>, value: T) -> sy
     Ok(())
 }
 
-fn string_value(meta: &ParseNestedMeta<'_>, example: &str) -> syn::Result<LitStr> {
+pub(crate) fn string_value(meta: &ParseNestedMeta<'_>, example: &str) -> syn::Result<LitStr> {
     match meta.value()?.parse::<Lit>()? {
         Lit::Str(lit) => Ok(lit),
         other => Err(syn::Error::new(

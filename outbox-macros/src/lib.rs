@@ -1,10 +1,13 @@
-//! `#[derive(IntegrationEvent)]` for [`outbox-core`](https://docs.rs/outbox-core).
+//! `#[derive(IntegrationEvent)]` and `#[derive(AggregateRoot)]` for
+//! [`outbox-core`](https://docs.rs/outbox-core).
 //!
-//! Use it through `outbox_core::IntegrationEvent` (the `derive` feature, on by
-//! default); its attributes are documented there. The generated code names
+//! Use them through `outbox_core::IntegrationEvent` and
+//! `outbox_core::AggregateRoot` (the `derive` feature, on by default); their
+//! attributes are documented there. The generated code names
 //! only `outbox_core` (through its hidden `__private` module), so user crates
 //! need no dependency on `inventory`.
 
+mod aggregate;
 mod attrs;
 mod expand;
 
@@ -23,6 +26,17 @@ use syn::{DeriveInput, parse_macro_input};
 pub fn derive_integration_event(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::derive(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Implements `outbox_core::AggregateRoot` for a struct with named fields: its
+/// `#[aggregate(type = "...")]`, the field marked `#[aggregate(id)]` and its
+/// `EventBuffer` field. See `outbox_core::AggregateRoot` for the attributes.
+#[proc_macro_derive(AggregateRoot, attributes(aggregate))]
+pub fn derive_aggregate_root(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    aggregate::derive(&input)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -1,5 +1,5 @@
-//! Compile-time tests of `#[derive(IntegrationEvent)]`: programs that must
-//! build (and run) and programs that must fail with a given error.
+//! Compile-time tests of `#[derive(IntegrationEvent)]` and `#[derive(AggregateRoot)]`:
+//! programs that must build (and run) and programs that must fail with a given error.
 
 /// Runs every case under `tests/ui/pass` and `tests/ui/fail`.
 ///

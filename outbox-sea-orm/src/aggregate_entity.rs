@@ -31,14 +31,9 @@ use sea_orm::EntityTrait;
 ///     impl ActiveModelBehavior for ActiveModel {}
 /// }
 ///
-/// struct Order { id: String, status: String, events: EventBuffer }
-///
-/// impl AggregateRoot for Order {
-///     const AGGREGATE_TYPE: &'static str = "order";
-///     fn aggregate_id(&self) -> String { self.id.clone() }
-///     fn events(&self) -> &EventBuffer { &self.events }
-///     fn events_mut(&mut self) -> &mut EventBuffer { &mut self.events }
-/// }
+/// #[derive(AggregateRoot)]
+/// #[aggregate(type = "order")]
+/// struct Order { #[aggregate(id)] id: String, status: String, events: EventBuffer }
 ///
 /// impl AggregateEntity for Order {
 ///     type Entity = order::Entity;
@@ -50,6 +45,41 @@ use sea_orm::EntityTrait;
 ///         order::ActiveModel { id: Set(self.id.clone()), status: Set(self.status.clone()), ..Default::default() }
 ///     }
 /// }
+/// ```
+///
+/// When the model is the aggregate, `#[derive(AggregateRoot)]` writes this
+/// trait too, given the entity and the version column (paths as seen from
+/// the model's module). `from_model` keeps the row and takes the buffer;
+/// `to_active_model` is `self.clone().into_active_model()`:
+///
+/// ```
+/// use outbox_core::{AggregateRoot, EventBuffer};
+/// use outbox_sea_orm::AggregateEntity;
+///
+/// mod account {
+///     use sea_orm::entity::prelude::*;
+///
+///     #[derive(Clone, Debug, PartialEq, DeriveEntityModel, outbox_core::AggregateRoot)]
+///     #[sea_orm(table_name = "accounts")]
+///     #[aggregate(type = "account", entity = "Entity", version_column = "Column::Version")]
+///     pub struct Model {
+///         #[sea_orm(primary_key, auto_increment = false)]
+///         #[aggregate(id)]
+///         pub id: i64,
+///         pub balance: i64,
+///         pub version: i64,
+///         #[sea_orm(ignore)]
+///         pub events: outbox_core::EventBuffer,
+///     }
+///     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+///     pub enum Relation {}
+///     impl ActiveModelBehavior for ActiveModel {}
+/// }
+///
+/// let row = account::Model { id: 7, balance: 100, version: 3, events: EventBuffer::default() };
+/// let account = account::Model::from_model(row, EventBuffer::at_version(3));
+/// assert_eq!((account.aggregate_id(), account.version()), ("7".to_owned(), 3));
+/// assert_eq!(account.to_active_model().balance.as_ref(), &100);
 /// ```
 pub trait AggregateEntity: AggregateRoot + Sized + Send + Sync {
     /// The SeaORM entity holding the aggregate's row.

@@ -50,3 +50,11 @@ pub use schema::create_schema;
 pub use store::{STATS_EXACT_PENDING, SeaOrmOutboxStore};
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};
 pub use wake::{CommitListener, Wake};
+
+/// Re-exports used by code that `#[derive(AggregateRoot)]` generates for
+/// `#[aggregate(entity = ..., version_column = ...)]`, so user crates need
+/// not name `sea_orm` paths the derive relies on. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use sea_orm::{EntityTrait, IntoActiveModel};
+}

@@ -67,9 +67,11 @@ pub struct OrderAmended {
 }
 
 /// The order aggregate.
-#[derive(Debug)]
+#[derive(Debug, AggregateRoot)]
+#[aggregate(type = "order")]
 pub struct Order {
     /// The id.
+    #[aggregate(id)]
     pub id: String,
     /// The status.
     pub status: String,
@@ -103,19 +105,6 @@ impl Order {
             order_id,
             total_cents,
         })
-    }
-}
-
-impl AggregateRoot for Order {
-    const AGGREGATE_TYPE: &'static str = "order";
-    fn aggregate_id(&self) -> String {
-        self.id.clone()
-    }
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
     }
 }
 

@@ -1,12 +1,13 @@
 //! The "entity is the aggregate" style: a SeaORM model with an ignored
-//! `EventBuffer` field is itself the aggregate, mapped in a few lines.
+//! `EventBuffer` field is itself the aggregate, mapped by
+//! `#[derive(AggregateRoot)]` with `entity` and `version_column`.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, OutboxStore};
-use outbox_sea_orm::{AggregateEntity, Outbox, OutboxConfig, OutboxError, SeaOrmOutboxStore};
+use outbox_sea_orm::{Outbox, OutboxConfig, OutboxError, SeaOrmOutboxStore};
 use outbox_tests::TestDb;
-use sea_orm::{ConnectionTrait, DbBackend, IntoActiveModel};
+use sea_orm::{ConnectionTrait, DbBackend};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -14,10 +15,18 @@ use std::time::Duration;
 mod account {
     use sea_orm::entity::prelude::*;
 
-    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    // The whole mapping: the model is its own row, so the derive writes
+    // `AggregateEntity` too.
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, outbox_core::AggregateRoot)]
     #[sea_orm(table_name = "accounts")]
+    #[aggregate(
+        type = "account",
+        entity = "Entity",
+        version_column = "Column::Version"
+    )]
     pub struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
+        #[aggregate(id)]
         pub id: i64,
         pub balance: i64,
         pub version: i32,
@@ -36,33 +45,6 @@ mod account {
 struct Credited {
     account: i64,
     amount: i64,
-}
-
-impl AggregateRoot for account::Model {
-    const AGGREGATE_TYPE: &'static str = "account";
-    fn aggregate_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn events(&self) -> &EventBuffer {
-        &self.events
-    }
-    fn events_mut(&mut self) -> &mut EventBuffer {
-        &mut self.events
-    }
-}
-
-// The whole mapping: the model is its own row.
-impl AggregateEntity for account::Model {
-    type Entity = account::Entity;
-    fn version_column() -> account::Column {
-        account::Column::Version
-    }
-    fn from_model(model: account::Model, events: EventBuffer) -> Self {
-        account::Model { events, ..model }
-    }
-    fn to_active_model(&self) -> account::ActiveModel {
-        self.clone().into_active_model()
-    }
 }
 
 impl account::Model {

@@ -1,0 +1,162 @@
+//! Finding the id field and the `EventBuffer` field.
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{DeriveInput, Field, FieldsNamed, Type};
+
+const KEYS: &str = "`id`, `events`";
+
+/// The two fields the generated impl reads.
+pub(crate) struct AggregateFields<'a> {
+    /// The field marked `#[aggregate(id)]`.
+    pub(crate) id: &'a Field,
+    /// The field marked `#[aggregate(events)]`, or else the one field whose
+    /// type is an `EventBuffer`.
+    pub(crate) events: &'a Field,
+}
+
+/// Where a field's `#[aggregate(...)]` marks it, by the key's span.
+#[derive(Default)]
+struct Marks {
+    id: Option<Span>,
+    events: Option<Span>,
+}
+
+pub(crate) fn find<'a>(
+    input: &DeriveInput,
+    fields: &'a FieldsNamed,
+) -> syn::Result<AggregateFields<'a>> {
+    let mut id: Option<&Field> = None;
+    let mut marked_events: Option<&Field> = None;
+    let mut typed_events: Vec<&Field> = Vec::new();
+    for field in &fields.named {
+        let marks = parse_marks(field)?;
+        if marks.id.is_some() && marks.events.is_some() {
+            return Err(syn::Error::new_spanned(
+                field,
+                "a field cannot be both the aggregate's `id` and its `events`",
+            ));
+        }
+        if let Some(span) = marks.id {
+            if let Some(first) = id {
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "two `#[aggregate(id)]` fields: an aggregate has one id, already \
+                         marked on `{}`; for a composite id, mark one field whose `Display` \
+                         joins the parts",
+                        name(first)
+                    ),
+                ));
+            }
+            id = Some(field);
+        }
+        if let Some(span) = marks.events {
+            if let Some(first) = marked_events {
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "two `#[aggregate(events)]` fields: already marked on `{}`",
+                        name(first)
+                    ),
+                ));
+            }
+            marked_events = Some(field);
+        } else if is_event_buffer(&field.ty) {
+            typed_events.push(field);
+        }
+    }
+    let Some(id) = id else {
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "missing `#[aggregate(id)]`: mark the field holding the aggregate's id \
+             (any type that implements `Display`)",
+        ));
+    };
+    let events = match (marked_events, typed_events.as_slice()) {
+        (Some(marked), _) => marked,
+        (None, [one]) => one,
+        (None, []) => {
+            return Err(syn::Error::new_spanned(
+                &input.ident,
+                "missing `EventBuffer` field: add one, e.g. `events: outbox_core::EventBuffer`, \
+                 or mark it with `#[aggregate(events)]`",
+            ));
+        }
+        (None, [first, second, ..]) => {
+            return Err(syn::Error::new_spanned(
+                *second,
+                format!(
+                    "two `EventBuffer` fields, `{}` and `{}`: mark the one this aggregate \
+                     records its events in with `#[aggregate(events)]`",
+                    name(first),
+                    name(second)
+                ),
+            ));
+        }
+    };
+    Ok(AggregateFields { id, events })
+}
+
+fn parse_marks(field: &Field) -> syn::Result<Marks> {
+    let mut marks = Marks::default();
+    for attr in field
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("aggregate"))
+    {
+        attr.parse_nested_meta(|meta| parse_key(&meta, &mut marks))?;
+    }
+    Ok(marks)
+}
+
+fn parse_key(meta: &ParseNestedMeta<'_>, marks: &mut Marks) -> syn::Result<()> {
+    let key = meta
+        .path
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let slot = match key.as_str() {
+        "id" => &mut marks.id,
+        "events" => &mut marks.events,
+        "type" | "crate" | "entity" | "version_column" => {
+            return Err(meta.error(format!(
+                "`{key}` belongs on the struct: `#[aggregate({key} = \"...\")]`"
+            )));
+        }
+        _ => {
+            return Err(meta.error(format!(
+                "unknown `aggregate` attribute key on a field; expected {KEYS} \
+                 (the struct takes `type`, `crate`, `entity` and `version_column`)"
+            )));
+        }
+    };
+    if slot.is_some() {
+        return Err(meta.error(format!("duplicate `{key}` key")));
+    }
+    *slot = Some(meta.path.span());
+    Ok(())
+}
+
+/// `EventBuffer`, `outbox_core::EventBuffer`, ...: the last path segment.
+fn is_event_buffer(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => {
+            path.path.segments.last().is_some_and(|segment| {
+                segment.ident == "EventBuffer" && segment.arguments.is_none()
+            })
+        }
+        Type::Group(group) => is_event_buffer(&group.elem),
+        Type::Paren(paren) => is_event_buffer(&paren.elem),
+        _ => false,
+    }
+}
+
+fn name(field: &Field) -> String {
+    field
+        .ident
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}

@@ -1,0 +1,11 @@
+use outbox_core::EventBuffer;
+
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "")]
+struct Order {
+    #[aggregate(id)]
+    id: String,
+    events: EventBuffer,
+}
+
+fn main() {}

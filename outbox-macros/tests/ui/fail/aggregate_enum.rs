@@ -1,0 +1,8 @@
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+enum Order {
+    Placed { id: String },
+    Cancelled { id: String },
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+struct Order {
+    #[aggregate(id)]
+    id: String,
+    #[aggregate(events)]
+    events: Vec<String>,
+}
+
+fn main() {}

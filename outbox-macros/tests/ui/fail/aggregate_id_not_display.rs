@@ -1,0 +1,13 @@
+use outbox_core::EventBuffer;
+
+struct OrderId(u64);
+
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+struct Order {
+    #[aggregate(id)]
+    id: OrderId,
+    events: EventBuffer,
+}
+
+fn main() {}

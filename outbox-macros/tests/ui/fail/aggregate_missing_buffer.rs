@@ -1,0 +1,9 @@
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+struct Order {
+    #[aggregate(id)]
+    id: String,
+    total_cents: u64,
+}
+
+fn main() {}

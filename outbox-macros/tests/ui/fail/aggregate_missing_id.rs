@@ -1,0 +1,10 @@
+use outbox_core::EventBuffer;
+
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+struct Order {
+    id: String,
+    events: EventBuffer,
+}
+
+fn main() {}

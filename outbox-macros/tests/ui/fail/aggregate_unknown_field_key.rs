@@ -1,0 +1,11 @@
+use outbox_core::EventBuffer;
+
+#[derive(outbox_core::AggregateRoot)]
+#[aggregate(type = "order")]
+struct Order {
+    #[aggregate(key)]
+    id: String,
+    events: EventBuffer,
+}
+
+fn main() {}
