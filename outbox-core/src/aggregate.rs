@@ -40,6 +40,18 @@ impl EventBuffer {
         Ok(())
     }
 
+    /// Serializes `event` to be published no earlier than `at` (see
+    /// [`PendingMessage::with_deliver_at`]); the aggregate's later events
+    /// wait behind it.
+    pub fn record_delayed<E: IntegrationEvent>(
+        &mut self,
+        event: E,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), RecordError> {
+        self.record_message(PendingMessage::new(&event)?.with_deliver_at(at));
+        Ok(())
+    }
+
     /// Keeps an already-built message (e.g. one with its own headers).
     pub fn record_message(&mut self, message: PendingMessage) {
         self.pending.push(message);
@@ -141,6 +153,20 @@ pub trait AggregateRoot {
         Self: Sized,
     {
         self.events_mut().record(event)
+    }
+
+    /// Records `event` to be published no earlier than `at` (a reminder, a
+    /// timeout); the aggregate's later events wait behind it, so
+    /// per-aggregate order holds.
+    fn record_delayed<E: IntegrationEvent>(
+        &mut self,
+        event: E,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), RecordError>
+    where
+        Self: Sized,
+    {
+        self.events_mut().record_delayed(event, at)
     }
 
     /// Removes and returns the recorded events.

@@ -75,6 +75,11 @@ pub struct OutboxMessage {
     pub headers: Headers,
     /// The event, serialized as JSON.
     pub payload: Payload,
+    /// For a delayed message ([`PendingMessage::with_deliver_at`]), when it
+    /// may be published: set on a message being written, `None` on one read
+    /// back from the store or the wire (it is not part of the envelope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 impl OutboxMessage {
@@ -92,6 +97,7 @@ impl OutboxMessage {
         let event_name = pending.event_name();
         let subject = pending.subject().resolve(prefix, event_name);
         let (event_version, occurred_at) = (pending.event_version(), pending.occurred_at());
+        let deliver_at = pending.deliver_at();
         let (payload, own_headers) = pending.into_payload_and_headers();
         let mut headers = context.headers().clone();
         headers.extend(&own_headers);
@@ -112,6 +118,7 @@ impl OutboxMessage {
             traceparent: context.traceparent().cloned(),
             headers,
             payload,
+            deliver_at,
         }
     }
 }

@@ -36,6 +36,7 @@ pub struct PendingMessage {
     occurred_at: DateTime<Utc>,
     headers: Headers,
     payload: Payload,
+    deliver_at: Option<DateTime<Utc>>,
 }
 
 /// Why an event could not be recorded.
@@ -80,7 +81,32 @@ impl PendingMessage {
             occurred_at: Utc::now(),
             headers: Headers::new(),
             payload,
+            deliver_at: None,
         })
+    }
+
+    /// Publishes this message no earlier than `at` (a delayed message: a
+    /// reminder, a timeout). Per-aggregate order still holds: the later
+    /// messages of its aggregate wait behind it. It is published by the
+    /// first claim after `at` (within the processor's `poll_interval`).
+    ///
+    /// ```
+    /// # use outbox_core::{IntegrationEvent, PendingMessage};
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "cart.abandoned")] struct CartAbandoned { cart_id: u64 }
+    /// let at = chrono::Utc::now() + chrono::Duration::hours(1);
+    /// let reminder = PendingMessage::new(&CartAbandoned { cart_id: 7 })?.with_deliver_at(at);
+    /// assert_eq!(reminder.deliver_at(), Some(at));
+    /// # Ok::<(), outbox_core::RecordError>(())
+    /// ```
+    pub fn with_deliver_at(mut self, at: DateTime<Utc>) -> Self {
+        self.deliver_at = Some(at);
+        self
+    }
+
+    /// When the message may be published, if it is delayed.
+    pub fn deliver_at(&self) -> Option<DateTime<Utc>> {
+        self.deliver_at
     }
 
     /// Adds a header to this message only.

@@ -252,5 +252,6 @@ pub fn decode<'a>(
         traceparent,
         headers: user_headers,
         payload: Payload::from_json(body).map_err(WireError::Payload)?,
+        deliver_at: None,
     })
 }

@@ -184,7 +184,13 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
     sql.bind(message.traceparent.as_ref().map(|t| t.as_str().to_owned()))
         .push(", ");
     sql.bind(dialect.time_value(message.occurred_at));
-    sql.push(&format!(", {now}, 0, 0, {now})"));
+    sql.push(&format!(", {now}, 0, 0, "));
+    match message.deliver_at {
+        // A delayed message: the claim takes it once it is due.
+        Some(at) => sql.bind(dialect.time_value(at)),
+        None => sql.push(now),
+    };
+    sql.push(")");
     Ok(())
 }
 
@@ -287,6 +293,7 @@ pub(crate) fn read_message(dialect: Dialect, row: &QueryResult) -> Result<Claime
             .transpose()?,
         headers,
         payload: Payload::from_json(payload).map_err(|e| bad("payload", &e))?,
+        deliver_at: None,
     };
     Ok(ClaimedMessage {
         message,

@@ -233,7 +233,11 @@ impl UnitOfWork {
             let (db, table) = (self.outbox.db(), self.outbox.config().table());
             // PostgreSQL, with a processor in this process: write the
             // messages leased to it, so it publishes them without a claim.
-            let mut entered = (dialect == Dialect::Postgres && !messages.is_empty())
+            // Not with a delayed message: written leased, it (or a later
+            // message of its aggregate in this commit) would be handed over
+            // and published before it is due.
+            let delayed = messages.iter().any(|m| m.deliver_at.is_some());
+            let mut entered = (dialect == Dialect::Postgres && !messages.is_empty() && !delayed)
                 .then(|| self.outbox.enter_lease())
                 .flatten();
             if let Some(entered) = &mut entered {
