@@ -61,6 +61,7 @@
 
 mod aggregate;
 mod applied;
+pub mod backoff;
 mod context;
 mod delivery;
 mod event;

@@ -117,7 +117,10 @@ impl Outbox {
             Box<dyn std::future::Future<Output = Result<T, OutboxError>> + Send + 'u>,
         >,
     {
-        let mut pause = std::time::Duration::from_millis(5);
+        let mut pause = outbox_core::backoff::Doubling::new(
+            std::time::Duration::from_millis(5),
+            std::time::Duration::from_millis(500),
+        );
         let mut attempt = 1;
         loop {
             let mut uow = self.begin();
@@ -128,10 +131,8 @@ impl Outbox {
             match result {
                 Err(err) if err.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
                     tracing::debug!(attempt, error = %err, "outbox unit of work retried");
-                    // Jitter in [pause/2, pause), so contenders drift apart.
-                    let random = uuid::Uuid::now_v7().as_u128() as u64 % 1000;
-                    tokio::time::sleep(pause / 2 + pause.mul_f64(random as f64 / 2000.0)).await;
-                    pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                    // Jittered, so contenders drift apart.
+                    tokio::time::sleep(pause.next_pause()).await;
                     attempt += 1;
                 }
                 result => return result,

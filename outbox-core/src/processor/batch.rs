@@ -455,7 +455,7 @@ where
     if !needed {
         return;
     }
-    let (mut pause, longest) = SETTLE_BACKOFF;
+    let mut pause = crate::backoff::Doubling::new(SETTLE_BACKOFF.0, SETTLE_BACKOFF.1);
     let mut attempt = 0_u32;
     loop {
         attempt += 1;
@@ -481,10 +481,9 @@ where
             Err(err) => {
                 tracing::warn!(error = %err, attempt, what, "outbox settlement failed; retrying");
                 tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
+                    () = tokio::time::sleep(pause.next_pause()) => {}
                     () = abort.cancelled() => {}
                 }
-                pause = (pause * 2).min(longest);
             }
         }
     }

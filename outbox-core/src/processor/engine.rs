@@ -16,6 +16,7 @@ use super::handover::Handover;
 use super::metrics;
 use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
 use super::{Processor, ProcessorReport};
+use crate::backoff::Doubling;
 use crate::id::{LeaseToken, MessageId};
 use crate::publisher::Publisher;
 use crate::store::{ClaimedBatch, ClaimedMessage, Lease, OutboxStore, StoreError};
@@ -44,7 +45,6 @@ struct Engine<S, P> {
     batch_size: u32,
     batches_in_flight: usize,
     poll_interval: Duration,
-    unavailable_backoff: (Duration, Duration),
     /// Commits leased to this processor at commit, not yet publishing.
     handed: VecDeque<Handover>,
     /// Messages in `handed`.
@@ -67,8 +67,8 @@ struct Engine<S, P> {
     /// While the broker is unavailable: the current pause.
     broker_pause: Option<Duration>,
     /// The pause the next unavailability gets: doubles, reset by an ack.
-    next_broker_pause: Duration,
-    store_pause: Option<Duration>,
+    broker_backoff: Doubling,
+    store_backoff: Doubling,
     /// Lease offers are paused (the broker was away).
     offers_paused: bool,
     report: ProcessorReport,
@@ -112,7 +112,6 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         batch_size: config.batch_size,
         batches_in_flight: config.batches_in_flight,
         poll_interval: config.poll_interval,
-        unavailable_backoff: config.unavailable_backoff,
         handed: VecDeque::new(),
         handed_messages: 0,
         committed: VecDeque::new(),
@@ -122,8 +121,8 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         next_poll: Instant::now() + config.poll_interval,
         recheck_after_batch: false,
         broker_pause: None,
-        next_broker_pause: config.unavailable_backoff.0,
-        store_pause: None,
+        broker_backoff: Doubling::new(config.unavailable_backoff.0, config.unavailable_backoff.1),
+        store_backoff: Doubling::new(STORE_BACKOFF.0, STORE_BACKOFF.1),
         offers_paused: false,
         report: ProcessorReport::default(),
     };
@@ -388,7 +387,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 claimed
             }
         };
-        self.store_pause = None;
+        self.store_backoff.reset();
         Ok((!claimed.messages.is_empty()).then_some(claimed))
     }
 
@@ -409,7 +408,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         if report.broker_unavailable {
             self.broker_unavailable();
         } else if report.published > 0 {
-            self.next_broker_pause = self.unavailable_backoff.0;
+            self.broker_backoff.reset();
         }
         // Messages held back behind this batch's may be publishable now: a
         // full batch may have cut an aggregate's run in two.
@@ -424,8 +423,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     }
 
     fn broker_unavailable(&mut self) {
-        let pause = self.next_broker_pause;
-        self.next_broker_pause = (pause * 2).min(self.unavailable_backoff.1);
+        let pause = self.broker_backoff.next_pause();
         metrics_unavailable();
         self.broker_pause = Some(pause);
     }
@@ -469,9 +467,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     }
 
     async fn store_failed(&mut self, err: StoreError, shutdown: &CancellationToken) {
-        let (first, max) = STORE_BACKOFF;
-        let pause = self.store_pause.map_or(first, |p| (p * 2).min(max));
-        self.store_pause = Some(pause);
+        let pause = self.store_backoff.next_pause();
         self.claim_due = true;
         tracing::warn!(error = %err, pause_ms = pause.as_millis() as u64, "outbox claim failed; retrying");
         tokio::select! {

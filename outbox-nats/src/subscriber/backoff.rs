@@ -5,8 +5,10 @@ use std::time::Duration;
 /// The delay before a message whose handler failed is delivered again, as a
 /// function of how many times it has been delivered.
 ///
-/// The subscriber naks the message with this delay (`-NAK {"delay": ...}`),
-/// so JetStream itself holds it back; nothing waits in the subscriber.
+/// The subscriber naks the message with this delay, jittered into its upper
+/// half ([`jittered_delay`](Self::jittered_delay), so messages that failed
+/// together do not come back together), as `-NAK {"delay": ...}`: JetStream
+/// itself holds it back; nothing waits in the subscriber.
 /// Exponential by default: `initial × 2^(deliveries - 1)`, capped at `max`.
 ///
 /// | after delivery | default delay |
@@ -51,7 +53,16 @@ impl Backoff {
         }
     }
 
-    /// The delay after the `delivery`-th delivery failed (1 for the first).
+    /// The delay the subscriber naks with after the `delivery`-th delivery
+    /// failed: [`delay`](Self::delay) drawn at random from its upper half
+    /// (`[d/2, d]`), so messages that failed together (a database outage
+    /// every handler hit) do not all come back in the same instant.
+    pub fn jittered_delay(&self, delivery: u64) -> Duration {
+        outbox_core::backoff::jittered(self.delay(delivery))
+    }
+
+    /// The delay after the `delivery`-th delivery failed (1 for the first),
+    /// before jitter.
     pub fn delay(&self, delivery: u64) -> Duration {
         if !self.exponential {
             return self.initial;

@@ -34,7 +34,7 @@ use super::shared::Shared;
 /// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
 /// | [`max_deliver`](Self::max_deliver) | 5 |
 /// | [`ack_wait`](Self::ack_wait) | 30 s |
-/// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]) |
+/// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]), each nak delay jittered into `[d/2, d]` |
 /// | [`dead_letter`](Self::dead_letter) | publish to `dlq.<durable>` |
 /// | [`ignore_unhandled`](Self::ignore_unhandled) | off: unhandled events are dead-lettered |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |

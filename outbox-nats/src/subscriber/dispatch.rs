@@ -162,7 +162,7 @@ pub(crate) async fn decide_delivered(
     }
     Verdict {
         decision: Decision::Retry {
-            delay: shared.backoff.delay(delivered.deliveries),
+            delay: shared.backoff.jittered_delay(delivered.deliveries),
             reason: error,
         },
         event,

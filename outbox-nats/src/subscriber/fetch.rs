@@ -16,6 +16,7 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::pull::{MessagesErrorKind, Stream};
 use async_nats::jetstream::consumer::{PullConsumer, StreamError};
 use futures::{FutureExt, StreamExt};
+use outbox_core::backoff::Doubling;
 use outbox_core::wire;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
@@ -68,22 +69,22 @@ pub(crate) async fn run(
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut messages: Option<Stream> = None;
-    let mut reopen_delay = Duration::from_millis(100);
+    let mut reopen = Doubling::new(Duration::from_millis(100), MAX_REOPEN_DELAY);
     tracing::info!(consumer = %shared.consumer, stream = %shared.stream, "subscriber started");
     let result = loop {
         let Some(stream) = messages.as_mut() else {
             match open(&consumer, &shared).await {
                 Ok(stream) => {
                     messages = Some(stream);
-                    reopen_delay = Duration::from_millis(100);
+                    reopen.reset();
                 }
                 Err(err) => {
-                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?reopen_delay, "cannot pull messages");
+                    let pause = reopen.next_pause();
+                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?pause, "cannot pull messages");
                     tokio::select! {
                         () = shutdown.cancelled() => break Ok(()),
-                        () = tokio::time::sleep(reopen_delay) => {}
+                        () = tokio::time::sleep(pause) => {}
                     }
-                    reopen_delay = (reopen_delay * 2).min(MAX_REOPEN_DELAY);
                 }
             }
             continue;

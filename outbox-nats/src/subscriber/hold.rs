@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use outbox_core::backoff::Doubling;
 use outbox_core::{BoxError, HeldMessages, Hold, MessageId, ParkedMessage, Release, Unpark, wire};
 use tokio_util::sync::CancellationToken;
 
@@ -92,7 +93,7 @@ impl Holds {
         let (aggregate_type, aggregate_id) =
             (message.aggregate_type.clone(), message.aggregate_id.clone());
         let _change = self.changes.lock().await;
-        let mut delay = Duration::from_millis(200);
+        let mut delay = Doubling::new(Duration::from_millis(200), Duration::from_secs(2));
         for attempt in 1..=HOLD_ATTEMPTS {
             match self.store.park(message.clone()).await {
                 Ok(()) => {
@@ -114,9 +115,9 @@ impl Holds {
                     );
                 }
                 Err(err) => {
-                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?delay, "recording a hold");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
+                    let pause = delay.next_pause();
+                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?pause, "recording a hold");
+                    tokio::time::sleep(pause).await;
                 }
             }
         }

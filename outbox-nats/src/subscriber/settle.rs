@@ -84,7 +84,7 @@ async fn dead(
     reason: &str,
     span: &Span,
 ) -> (AckKind, &'static str) {
-    let retry_later = nak(shared.backoff.delay(incoming.deliveries));
+    let retry_later = nak(shared.backoff.jittered_delay(incoming.deliveries));
     if let Some(subject) = shared.dead_letter.subject(&shared.consumer) {
         let origin = Origin {
             consumer: &shared.consumer,

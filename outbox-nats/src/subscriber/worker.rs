@@ -184,7 +184,7 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
         Ok(false) => return None,
         Ok(true) => Decision::Ack { outcome: "held" },
         Err(err) => Decision::Retry {
-            delay: shared.backoff.delay(incoming.deliveries),
+            delay: shared.backoff.jittered_delay(incoming.deliveries),
             reason: format!("its aggregate is held and it cannot be parked: {err}"),
         },
     };
