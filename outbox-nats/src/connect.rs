@@ -57,9 +57,13 @@ pub struct NatsConnect {
     name: Option<String>,
     auth: Auth,
     tls: Tls,
-    connection_timeout: Duration,
+    connection_timeout: Option<Duration>,
     retry_initial_connect: bool,
 }
+
+/// The connection timeout [`NatsConnect::connect`] uses unless told
+/// otherwise.
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connecting failed.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +96,7 @@ impl NatsConnect {
             name: None,
             auth: Auth::None,
             tls: Tls::default(),
-            connection_timeout: Duration::from_secs(5),
+            connection_timeout: None,
             retry_initial_connect: false,
         }
     }
@@ -115,9 +119,10 @@ impl NatsConnect {
         self
     }
 
-    /// How long one connection attempt may take (default 5 s).
+    /// How long one connection attempt may take (default
+    /// [`DEFAULT_CONNECTION_TIMEOUT`], 5 s).
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
+        self.connection_timeout = Some(timeout);
         self
     }
 
@@ -131,24 +136,57 @@ impl NatsConnect {
     /// Connects. Reconnects afterwards are async-nats's, logged here and
     /// observed by the processor through the connection state.
     pub async fn connect(self) -> Result<Client, ConnectError> {
-        let mut options = match &self.auth {
-            Auth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path.clone())
-                .await
-                .map_err(|source| ConnectError::Credentials {
-                    path: path.clone(),
-                    source,
-                })?,
-            Auth::NKey(seed) => ConnectOptions::with_nkey(seed.clone()),
-            Auth::Token(token) => ConnectOptions::with_token(token.clone()),
-            Auth::UserPassword { user, password } => {
-                ConnectOptions::with_user_and_password(user.clone(), password.clone())
-            }
-            Auth::None => ConnectOptions::new(),
-        };
-        options = options
-            .connection_timeout(self.connection_timeout)
-            .require_tls(self.tls.required)
-            .event_callback(|event| async move { log_event(&event) });
+        let base = ConnectOptions::new().connection_timeout(DEFAULT_CONNECTION_TIMEOUT);
+        self.connect_with(base).await
+    }
+
+    /// Connects with `options` as the base: anything async-nats offers
+    /// that this builder does not (reconnect limits, ping interval, an auth
+    /// callback, a custom inbox prefix, ...). What was set on this builder
+    /// applies on top: its name, its [`Auth`] unless `Auth::None`, its TLS
+    /// settings where given, its connection timeout and initial-connect
+    /// retry if set. The event callback is this crate's: it logs connection
+    /// events (`tracing`).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use outbox_nats::NatsConnect;
+    /// use outbox_nats::async_nats::ConnectOptions;
+    ///
+    /// let options = ConnectOptions::new()
+    ///     .ping_interval(Duration::from_secs(10))
+    ///     .max_reconnects(None); // forever
+    /// let nats = NatsConnect::new("nats://127.0.0.1:4222")
+    ///     .name("orders")
+    ///     .connect_with(options)
+    ///     .await?;
+    /// # let _ = nats; Ok(()) }
+    /// ```
+    pub async fn connect_with(self, options: ConnectOptions) -> Result<Client, ConnectError> {
+        let mut options =
+            match &self.auth {
+                Auth::CredentialsFile(path) => options
+                    .credentials_file(path.clone())
+                    .await
+                    .map_err(|source| ConnectError::Credentials {
+                        path: path.clone(),
+                        source,
+                    })?,
+                Auth::NKey(seed) => options.nkey(seed.clone()),
+                Auth::Token(token) => options.token(token.clone()),
+                Auth::UserPassword { user, password } => {
+                    options.user_and_password(user.clone(), password.clone())
+                }
+                Auth::None => options,
+            };
+        options = options.event_callback(|event| async move { log_event(&event) });
+        if let Some(timeout) = self.connection_timeout {
+            options = options.connection_timeout(timeout);
+        }
+        if self.tls.required {
+            options = options.require_tls(true);
+        }
         if let Some(name) = &self.name {
             options = options.name(name);
         }

@@ -33,7 +33,7 @@ mod run_window;
 mod stream;
 pub mod subscriber;
 
-pub use connect::{Auth, ConnectError, NatsConnect, Tls};
+pub use connect::{Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, NatsConnect, Tls};
 pub use jetstream_of::IntoJetStream;
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{DEFAULT_DUPLICATE_WINDOW, StreamError, StreamSpec};

@@ -24,6 +24,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct NatsServerBuilder {
     config: Option<String>,
     args: Vec<String>,
+    token: Option<String>,
 }
 
 impl NatsServerBuilder {
@@ -32,6 +33,15 @@ impl NatsServerBuilder {
     /// `jetstream { max_memory_store: ... }` block.
     pub fn config(mut self, text: impl Into<String>) -> Self {
         self.config = Some(text.into());
+        self
+    }
+
+    /// Clients must authenticate with `token` (`--auth`); the readiness
+    /// probe does.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        self.args.extend(["--auth".to_owned(), token.clone()]);
+        self.token = Some(token);
         self
     }
 
@@ -58,6 +68,7 @@ impl NatsServerBuilder {
             dir,
             config,
             args: self.args,
+            token: self.token,
             child: None,
         };
         server.spawn().await;
@@ -73,6 +84,7 @@ pub struct NatsServer {
     dir: tempfile::TempDir,
     config: Option<PathBuf>,
     args: Vec<String>,
+    token: Option<String>,
     child: Option<Child>,
 }
 
@@ -229,7 +241,7 @@ impl NatsServer {
                     self.log()
                 );
             }
-            if jetstream_ready(self.port).await {
+            if jetstream_ready(self.port, self.token.as_deref()).await {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -243,11 +255,15 @@ impl Drop for NatsServer {
     }
 }
 
-async fn jetstream_ready(port: u16) -> bool {
+async fn jetstream_ready(port: u16, token: Option<&str>) -> bool {
     if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
         return false;
     }
-    let Ok(client) = async_nats::connect(format!("nats://127.0.0.1:{port}")).await else {
+    let options = match token {
+        Some(token) => async_nats::ConnectOptions::with_token(token.to_owned()),
+        None => async_nats::ConnectOptions::new(),
+    };
+    let Ok(client) = options.connect(format!("nats://127.0.0.1:{port}")).await else {
         return false;
     };
     // JetStream answers (here: "no such stream") once it has recovered
