@@ -92,16 +92,25 @@ pub struct Failure {
     pub kind: FailureKind,
 }
 
-/// How failed messages are retried.
+/// How failed messages are retried. With the `serde` feature it loads from
+/// a configuration file (durations in humantime form, missing fields keep
+/// their defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct RetryPolicy {
     /// Attempts after which a retryable failure goes to `dead` (default 10).
     pub max_attempts: u32,
     /// Backoff after the first failure (default 1 s); doubles with each
     /// attempt up to `max_backoff`. Stores apply "equal jitter": half of the
     /// delay is fixed, half random, so retries of many messages spread out.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub initial_backoff: Duration,
     /// Longest backoff (default 5 min).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_backoff: Duration,
 }
 

@@ -58,6 +58,11 @@ impl std::fmt::Display for TableName {
 
 /// What happens to a message once the broker acknowledged it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Retention {
     /// Keep the row as `published`, with its stream sequence and time, until
     /// [`purge_published`](outbox_core::OutboxStore::purge_published) removes
@@ -78,6 +83,23 @@ pub enum Retention {
 ///     .with_retention(Retention::Delete);
 /// assert_eq!(config.table().as_str(), "billing_outbox");
 /// # Ok::<(), outbox_sea_orm::OutboxError>(())
+/// ```
+///
+/// With the `serde` feature it loads from a configuration file, every key
+/// optional and validated as the `with_*` methods validate it:
+///
+#[cfg_attr(feature = "serde", doc = "```")]
+#[cfg_attr(not(feature = "serde"), doc = "```ignore")]
+/// use outbox_sea_orm::{OutboxConfig, Retention};
+/// let config: OutboxConfig = serde_json::from_str(r#"{
+///     "table": "billing_outbox", "subject_prefix": "billing",
+///     "retention": "delete", "notify": false
+/// }"#)?;
+/// assert_eq!(config.table().as_str(), "billing_outbox");
+/// assert_eq!(config.retention(), Retention::Delete);
+/// assert_eq!(config.notify_channel(), None);
+/// assert!(serde_json::from_str::<OutboxConfig>(r#"{"table": "x; DROP"}"#).is_err());
+/// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct OutboxConfig {
@@ -149,5 +171,42 @@ impl OutboxConfig {
     /// The retention.
     pub fn retention(&self) -> Retention {
         self.retention
+    }
+}
+
+/// The configuration-file form of [`OutboxConfig`].
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboxConfigFile {
+    table: Option<String>,
+    inbox_table: Option<String>,
+    subject_prefix: Option<String>,
+    #[serde(default)]
+    retention: Retention,
+    notify: Option<bool>,
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for OutboxConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let file = OutboxConfigFile::deserialize(deserializer)?;
+        let mut config = OutboxConfig::default().with_retention(file.retention);
+        if let Some(table) = file.table {
+            config = config.with_table(table).map_err(D::Error::custom)?;
+        }
+        if let Some(table) = file.inbox_table {
+            config = config.with_inbox_table(table).map_err(D::Error::custom)?;
+        }
+        if let Some(prefix) = file.subject_prefix {
+            config = config
+                .with_subject_prefix(prefix)
+                .map_err(D::Error::custom)?;
+        }
+        if file.notify == Some(false) {
+            config = config.without_notify();
+        }
+        Ok(config)
     }
 }

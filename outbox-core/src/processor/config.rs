@@ -43,18 +43,86 @@ pub struct ConfigError {
 /// | `unavailable_backoff` | 100 ms … 5 s | global pause, doubling, while the broker is unavailable |
 /// | `shutdown_timeout` | 10 s | how long shutdown waits for acks in flight |
 /// | `stats_interval` | 15 s | how often the pending/dead/oldest-age gauges are refreshed (`None`: never) |
+///
+/// With the `serde` feature it loads from a configuration file, every
+/// setting optional (a missing one keeps its default), durations in
+/// humantime form; [`ProcessorBuilder::config`](super::ProcessorBuilder::config)
+/// takes it and `build` validates it:
+///
+#[cfg_attr(feature = "serde", doc = "```")]
+#[cfg_attr(not(feature = "serde"), doc = "```ignore")]
+/// use outbox_core::processor::ProcessorConfig;
+///
+/// let config: ProcessorConfig = serde_json::from_str(r#"{
+///     "batch_size": 500,
+///     "lease": "5s",
+///     "poll_interval": "250ms",
+///     "retry": { "max_attempts": 20, "max_backoff": "10m" },
+///     "unavailable_backoff": { "first": "50ms", "max": "2s" }
+/// }"#)?;
+/// assert_eq!(config.lease(), std::time::Duration::from_secs(5));
+/// assert_eq!(config.retry().max_attempts, 20);
+/// assert_eq!(config.batches_in_flight(), 3); // the default
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct ProcessorConfig {
     pub(crate) batch_size: u32,
     pub(crate) batches_in_flight: usize,
     pub(crate) max_in_flight: usize,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) lease: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) gather: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) poll_interval: Duration,
     pub(crate) retry: RetryPolicy,
+    #[cfg_attr(feature = "serde", serde(with = "pause_range"))]
     pub(crate) unavailable_backoff: (Duration, Duration),
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) shutdown_timeout: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(crate) stats_interval: Option<Duration>,
+}
+
+/// `unavailable_backoff` as `{ "first": "100ms", "max": "5s" }`.
+#[cfg(feature = "serde")]
+mod pause_range {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Range {
+        #[serde(with = "humantime_serde")]
+        first: Duration,
+        #[serde(with = "humantime_serde")]
+        max: Duration,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        range: &(Duration, Duration),
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        Range {
+            first: range.0,
+            max: range.1,
+        }
+        .serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<(Duration, Duration), D::Error> {
+        let range = Range::deserialize(deserializer)?;
+        Ok((range.first, range.max))
+    }
 }
 
 impl Default for ProcessorConfig {

@@ -169,6 +169,7 @@ mod hold;
 pub mod metrics;
 mod ordering;
 mod restart;
+mod settings;
 mod settle;
 mod shared;
 mod worker;
@@ -183,6 +184,7 @@ pub use backoff::Backoff;
 pub use builder::SubscriberBuilder;
 pub use dead_letter::{DeadLetterKind, DeadLetterPolicy};
 pub use error::{BuildError, SubscriberError};
+pub use settings::{BackoffSettings, SubscriberSettings};
 
 use shared::Shared;
 

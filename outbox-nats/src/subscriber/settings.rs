@@ -1,0 +1,108 @@
+//! [`SubscriberSettings`]: a subscriber's settings as data, to load from a
+//! configuration file (feature `serde`) and apply to a builder.
+
+use std::time::Duration;
+
+use super::backoff::Backoff;
+use super::builder::SubscriberBuilder;
+
+/// The settings of a [`SubscriberBuilder`] that are plain values; each one
+/// left `None` keeps the builder's value (its default). Handlers, the
+/// registry and the order-keeping inbox are code, set on the builder.
+///
+/// With the `serde` feature it loads from a configuration file, durations in
+/// humantime form:
+///
+#[cfg_attr(feature = "serde", doc = "```")]
+#[cfg_attr(not(feature = "serde"), doc = "```ignore")]
+/// use outbox_nats::subscriber::{Subscriber, SubscriberSettings};
+///
+/// let settings: SubscriberSettings = serde_json::from_str(r#"{
+///     "stream": "EVENTS", "filter_subject": "events.order.>",
+///     "ack_wait": "45s", "max_deliver": 8,
+///     "backoff": { "initial": "500ms", "max": "2m" }
+/// }"#)?;
+/// # async fn build(jetstream: outbox_nats::async_nats::jetstream::Context, settings: SubscriberSettings) {
+/// let builder = Subscriber::builder(jetstream, "billing").settings(&settings);
+/// # let _ = builder; }
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(default, deny_unknown_fields)
+)]
+#[non_exhaustive]
+pub struct SubscriberSettings {
+    /// [`SubscriberBuilder::stream`].
+    pub stream: Option<String>,
+    /// [`SubscriberBuilder::filter_subject`].
+    pub filter_subject: Option<String>,
+    /// [`SubscriberBuilder::max_in_flight`].
+    pub max_in_flight: Option<usize>,
+    /// [`SubscriberBuilder::max_ack_pending`].
+    pub max_ack_pending: Option<usize>,
+    /// [`SubscriberBuilder::max_deliver`].
+    pub max_deliver: Option<u64>,
+    /// [`SubscriberBuilder::ack_wait`].
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub ack_wait: Option<Duration>,
+    /// [`SubscriberBuilder::backoff`] (exponential).
+    pub backoff: Option<BackoffSettings>,
+    /// [`SubscriberBuilder::shutdown_timeout`].
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub shutdown_timeout: Option<Duration>,
+    /// [`SubscriberBuilder::ignore_unhandled`] when `true`.
+    pub ignore_unhandled: Option<bool>,
+}
+
+/// An exponential [`Backoff`] as settings: `initial` doubling up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
+pub struct BackoffSettings {
+    /// The delay after the first failed delivery.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub initial: Duration,
+    /// The longest delay.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub max: Duration,
+}
+
+impl SubscriberBuilder {
+    /// Applies every setting `settings` gives; the others stay as they are.
+    pub fn settings(mut self, settings: &SubscriberSettings) -> Self {
+        if let Some(stream) = &settings.stream {
+            self = self.stream(stream);
+        }
+        if let Some(subject) = &settings.filter_subject {
+            self = self.filter_subject(subject);
+        }
+        if let Some(max) = settings.max_in_flight {
+            self = self.max_in_flight(max);
+        }
+        if let Some(max) = settings.max_ack_pending {
+            self = self.max_ack_pending(max);
+        }
+        if let Some(max) = settings.max_deliver {
+            self = self.max_deliver(max);
+        }
+        if let Some(ack_wait) = settings.ack_wait {
+            self = self.ack_wait(ack_wait);
+        }
+        if let Some(backoff) = settings.backoff {
+            self = self.backoff(Backoff::exponential(backoff.initial, backoff.max));
+        }
+        if let Some(timeout) = settings.shutdown_timeout {
+            self = self.shutdown_timeout(timeout);
+        }
+        if settings.ignore_unhandled == Some(true) {
+            self = self.ignore_unhandled();
+        }
+        self
+    }
+}
