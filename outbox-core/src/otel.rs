@@ -115,16 +115,21 @@ pub fn remote_context(traceparent: &TraceParent, tracestate: Option<&str>) -> Op
 /// OpenTelemetry span's parent cannot change once it started. Returns
 /// whether the parent was set (not when `span` is disabled, has no
 /// OpenTelemetry layer or already started).
-pub fn set_parent(span: &tracing::Span, traceparent: &TraceParent, tracestate: Option<&str>) -> bool {
+pub fn set_parent(
+    span: &tracing::Span,
+    traceparent: &TraceParent,
+    tracestate: Option<&str>,
+) -> bool {
     remote_context(traceparent, tracestate).is_some_and(|parent| span.set_parent(parent).is_ok())
 }
 
 /// [`set_parent`] from an envelope's `traceparent` and `tracestate`; false
 /// when it carries none.
 pub fn set_parent_from_message(span: &tracing::Span, message: &OutboxMessage) -> bool {
-    message.traceparent.as_ref().is_some_and(|traceparent| {
-        set_parent(span, traceparent, message.tracestate.as_deref())
-    })
+    message
+        .traceparent
+        .as_ref()
+        .is_some_and(|traceparent| set_parent(span, traceparent, message.tracestate.as_deref()))
 }
 
 #[cfg(test)]

@@ -160,11 +160,10 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
             check_len(message, what, value, 255)?;
         }
     }
-    let headers = headers_json(message)
-        .map_err(|e| OutboxError::InvalidMessage {
-            id: message.id,
-            reason: format!("headers: {e}"),
-        })?;
+    let headers = headers_json(message).map_err(|e| OutboxError::InvalidMessage {
+        id: message.id,
+        reason: format!("headers: {e}"),
+    })?;
     let now = dialect.now();
     sql.push("(");
     sql.bind(*message.id.as_uuid()).push(", ");
