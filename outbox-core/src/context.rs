@@ -135,10 +135,10 @@ impl MessageContext {
     /// set or it was inherited from a handled message.
     pub(crate) fn trace_to_seal(&self) -> (Option<TraceParent>, Option<String>) {
         #[cfg(feature = "opentelemetry")]
-        if self.traceparent.is_none() || self.trace_inherited {
-            if let Some(current) = crate::otel::current() {
-                return (Some(current.traceparent), current.tracestate);
-            }
+        if (self.traceparent.is_none() || self.trace_inherited)
+            && let Some(current) = crate::otel::current()
+        {
+            return (Some(current.traceparent), current.tracestate);
         }
         (self.traceparent.clone(), self.tracestate.clone())
     }

@@ -73,7 +73,7 @@ async fn one_trace_from_the_request_to_the_handlers() {
     // The consumer: an inbox handler that records a new event, and a
     // handler of that event.
     let inbox = Inbox::new(&outbox, fx.durable.as_str()).unwrap();
-    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let placed_seen = Arc::clone(&seen);
     let on_placed = inbox.handler_boxed(move |event: OrderPlaced, delivery: Delivery, uow| {
         placed_seen.lock().unwrap().push(seen_of(&delivery));
@@ -183,8 +183,11 @@ async fn one_trace_from_the_request_to_the_handlers() {
     fx.delete().await;
 }
 
+/// A delivery's `traceparent` and `tracestate`.
+type Seen = (String, Option<String>);
+
 /// The delivery's `traceparent` and `tracestate`.
-fn seen_of(delivery: &Delivery) -> (String, Option<String>) {
+fn seen_of(delivery: &Delivery) -> Seen {
     (
         delivery.traceparent().unwrap().to_string(),
         delivery.tracestate().map(str::to_owned),
