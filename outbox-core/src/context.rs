@@ -26,6 +26,10 @@ pub struct MessageContext {
     causation_id: Option<String>,
     tenant: Option<String>,
     traceparent: Option<TraceParent>,
+    tracestate: Option<String>,
+    /// The trace context was taken from a handled message ([`caused_by`](Self::caused_by)),
+    /// not set: with the `opentelemetry` feature the current span's wins.
+    trace_inherited: bool,
     headers: Headers,
 }
 
@@ -44,6 +48,8 @@ impl MessageContext {
             causation_id: Some(message.id.to_string()),
             tenant: message.tenant.clone(),
             traceparent: message.traceparent.clone(),
+            tracestate: message.tracestate.clone(),
+            trace_inherited: message.traceparent.is_some(),
             headers: Headers::new(),
         }
     }
@@ -67,9 +73,26 @@ impl MessageContext {
     }
 
     /// Sets the W3C trace context to continue on the consumer side.
+    ///
+    /// With the `opentelemetry` feature, a context without one takes the
+    /// current span's when its messages are sealed (see `outbox_core::otel`);
+    /// one set here always wins.
     pub fn with_traceparent(mut self, traceparent: TraceParent) -> Self {
         self.traceparent = Some(traceparent);
+        self.trace_inherited = false;
         self
+    }
+
+    /// Sets the W3C [`tracestate`](https://www.w3.org/TR/trace-context/#tracestate-header)
+    /// (vendor trace data) that travels beside the `traceparent`. It must be
+    /// printable ASCII; it is carried as it is.
+    pub fn with_tracestate(mut self, tracestate: impl Into<String>) -> Result<Self, InvalidHeader> {
+        let tracestate = tracestate.into();
+        if !tracestate.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+            return Err(InvalidHeader::BadValue(crate::wire::TRACESTATE.to_owned()));
+        }
+        self.tracestate = Some(tracestate);
+        Ok(self)
     }
 
     /// Adds a header to every message.
@@ -100,6 +123,24 @@ impl MessageContext {
     /// The trace context, if set.
     pub fn traceparent(&self) -> Option<&TraceParent> {
         self.traceparent.as_ref()
+    }
+
+    /// The trace state, if set.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.tracestate.as_deref()
+    }
+
+    /// The trace context the messages sealed now carry: the one set, or
+    /// (with the `opentelemetry` feature) the current span's when none was
+    /// set or it was inherited from a handled message.
+    pub(crate) fn trace_to_seal(&self) -> (Option<TraceParent>, Option<String>) {
+        #[cfg(feature = "opentelemetry")]
+        if (self.traceparent.is_none() || self.trace_inherited)
+            && let Some(current) = crate::otel::current()
+        {
+            return (Some(current.traceparent), current.tracestate);
+        }
+        (self.traceparent.clone(), self.tracestate.clone())
     }
 
     /// Headers added to every message.

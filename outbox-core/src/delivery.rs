@@ -132,6 +132,11 @@ impl Delivery {
         self.message.traceparent.as_ref()
     }
 
+    /// The W3C trace state travelling with the trace context, if any.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.message.tracestate.as_deref()
+    }
+
     /// The application headers.
     pub fn headers(&self) -> &Headers {
         &self.message.headers

@@ -58,6 +58,10 @@
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
+//! - `opentelemetry`: one OpenTelemetry trace from the request to the
+//!   handler (through `tracing-opentelemetry`): messages sealed inside a
+//!   span carry its context, the processor's `outbox.publish` span is its
+//!   child, and `otel` makes a consumer's span one too.
 
 mod aggregate;
 mod applied;
@@ -71,6 +75,8 @@ mod held;
 mod id;
 mod message;
 pub mod naming;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 mod payload;
 mod pending;
 pub mod processor;

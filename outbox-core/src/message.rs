@@ -43,6 +43,7 @@ pub struct AggregateRef {
 /// | `causation_id` | the message or command that caused it | `ce-causationid` |
 /// | `tenant` | optional tenant | `ce-tenant` |
 /// | `traceparent` | W3C trace context, when one was set | `traceparent` |
+/// | `tracestate` | W3C vendor trace state, when there is one | `tracestate` |
 /// | `headers` | application headers | as they are |
 /// | `payload` | the event as JSON | the body |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +72,13 @@ pub struct OutboxMessage {
     pub tenant: Option<String>,
     /// The W3C trace context, if any.
     pub traceparent: Option<TraceParent>,
+    /// The W3C `tracestate` travelling with the `traceparent`, if any.
+    ///
+    /// Stored without a column of its own: the outbox table keeps it in the
+    /// `headers` JSON under the reserved name `tracestate`, which no
+    /// application header can take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// Application headers.
     pub headers: Headers,
     /// The event, serialized as JSON.
@@ -87,6 +95,10 @@ impl OutboxMessage {
     /// context's correlation, causation, tenant, trace and headers, and
     /// resolving the subject under `prefix`. Per-message headers win over the
     /// context's.
+    ///
+    /// With the `opentelemetry` feature, a context without a trace context
+    /// of its own (none set, or one inherited from a handled message) takes
+    /// the current span's OpenTelemetry context (see `outbox_core::otel`).
     pub fn seal(
         pending: PendingMessage,
         aggregate: AggregateRef,
@@ -101,6 +113,7 @@ impl OutboxMessage {
         let (payload, own_headers) = pending.into_payload_and_headers();
         let mut headers = context.headers().clone();
         headers.extend(&own_headers);
+        let (traceparent, tracestate) = context.trace_to_seal();
         Self {
             id,
             event_name: event_name.to_owned(),
@@ -115,7 +128,8 @@ impl OutboxMessage {
                 .map_or_else(|| id.to_string(), str::to_owned),
             causation_id: context.causation_id().map(str::to_owned),
             tenant: context.tenant().map(str::to_owned),
-            traceparent: context.traceparent().cloned(),
+            traceparent,
+            tracestate,
             headers,
             payload,
             deliver_at,

@@ -47,7 +47,12 @@ impl TraceParent {
 
     /// Whether the `sampled` flag is set.
     pub fn is_sampled(&self) -> bool {
-        u8::from_str_radix(&self.0[53..55], 16).is_ok_and(|flags| flags & 1 == 1)
+        self.flags() & 1 == 1
+    }
+
+    /// The flags byte (bit 0: sampled); 0 when unreadable.
+    pub fn flags(&self) -> u8 {
+        u8::from_str_radix(&self.0[53..55], 16).unwrap_or(0)
     }
 
     /// The header value.

@@ -23,6 +23,7 @@
 //! | `ce-causationid` | the causation id (absent for a root message) | `causation_id` |
 //! | `ce-tenant` | the tenant (absent when none) | `tenant` |
 //! | `traceparent` | W3C trace context (absent when none) | `traceparent` |
+//! | `tracestate` | W3C vendor trace state (absent when none) | `tracestate` |
 //! | any other | application headers, as they are | `headers` |
 //!
 //! The NATS subject of the message is the envelope's `subject`. Names are
@@ -70,7 +71,7 @@ pub const CAUSATION_ID: &str = "ce-causationid";
 pub const TENANT: &str = "ce-tenant";
 /// W3C trace context.
 pub const TRACEPARENT: &str = "traceparent";
-/// W3C vendor trace state (reserved, passed through by tracing systems).
+/// W3C vendor trace state, travelling with the `traceparent`.
 pub const TRACESTATE: &str = "tracestate";
 
 /// Whether `name` is reserved by this contract, so it cannot be an
@@ -134,6 +135,7 @@ pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
             TRACEPARENT,
             message.traceparent.as_ref().map(ToString::to_string),
         ),
+        (TRACESTATE, message.tracestate.clone()),
     ];
     headers.extend(
         optional
@@ -250,6 +252,7 @@ pub fn decode<'a>(
         causation_id: find(CAUSATION_ID).map(str::to_owned),
         tenant: find(TENANT).map(str::to_owned),
         traceparent,
+        tracestate: find(TRACESTATE).map(str::to_owned),
         headers: user_headers,
         payload: Payload::from_json(body).map_err(WireError::Payload)?,
         deliver_at: None,

@@ -13,6 +13,10 @@
 //!   pull consumer, with upcasts, retries with backoff, dead letters,
 //!   per-aggregate order and graceful shutdown (see [`subscriber`]).
 //!
+//! Feature `opentelemetry`: the subscriber's `outbox.consume` span becomes
+//! the OpenTelemetry child of the message's `traceparent` (see
+//! [`subscriber`], "Tracing and metrics").
+//!
 //! # Durability of an ack
 //!
 //! A JetStream ack means the server has the message. On nats-server 2.9 a

@@ -15,6 +15,11 @@
 //!   repeats are recognised and skipped; old rows are purged in batches.
 //! - [`migration`] (feature `migration`): the table as migrations;
 //!   [`create_schema`] creates it directly.
+//! - Feature `opentelemetry`: events saved inside a span carry the span's
+//!   OpenTelemetry context as their `traceparent` and `tracestate` when the
+//!   [`MessageContext`](outbox_core::MessageContext) sets none (through
+//!   `outbox-core/opentelemetry`). The `tracestate` is stored in the
+//!   `headers` JSON column under its reserved name: the schema is unchanged.
 //!
 //! Supported backends: PostgreSQL 12+, MariaDB 10.6+ / MySQL 8.0.1+ (for
 //! `SKIP LOCKED`), SQLite 3.35+ (for `RETURNING`).

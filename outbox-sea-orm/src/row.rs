@@ -1,8 +1,10 @@
 //! Outbox messages in and out of rows.
 
+use std::collections::BTreeMap;
+
 use chrono::Timelike;
 use outbox_core::processor::LeasedCommit;
-use outbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload};
+use outbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload, wire};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use uuid::Uuid;
 
@@ -158,13 +160,10 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
             check_len(message, what, value, 255)?;
         }
     }
-    let headers = (!message.headers.is_empty())
-        .then(|| serde_json::to_string(&message.headers))
-        .transpose()
-        .map_err(|e| OutboxError::InvalidMessage {
-            id: message.id,
-            reason: format!("headers: {e}"),
-        })?;
+    let headers = headers_json(message).map_err(|e| OutboxError::InvalidMessage {
+        id: message.id,
+        reason: format!("headers: {e}"),
+    })?;
     let now = dialect.now();
     sql.push("(");
     sql.bind(*message.id.as_uuid()).push(", ");
@@ -192,6 +191,21 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
     };
     sql.push(")");
     Ok(())
+}
+
+/// The `headers` column: the application headers as a JSON object, with
+/// the `tracestate` under its reserved name (no application header can take
+/// it, so reading it back is unambiguous, and the table needs no column of
+/// its own for it); NULL when there is neither.
+fn headers_json(message: &OutboxMessage) -> Result<Option<String>, serde_json::Error> {
+    if message.tracestate.is_none() && message.headers.is_empty() {
+        return Ok(None);
+    }
+    let mut map: BTreeMap<&str, &str> = message.headers.iter().collect();
+    if let Some(tracestate) = &message.tracestate {
+        map.insert(wire::TRACESTATE, tracestate);
+    }
+    serde_json::to_string(&map).map(Some)
 }
 
 fn check_len(
@@ -271,9 +285,15 @@ pub(crate) fn read_message(dialect: Dialect, row: &QueryResult) -> Result<Claime
     let abandoned: i32 = row.try_get("", "abandoned")?;
     let payload: String = row.try_get("", "payload_text")?;
     let headers: Option<String> = row.try_get("", "headers_text")?;
-    let headers = match headers {
-        None => Headers::new(),
-        Some(text) => serde_json::from_str(&text).map_err(|e| bad("headers", &e))?,
+    let (headers, tracestate) = match headers {
+        None => (Headers::new(), None),
+        Some(text) => {
+            let mut map: BTreeMap<String, String> =
+                serde_json::from_str(&text).map_err(|e| bad("headers", &e))?;
+            let tracestate = map.remove(wire::TRACESTATE);
+            let headers = Headers::try_from(map).map_err(|e| bad("headers", &e))?;
+            (headers, tracestate)
+        }
     };
     let traceparent: Option<String> = row.try_get("", "traceparent")?;
     let message = OutboxMessage {
@@ -291,6 +311,7 @@ pub(crate) fn read_message(dialect: Dialect, row: &QueryResult) -> Result<Claime
         traceparent: traceparent
             .map(|t| t.parse().map_err(|e| bad("traceparent", &e)))
             .transpose()?,
+        tracestate,
         headers,
         payload: Payload::from_json(payload).map_err(|e| bad("payload", &e))?,
         deliver_at: None,

@@ -6,7 +6,7 @@
 //! | `aggregate_type`, `aggregate_id`, `sequence` | text, text, `bigint` | | |
 //! | `event_name`, `event_version`, `subject` | | | |
 //! | `payload` | `jsonb` | `JSON` | `TEXT` |
-//! | `headers` (application headers, JSON object or NULL) | `jsonb` | `JSON` | `TEXT` |
+//! | `headers` (application headers and the `tracestate`, JSON object or NULL) | `jsonb` | `JSON` | `TEXT` |
 //! | `correlation_id`, `causation_id`, `tenant`, `traceparent` | | | |
 //! | `occurred_at`, `created_at`, `next_attempt_at`, `lease_expires_at`, `published_at` | `timestamptz` | `DATETIME(6)` (UTC) | `TEXT` (UTC) |
 //! | `status` | 0 pending, 1 published, 2 dead | | |

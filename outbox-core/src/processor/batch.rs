@@ -322,6 +322,8 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
             return release_from(index); // the semaphore is never closed
         };
         let run: Vec<&crate::message::OutboxMessage> = window.iter().map(|c| &c.message).collect();
+        // Open from the handover to the publisher to the message's outcome.
+        let spans: Vec<tracing::Span> = run.iter().map(|m| publish_span(m)).collect();
         let results = tokio::select! {
             results = ctx.publisher.publish_run(&run) => results,
             () = ctx.abort.cancelled() => return release_from(index),
@@ -330,10 +332,21 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
         if results.is_empty() {
             return release_from(index); // a publisher that published nothing
         }
-        for (claimed, result) in window.iter().zip(results) {
+        for ((claimed, result), span) in window.iter().zip(results).zip(&spans) {
             let message = &claimed.message;
+            span.record(
+                "outcome",
+                match &result {
+                    Ok(ack) if ack.duplicate => "duplicate",
+                    Ok(_) => "published",
+                    Err(_) => "failed",
+                },
+            );
             match result {
                 Ok(ack) => {
+                    if let Some(stream_sequence) = ack.stream_sequence {
+                        span.record("stream_sequence", stream_sequence);
+                    }
                     metrics::acked(message, ack.duplicate);
                     record(&mut |o| {
                         o.published.push(Published {
@@ -357,6 +370,27 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
             }
         }
     }
+}
+
+/// The `outbox.publish` span of one message: a child of the current
+/// (`outbox.batch`) span, and with the `opentelemetry` feature of the trace
+/// context the message carries (the span that was current when it was
+/// sealed), so the publish joins the trace of the request that saved it.
+fn publish_span(message: &crate::message::OutboxMessage) -> tracing::Span {
+    let span = tracing::info_span!(
+        "outbox.publish",
+        message_id = %message.id,
+        event = %message.event_name,
+        subject = %message.subject,
+        aggregate_type = %message.aggregate_type,
+        aggregate_id = %message.aggregate_id,
+        sequence = message.sequence,
+        stream_sequence = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    #[cfg(feature = "opentelemetry")]
+    crate::otel::set_parent_from_message(&span, message);
+    span
 }
 
 /// Records a message the broker rejected: retried later, or dead when the

@@ -215,8 +215,9 @@ fn decode_kind(err: &DecodeError) -> DeadLetterKind {
 }
 
 /// Adds what the envelope tells to the message's span, including the
-/// producer's trace (there is no OpenTelemetry dependency: the ids are
-/// recorded as fields for a tracing layer to pick up).
+/// producer's trace ids as fields for any tracing layer to pick up (with
+/// the `opentelemetry` feature the span is also the OpenTelemetry child of
+/// that trace context: see `worker::continue_trace`).
 fn record(span: &Span, envelope: &OutboxMessage) {
     span.record("event", envelope.event_name.as_str());
     span.record("event_version", envelope.event_version);

@@ -153,8 +153,12 @@
 //! `message_id`, `aggregate_type`, `aggregate_id`, `sequence`,
 //! `correlation_id`, `outcome`, and, when the producer sent a
 //! `traceparent`, `trace_id` and `parent_span_id`: the producer's trace
-//! continues on the consumer side. This crate does not depend on
-//! OpenTelemetry; a `tracing` layer can map these fields to a remote parent.
+//! continues on the consumer side. Without the `opentelemetry` feature this
+//! crate does not depend on OpenTelemetry, and a `tracing` layer can map
+//! these fields to a remote parent; with it, the span is the OpenTelemetry
+//! child of the message's `traceparent` (and `tracestate`) under a
+//! `tracing-opentelemetry` layer, so the handler (and what it records and
+//! publishes in turn) joins the producer's trace.
 //! Metrics are listed in [`metrics`].
 
 mod backoff;

@@ -77,6 +77,8 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
             parent_span_id = Empty,
             outcome = Empty,
         );
+        #[cfg(feature = "opentelemetry")]
+        continue_trace(&span, &job.item);
         if let Some(parked) = park_if_held(&shared, &job.item, &key).await {
             if let Decision::Retry { delay, .. } = &parked.decision {
                 lanes.send_away(&key, job.sequence, *delay);
@@ -192,4 +194,20 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
         decision,
         event: UNKNOWN_EVENT,
     })
+}
+
+/// Makes the `outbox.consume` span a child of the producer's OpenTelemetry
+/// trace context (the message's `traceparent` and `tracestate` headers),
+/// before the span is first entered (its parent cannot change after).
+/// A missing or unreadable `traceparent` leaves the span where it is (the
+/// envelope's own check reports an unreadable one).
+#[cfg(feature = "opentelemetry")]
+fn continue_trace(span: &tracing::Span, incoming: &Incoming) {
+    let headers = dispatch::header_pairs(&incoming.message);
+    let traceparent = dispatch::header(&headers, outbox_core::wire::TRACEPARENT)
+        .and_then(|value| value.parse::<outbox_core::TraceParent>().ok());
+    if let Some(traceparent) = traceparent {
+        let tracestate = dispatch::header(&headers, outbox_core::wire::TRACESTATE);
+        outbox_core::otel::set_parent(span, &traceparent, tracestate);
+    }
 }
