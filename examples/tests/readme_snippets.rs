@@ -15,7 +15,8 @@ fn block_after<'a>(text: &'a str, marker: &str) -> &'a str {
     let from = text
         .find(marker)
         .unwrap_or_else(|| panic!("`{marker}` not in the README"));
-    let open = text[from..].find("```rust\n").expect("an opening fence") + from + "```rust\n".len();
+    let fence = "```rust,ignore\n";
+    let open = text[from..].find(fence).expect("an opening fence") + from + fence.len();
     let close = text[open..].find("```\n").expect("a closing fence") + open;
     &text[open..close]
 }
