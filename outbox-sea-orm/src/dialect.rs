@@ -230,3 +230,15 @@ impl Dialect {
         }
     }
 }
+
+/// PostgreSQL: a one-row subquery that, joined into a statement, makes the
+/// statement's own transaction commit asynchronously (see
+/// [`SeaOrmOutboxStore`](crate::SeaOrmOutboxStore); wake-up `NOTIFY`s commit
+/// so too). `set_config` is volatile, so the planner keeps and runs it.
+pub(crate) const ASYNC_COMMIT: &str =
+    "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
+
+/// A duration in whole milliseconds, as SQL parameters take it.
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -30,16 +30,14 @@ mod contention;
 mod dialect;
 mod error;
 mod inbox;
-mod listen;
 #[cfg(feature = "migration")]
 pub mod migration;
-mod notice;
 mod outbox;
-mod remote_wake;
 mod repository;
 mod row;
 mod schema;
 mod store;
+mod sync;
 mod unit_of_work;
 mod wake;
 
@@ -47,14 +45,13 @@ pub use aggregate_entity::AggregateEntity;
 pub use config::{OutboxConfig, Retention, TableName};
 pub use error::OutboxError;
 pub use inbox::{Inbox, InboxFn, InboxFuture, InboxHandler, Processed};
-pub use listen::PgNotifications;
 pub use outbox::{Outbox, STANDALONE, TRANSACTION_ATTEMPTS};
 pub use outbox_core;
 pub use repository::Repository;
 pub use schema::create_schema;
 pub use store::{STATS_EXACT_PENDING, SeaOrmOutboxStore};
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};
-pub use wake::{CommitListener, Wake};
+pub use wake::{CommitEvent, CommitListener, PgNotifications};
 
 /// Re-exports used by code that `#[derive(AggregateRoot)]` generates for
 /// `#[aggregate(entity = ..., version_column = ...)]`, so user crates need

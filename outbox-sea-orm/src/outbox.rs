@@ -13,12 +13,11 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use crate::aggregate_entity::AggregateEntity;
 use crate::config::OutboxConfig;
 use crate::error::OutboxError;
-use crate::listen::PgNotifications;
 use crate::repository::Repository;
 use crate::row::insert_messages;
 use crate::store::SeaOrmOutboxStore;
 use crate::unit_of_work::{Joined, UnitOfWork};
-use crate::wake::{CommitListener, Wakers};
+use crate::wake::{CommitListener, PgNotifications, Wakers};
 
 /// The aggregate type of messages enqueued without an aggregate. Each such
 /// message is its own ordering group (its id is the aggregate id, its

@@ -57,7 +57,7 @@ impl From<&LeasedCommit> for LeaseAtCommit {
     fn from(commit: &LeasedCommit) -> Self {
         Self {
             token: *commit.token().as_uuid(),
-            lease_millis: crate::store::millis(commit.lease()),
+            lease_millis: crate::dialect::millis(commit.lease()),
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use outbox_core::{AggregateRoot, IntegrationEvent};
-use outbox_sea_orm::{Outbox, OutboxConfig, OutboxError, STANDALONE, Wake};
+use outbox_sea_orm::{CommitEvent, Outbox, OutboxConfig, OutboxError, STANDALONE};
 use outbox_tests::TestDb;
 use outbox_tests::orders::Order;
 use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
@@ -99,7 +99,7 @@ async fn commits_with_the_application(test: TestDb) {
     assert_eq!(order.version(), 2);
     assert!(order.events().pending().is_empty());
     match tokio::time::timeout(Duration::from_secs(5), listener.recv()).await {
-        Ok(Some(Wake::Committed(messages))) => {
+        Ok(Some(CommitEvent::Committed(messages))) => {
             let woken: Vec<_> = messages.iter().map(|m| m.id).collect();
             assert_eq!(woken, ids, "the processor is handed the messages");
         }

@@ -14,7 +14,7 @@ use outbox_core::{
 };
 use outbox_sea_orm::migration::OutboxMigrator;
 use outbox_sea_orm::{
-    Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore, Wake,
+    CommitEvent, Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore,
     create_schema,
 };
 use outbox_tests::orders::{Order, OrderAmended, entity};
@@ -865,7 +865,7 @@ async fn over_long_aggregate_id_is_invalid(test: TestDb) {
     assert_eq!(outbox_count(&test).await, 1);
 
     // Only the successful commit woke the listener.
-    let Ok(Some(Wake::Committed(messages))) =
+    let Ok(Some(CommitEvent::Committed(messages))) =
         timeout(Duration::from_secs(5), listener.recv()).await
     else {
         panic!("the successful commit wakes the listener");
@@ -1031,7 +1031,7 @@ async fn message_context_round_trips(test: TestDb) {
     let mut sealed: Vec<OutboxMessage> = Vec::new();
     for _ in 0..2 {
         match timeout(Duration::from_secs(5), listener.recv()).await {
-            Ok(Some(Wake::Committed(messages))) => sealed.extend(messages.iter().cloned()),
+            Ok(Some(CommitEvent::Committed(messages))) => sealed.extend(messages.iter().cloned()),
             other => panic!("expected a commit, got {other:?}"),
         }
     }
@@ -1279,7 +1279,7 @@ async fn listeners_receive_exactly_committed_messages(test: TestDb) {
     uow.enqueue(&Ping { n: 1 }).unwrap();
     let ids = uow.commit().await.unwrap();
 
-    let Ok(Some(Wake::Committed(messages))) =
+    let Ok(Some(CommitEvent::Committed(messages))) =
         timeout(Duration::from_secs(5), listener.recv()).await
     else {
         panic!("the commit wakes the listener");

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::abandoned::{Triage, is_suspect};
 use super::metrics;
-use super::wake::locked;
+use super::sync::locked;
 use crate::id::MessageId;
 use crate::publisher::{PublishErrorKind, Publisher};
 use crate::store::{ClaimedBatch, ClaimedMessage, Failure, FailureKind, OutboxStore, Published};

@@ -14,6 +14,12 @@
 //! them, and releases what it was handed but did not publish. If it dies
 //! instead, those rows' lease runs out like any other and they are claimed
 //! again.
+//!
+//! This file and `wake.rs` import each other, on purpose: an offer is taken
+//! from a [`WakeHandle`] (which keeps the offers it made, to close them at
+//! shutdown), and a hand-over wakes the processor through that same handle.
+//! Splitting the pair would only move one of them behind a trait with a
+//! single implementation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -61,6 +61,7 @@ mod config;
 mod engine;
 mod handover;
 pub mod metrics;
+mod sync;
 mod wake;
 
 pub use abandoned::ABANDONED_LIMIT;

@@ -4,15 +4,21 @@
 //! accumulated in one go, so a thousand commits between two claims cost one
 //! claim. Memory is bounded: past [`FAST_PATH_CAPACITY`] ids the fast path
 //! degrades to "claim", which finds the same messages with one query.
+//!
+//! This file and `handover.rs` import each other, on purpose: the handle
+//! makes and keeps the lease offers (to close them at shutdown) that
+//! `handover.rs` defines, and a hand-over wakes the processor through this
+//! handle.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use super::handover::{Handover, LeaseOffer, OfferShared};
+use super::sync::locked;
 use crate::id::{LeaseToken, MessageId};
 
 /// Most just-committed message ids a processor holds for its fast path.
@@ -80,12 +86,6 @@ pub(crate) struct Wakeups {
     pub(crate) handed: Vec<Handover>,
     /// Commits leased at commit with an unknown outcome: release.
     pub(crate) uncertain: Vec<Uncertain>,
-}
-
-/// Locks `mutex`, also after a panic elsewhere poisoned it (what the
-/// processor guards stays consistent: holders push, take or replace).
-pub(super) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl WakeHandle {

@@ -71,7 +71,7 @@ pub(super) async fn purge_batch(
 ) -> Result<u64, DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
     let table = dialect.quote(table);
-    let ago = -crate::store::millis(older_than);
+    let ago = -crate::dialect::millis(older_than);
     let mut sql = Sql::new(dialect);
     // Placeholders are bound in the order they appear (`?` is positional).
     let filter = |sql: &mut Sql| {

@@ -2,10 +2,10 @@
 //! and SQLite.
 
 mod claim;
-mod ops;
+mod maintenance;
 mod settle;
 
-pub use ops::STATS_EXACT_PENDING;
+pub use maintenance::STATS_EXACT_PENDING;
 
 use std::time::Duration;
 
@@ -78,20 +78,8 @@ impl SeaOrmOutboxStore {
     }
 }
 
-/// PostgreSQL: a one-row subquery that, joined into a statement, makes the
-/// statement's own transaction commit asynchronously (see
-/// [`SeaOrmOutboxStore`]; wake-up `NOTIFY`s commit so too). `set_config` is
-/// volatile, so the planner keeps and runs it.
-pub(crate) const ASYNC_COMMIT: &str =
-    "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
-
 fn store_err(what: &'static str) -> impl Fn(sea_orm::DbErr) -> StoreError {
     move |err| StoreError::new(what, err)
-}
-
-/// A duration in whole milliseconds, as SQL parameters take it.
-pub(crate) fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl OutboxStore for SeaOrmOutboxStore {
@@ -142,7 +130,7 @@ impl OutboxStore for SeaOrmOutboxStore {
     }
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
-        ops::requeue_dead(self, selector).await
+        maintenance::requeue_dead(self, selector).await
     }
 
     async fn purge_published(
@@ -150,10 +138,10 @@ impl OutboxStore for SeaOrmOutboxStore {
         older_than: Duration,
         batch_size: u32,
     ) -> Result<u64, StoreError> {
-        ops::purge_published(self, older_than, batch_size).await
+        maintenance::purge_published(self, older_than, batch_size).await
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
-        ops::stats(self).await
+        maintenance::stats(self).await
     }
 }

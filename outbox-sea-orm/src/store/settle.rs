@@ -8,8 +8,9 @@ use outbox_core::{
 };
 use sea_orm::ConnectionTrait;
 
-use super::{ASYNC_COMMIT, SeaOrmOutboxStore, millis, store_err};
+use super::{SeaOrmOutboxStore, store_err};
 use crate::config::Retention;
+use crate::dialect::{ASYNC_COMMIT, millis};
 use crate::dialect::{Dialect, Sql};
 
 fn outcome(asked: usize, applied: u64) -> LeaseOutcome {

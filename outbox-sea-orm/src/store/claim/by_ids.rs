@@ -11,9 +11,10 @@ use sea_orm::sea_query::ArrayType;
 use sea_orm::{ConnectionTrait, QueryResult};
 
 use super::{first_lease, publishable};
+use crate::dialect::{ASYNC_COMMIT, millis};
 use crate::dialect::{Dialect, Sql};
 use crate::row::{abandon_increment, message_columns};
-use crate::store::{ASYNC_COMMIT, SeaOrmOutboxStore, millis, store_err};
+use crate::store::{SeaOrmOutboxStore, store_err};
 
 /// Leases those of `ids` that are publishable and whose every earlier
 /// unpublished message of the aggregate is among the rows this statement

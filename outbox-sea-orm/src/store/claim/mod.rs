@@ -46,7 +46,7 @@ use sea_orm::QueryResult;
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Dialect;
 use crate::row::read_message;
-use crate::wake::locked;
+use crate::sync::locked;
 
 /// An aggregate, as the walk orders them: by type, then id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -32,9 +32,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{AggregateKey, Walked, publishable};
+use crate::dialect::millis;
 use crate::dialect::{Dialect, Sql};
 use crate::row::{abandon_increment, message_columns_before_claim};
-use crate::store::{SeaOrmOutboxStore, millis, store_err};
+use crate::store::{SeaOrmOutboxStore, store_err};
 
 const DIALECT: Dialect = Dialect::MySql;
 

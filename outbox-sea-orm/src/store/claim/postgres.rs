@@ -20,8 +20,9 @@ use sea_orm::QueryResult;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::Dialect;
+use crate::dialect::millis;
 use crate::row::{abandon_increment, message_columns};
-use crate::store::{SeaOrmOutboxStore, millis, store_err};
+use crate::store::{SeaOrmOutboxStore, store_err};
 
 /// The columns of the last aggregate the walk took messages from.
 const CURSOR_TYPE: &str = "walk_last_type";

@@ -7,9 +7,10 @@ use outbox_core::{LeaseToken, StoreError};
 use sea_orm::ConnectionTrait;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
+use crate::dialect::millis;
 use crate::dialect::{Dialect, Sql};
 use crate::row::{abandon_increment, message_columns};
-use crate::store::{SeaOrmOutboxStore, millis, store_err};
+use crate::store::{SeaOrmOutboxStore, store_err};
 
 const DIALECT: Dialect = Dialect::Sqlite;
 

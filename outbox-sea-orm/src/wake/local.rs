@@ -1,31 +1,21 @@
-//! Waking processors when messages are committed, without taxing writers.
-//!
-//! - In this process: every commit hands its messages to the
-//!   [`CommitListener`]s over a broadcast channel; no query is needed to
-//!   find them. A listener that falls behind is told so and catches up with a
-//!   claim.
-//! - In other processes (PostgreSQL): after commit, never inside the writer's
-//!   transaction, coalesced `NOTIFY`s naming the committed messages (see
-//!   [`remote_wake`](crate::remote_wake)). `pg_notify` inside every
-//!   transaction serializes commits on a global lock (measured here: 8
-//!   writers fell from 5,000 to ~1,900-2,700 transactions/s); this costs
-//!   writers a short push under a lock. While a processor of this process
-//!   serves the commits (one built by
-//!   [`Outbox::processor`](crate::Outbox::processor)), no `NOTIFY` is sent
-//!   for them: that processor claims them at once (on PostgreSQL they are
-//!   even written leased to it), and a processor elsewhere woken for them
-//!   would only find them leased.
+//! In this process: every commit hands its messages to the
+//! [`CommitListener`]s over a broadcast channel, with no query; a listener
+//! that falls behind is told so and catches up with a claim. Other processes
+//! are told through [`remote`](super::remote), unless a processor of this
+//! process serves the commits (it claims them itself; on PostgreSQL they are
+//! even written leased to it).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use outbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
-use outbox_core::{MessageId, OutboxMessage};
+use outbox_core::{MessageId, OutboxMessage, WakeHandle, WakeSource};
 use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::broadcast;
 
-use crate::remote_wake::{RemoteWaker, Unsent};
+use super::remote::{RemoteWaker, Unsent};
+use crate::sync::locked;
 
 /// How many commits a slow listener may fall behind before it is told it
 /// missed some (and should claim instead).
@@ -33,7 +23,7 @@ const LISTENER_BACKLOG: usize = 4096;
 
 /// What a [`CommitListener`] receives.
 #[derive(Debug, Clone)]
-pub enum Wake {
+pub enum CommitEvent {
     /// These messages were just committed, in this process.
     Committed(Arc<[OutboxMessage]>),
     /// The listener fell behind and missed some commits, or the application
@@ -63,12 +53,6 @@ pub(crate) struct Commit {
 /// The offer of the processor serving this process's commits, if any.
 type OfferSlot = Arc<Mutex<Option<LeaseOffer>>>;
 
-/// Locks `mutex`, also after a panic elsewhere poisoned it (what it guards
-/// stays consistent: every holder only pushes, takes or replaces).
-pub(crate) fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// A processor serving this process's commits, while it lives: counted (no
 /// `NOTIFY`s meanwhile), and its lease offer (if it made one) withdrawn when
 /// it goes.
@@ -91,10 +75,10 @@ impl Drop for Serving {
 
 impl CommitListener {
     /// The next commit, or `None` once the [`Outbox`](crate::Outbox) is gone.
-    pub async fn recv(&mut self) -> Option<Wake> {
+    pub async fn recv(&mut self) -> Option<CommitEvent> {
         Some(match self.recv_commit().await? {
-            Some(commit) => Wake::Committed(commit.messages),
-            None => Wake::Missed,
+            Some(commit) => CommitEvent::Committed(commit.messages),
+            None => CommitEvent::Missed,
         })
     }
 
@@ -254,5 +238,32 @@ impl Wakers {
             return;
         }
         remote.announce(announce);
+    }
+}
+
+impl WakeSource for CommitListener {
+    /// Hands the ids of just-committed messages to the processor's fast path.
+    /// A processor's own listener (see [`Outbox::processor`](crate::Outbox::processor))
+    /// first takes the processor's lease offer, so this process's writers
+    /// write their messages leased to it and hand them over themselves; it
+    /// passes on the ids of the others.
+    async fn run(mut self, wake: WakeHandle) {
+        if self.serves()
+            && let Some(offer) = wake.offer_leases()
+        {
+            self.take_offer(offer);
+        }
+        while let Some(commit) = self.recv_commit().await {
+            match commit {
+                Some(commit) => wake.committed(
+                    commit
+                        .messages
+                        .iter()
+                        .map(|m| m.id)
+                        .filter(|id| !commit.handed_over.contains(id)),
+                ),
+                None => wake.claim(),
+            }
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Waking processors in other processes (PostgreSQL): a background task
 //! starts at most one `NOTIFY` per millisecond for all writers of this
 //! process, after their commits, carrying the ids committed since the
-//! previous one when they fit (see [`notice`](crate::notice)).
+//! previous one when they fit (see [`notice`](super::notice)).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -11,9 +11,9 @@ use outbox_core::MessageId;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::Notify;
 
-use crate::notice;
-use crate::store::ASYNC_COMMIT;
-use crate::wake::locked;
+use super::notice;
+use crate::dialect::ASYNC_COMMIT;
+use crate::sync::locked;
 
 /// Shortest gap between two `NOTIFY`s of one process.
 const NOTIFY_INTERVAL: Duration = Duration::from_millis(1);

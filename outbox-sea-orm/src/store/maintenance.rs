@@ -1,4 +1,4 @@
-//! Operations: requeue dead messages, purge old published ones, stats.
+//! Maintenance: requeue dead messages, purge old published ones, stats.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -6,7 +6,8 @@ use std::time::Duration;
 use outbox_core::{DeadSelector, EventStats, OutboxStats, StoreError};
 use sea_orm::ConnectionTrait;
 
-use super::{SeaOrmOutboxStore, millis, store_err};
+use super::{SeaOrmOutboxStore, store_err};
+use crate::dialect::millis;
 use crate::dialect::{Dialect, Sql};
 
 /// Dead back to pending, attempts reset, due now.

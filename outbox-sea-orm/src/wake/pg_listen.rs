@@ -1,37 +1,9 @@
-//! Wake-up sources for the processor: commits of this process, and
-//! PostgreSQL notifications from other processes.
+//! [`PgNotifications`]: waking a processor on PostgreSQL notifications from
+//! other processes.
 
 use outbox_core::{WakeHandle, WakeSource};
 
-use crate::notice;
-use crate::wake::CommitListener;
-
-impl WakeSource for CommitListener {
-    /// Hands the ids of just-committed messages to the processor's fast path.
-    /// A processor's own listener (see [`Outbox::processor`](crate::Outbox::processor))
-    /// first takes the processor's lease offer, so this process's writers
-    /// write their messages leased to it and hand them over themselves; it
-    /// passes on the ids of the others.
-    async fn run(mut self, wake: WakeHandle) {
-        if self.serves()
-            && let Some(offer) = wake.offer_leases()
-        {
-            self.take_offer(offer);
-        }
-        while let Some(commit) = self.recv_commit().await {
-            match commit {
-                Some(commit) => wake.committed(
-                    commit
-                        .messages
-                        .iter()
-                        .map(|m| m.id)
-                        .filter(|id| !commit.handed_over.contains(id)),
-                ),
-                None => wake.claim(),
-            }
-        }
-    }
-}
+use super::notice;
 
 /// Wakes a processor when another process commits outbox messages: `LISTEN`
 /// on the outbox's channel (PostgreSQL only; see
