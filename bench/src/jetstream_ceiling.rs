@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, message::PublishMessage};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use outbox_core::{AggregateRef, MessageContext, OutboxMessage, PendingMessage, Publisher};
+use outbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher};
 use outbox_nats::{DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 
 use crate::BoxError;
@@ -104,12 +104,7 @@ async fn through_publisher(stream: &BenchStream, count: usize) -> Result<f64, Bo
     let messages = (0..count)
         .map(|n| {
             let pending = PendingMessage::new(&BenchEvent::new(format!("ceiling-{n}")))?;
-            let owner = AggregateRef {
-                aggregate_type: outbox_sea_orm::STANDALONE.to_owned(),
-                aggregate_id: pending.id().to_string(),
-                sequence: 1,
-            };
-            Ok(OutboxMessage::seal(pending, owner, &context, &prefix))
+            Ok(OutboxMessage::standalone(pending, &context, &prefix))
         })
         .collect::<Result<Vec<_>, BoxError>>()?;
     let started = Instant::now();

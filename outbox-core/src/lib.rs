@@ -95,7 +95,7 @@ pub use handler::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 pub use id::{LeaseToken, MessageId};
-pub use message::{AggregateRef, OutboxMessage};
+pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 pub use processor::{Processor, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource};

@@ -90,7 +90,27 @@ pub struct OutboxMessage {
     pub deliver_at: Option<DateTime<Utc>>,
 }
 
+/// The aggregate type of messages written without an aggregate. Each such
+/// message is its own ordering group (its id is the aggregate id, its
+/// sequence 1), so they are published in parallel, in no particular order.
+pub const STANDALONE: &str = "standalone";
+
 impl OutboxMessage {
+    /// Seals an event that belongs to no aggregate: its own ordering group,
+    /// aggregate type [`STANDALONE`], its id as the aggregate id, sequence 1.
+    pub fn standalone(
+        pending: PendingMessage,
+        context: &MessageContext,
+        prefix: &SubjectPrefix,
+    ) -> Self {
+        let owner = AggregateRef {
+            aggregate_type: STANDALONE.to_owned(),
+            aggregate_id: pending.id().to_string(),
+            sequence: 1,
+        };
+        Self::seal(pending, owner, context, prefix)
+    }
+
     /// Seals a recorded event into a message of `aggregate`, stamping the
     /// context's correlation, causation, tenant, trace and headers, and
     /// resolving the subject under `prefix`. Per-message headers win over the

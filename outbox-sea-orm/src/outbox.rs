@@ -3,10 +3,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use outbox_core::processor::{LeasedCommit, ProcessorBuilder};
+use outbox_core::processor::ProcessorBuilder;
 use outbox_core::{
-    AggregateRef, IntegrationEvent, MessageContext, MessageId, OutboxMessage, OutboxStore as _,
-    PendingMessage, Processor, Publisher,
+    IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
@@ -15,14 +14,10 @@ use crate::config::OutboxConfig;
 use crate::error::OutboxError;
 use crate::repository::Repository;
 use crate::row::insert_messages;
+use crate::shared::Shared;
 use crate::store::SeaOrmOutboxStore;
 use crate::unit_of_work::{Joined, UnitOfWork};
-use crate::wake::{CommitListener, PgNotifications, Wakers};
-
-/// The aggregate type of messages enqueued without an aggregate. Each such
-/// message is its own ordering group (its id is the aggregate id, its
-/// sequence 1), so they are published in parallel, in no particular order.
-pub const STANDALONE: &str = "standalone";
+use crate::wake::{CommitListener, PgNotifications};
 
 /// How many times [`Outbox::transaction`] runs a unit of work at most.
 pub const TRANSACTION_ATTEMPTS: u32 = 5;
@@ -39,22 +34,14 @@ pub const TRANSACTION_ATTEMPTS: u32 = 5;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    db: DatabaseConnection,
-    config: OutboxConfig,
-    wakers: Wakers,
+    inner: Arc<Shared>,
 }
 
 impl Outbox {
     /// An outbox on `db`.
     pub fn new(db: DatabaseConnection, config: OutboxConfig) -> Self {
-        let wakers = Wakers::new(&db, config.notify_channel().map(str::to_owned));
         Self {
-            inner: Arc::new(Inner { db, config, wakers }),
+            inner: Shared::new(db, config),
         }
     }
 
@@ -77,7 +64,7 @@ impl Outbox {
 
     /// Begins a unit of work whose messages carry `context`.
     pub fn begin_with(&self, context: MessageContext) -> UnitOfWork {
-        UnitOfWork::new(self.clone(), context)
+        UnitOfWork::new(Arc::clone(&self.inner), context)
     }
 
     /// Runs `work` in a unit of work and commits it; when the database gave
@@ -142,7 +129,7 @@ impl Outbox {
     /// A repository of `A` aggregates.
     pub fn repository<A: AggregateEntity>(&self) -> Repository<A> {
         Repository {
-            outbox: self.clone(),
+            shared: Arc::clone(&self.inner),
             aggregate: PhantomData,
         }
     }
@@ -161,7 +148,7 @@ impl Outbox {
         txn: &'t C,
         context: MessageContext,
     ) -> Joined<'t, C> {
-        Joined::new(self.clone(), txn, context)
+        Joined::new(Arc::clone(&self.inner), txn, context)
     }
 
     /// Writes `event` as an outbox row on a connection or transaction the
@@ -188,7 +175,7 @@ impl Outbox {
         event: &E,
         context: &MessageContext,
     ) -> Result<MessageId, OutboxError> {
-        let mut message = self.standalone(PendingMessage::new(event)?, context);
+        let mut message = self.inner.standalone(PendingMessage::new(event)?, context);
         let id = message.id;
         insert_messages(
             db,
@@ -265,51 +252,6 @@ impl Outbox {
     /// The store the processor claims from (for operations: stats, requeue,
     /// purge).
     pub fn store(&self) -> SeaOrmOutboxStore {
-        SeaOrmOutboxStore::new(self.db().clone(), self.config().clone())
-    }
-
-    pub(crate) fn standalone(
-        &self,
-        pending: PendingMessage,
-        context: &MessageContext,
-    ) -> OutboxMessage {
-        let owner = AggregateRef {
-            aggregate_type: STANDALONE.to_owned(),
-            aggregate_id: pending.id().to_string(),
-            sequence: 1,
-        };
-        OutboxMessage::seal(pending, owner, context, self.config().subject_prefix())
-    }
-
-    /// After a commit: wakes the processors and hands what was written
-    /// leased to this process's processor; if it stopped meanwhile, releases
-    /// those messages so any processor claims them at once.
-    pub(crate) async fn committed(
-        &self,
-        messages: Vec<OutboxMessage>,
-        leased: Option<(LeasedCommit, Vec<MessageId>)>,
-    ) {
-        let Some(refused) = self.inner.wakers.committed(messages, leased) else {
-            return;
-        };
-        if let Err(err) = self.store().release(refused.token, &refused.ids).await {
-            tracing::warn!(
-                error = %err, messages = refused.ids.len(),
-                "outbox release after the processor stopped failed; the messages wait for their lease"
-            );
-        }
-    }
-
-    /// After the application committed messages on its own transaction:
-    /// hands them to this process's processor and wakes the others.
-    pub(crate) fn announce(&self, messages: Vec<OutboxMessage>) {
-        // Nothing was written leased, so nothing can be refused.
-        let _ = self.inner.wakers.committed(messages, None);
-    }
-
-    /// Enters the lease offer of this process's processor for one commit
-    /// (see [`LeasedCommit`]), if one is running and has room.
-    pub(crate) fn enter_lease(&self) -> Option<LeasedCommit> {
-        self.inner.wakers.enter_lease()
+        self.inner.store()
     }
 }

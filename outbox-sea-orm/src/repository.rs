@@ -1,18 +1,19 @@
 //! [`Repository`]: load, save and delete one aggregate type.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use outbox_core::MessageContext;
 
 use crate::aggregate_entity::AggregateEntity;
 use crate::error::OutboxError;
-use crate::outbox::Outbox;
-use crate::unit_of_work::{Change, PrimaryKeyOf, load};
+use crate::shared::Shared;
+use crate::unit_of_work::{Change, PrimaryKeyOf, UnitOfWork, load};
 
 /// Loads and saves `A` aggregates, each save in a unit of work of its own.
 /// (To save several aggregates atomically, use a
 /// [`UnitOfWork`](crate::UnitOfWork) directly.) Get one with
-/// [`Outbox::repository`].
+/// [`Outbox::repository`](crate::Outbox::repository).
 ///
 /// ```no_run
 /// # use outbox_sea_orm::{AggregateEntity, Outbox};
@@ -27,14 +28,14 @@ use crate::unit_of_work::{Change, PrimaryKeyOf, load};
 /// ```
 #[derive(Debug)]
 pub struct Repository<A> {
-    pub(crate) outbox: Outbox,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) aggregate: PhantomData<fn() -> A>,
 }
 
 impl<A> Clone for Repository<A> {
     fn clone(&self) -> Self {
         Self {
-            outbox: self.outbox.clone(),
+            shared: Arc::clone(&self.shared),
             aggregate: PhantomData,
         }
     }
@@ -43,7 +44,7 @@ impl<A> Clone for Repository<A> {
 impl<A: AggregateEntity> Repository<A> {
     /// Loads an aggregate by primary key.
     pub async fn load(&self, id: impl Into<PrimaryKeyOf<A>>) -> Result<Option<A>, OutboxError> {
-        load(self.outbox.db(), id).await
+        load(&self.shared.db, id).await
     }
 
     /// Saves the aggregate and its events in one transaction.
@@ -77,7 +78,7 @@ impl<A: AggregateEntity> Repository<A> {
         context: MessageContext,
         change: Change,
     ) -> Result<(), OutboxError> {
-        let mut uow = self.outbox.begin_with(context);
+        let mut uow = UnitOfWork::new(Arc::clone(&self.shared), context);
         let new_version = uow.write_change(&*aggregate, change).await?;
         uow.commit().await?;
         aggregate.events_mut().mark_saved(new_version);

@@ -6,8 +6,9 @@ use sea_orm::ConnectionTrait;
 use super::{Change, PrimaryKeyOf, load, prepare};
 use crate::aggregate_entity::AggregateEntity;
 use crate::error::OutboxError;
-use crate::outbox::Outbox;
 use crate::row::insert_messages;
+use crate::shared::Shared;
+use std::sync::Arc;
 
 /// Aggregates and events written into a transaction (or connection) the
 /// application owns: the adoption path for a service that already has its
@@ -43,16 +44,16 @@ use crate::row::insert_messages;
 /// ```
 #[derive(Debug)]
 pub struct Joined<'t, C> {
-    outbox: Outbox,
+    shared: Arc<Shared>,
     txn: &'t C,
     context: MessageContext,
     messages: Vec<OutboxMessage>,
 }
 
 impl<'t, C: ConnectionTrait> Joined<'t, C> {
-    pub(crate) fn new(outbox: Outbox, txn: &'t C, context: MessageContext) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, txn: &'t C, context: MessageContext) -> Self {
         Self {
-            outbox,
+            shared,
             txn,
             context,
             messages: Vec::new(),
@@ -97,10 +98,8 @@ impl<'t, C: ConnectionTrait> Joined<'t, C> {
         aggregate: &mut A,
         change: Change,
     ) -> Result<(), OutboxError> {
-        let (write, mut changes) = prepare(&self.outbox, &self.context, &*aggregate, change)?;
-        write
-            .execute(self.txn, self.outbox.config().table())
-            .await?;
+        let (write, mut changes) = prepare(&self.shared, &self.context, &*aggregate, change)?;
+        write.execute(self.txn, self.shared.config.table()).await?;
         self.insert(&mut changes.messages).await?;
         aggregate.events_mut().mark_saved(changes.new_version);
         Ok(())
@@ -113,7 +112,7 @@ impl<'t, C: ConnectionTrait> Joined<'t, C> {
         event: &E,
     ) -> Result<MessageId, OutboxError> {
         let message = self
-            .outbox
+            .shared
             .standalone(PendingMessage::new(event)?, &self.context);
         let id = message.id;
         self.insert(&mut vec![message]).await?;
@@ -121,7 +120,7 @@ impl<'t, C: ConnectionTrait> Joined<'t, C> {
     }
 
     async fn insert(&mut self, messages: &mut Vec<OutboxMessage>) -> Result<(), OutboxError> {
-        insert_messages(self.txn, self.outbox.config().table(), messages).await?;
+        insert_messages(self.txn, self.shared.config.table(), messages).await?;
         self.messages.append(messages);
         Ok(())
     }
@@ -130,7 +129,7 @@ impl<'t, C: ConnectionTrait> Joined<'t, C> {
     /// it; call [`AfterCommit::wake`] once it has.
     pub fn after_commit(self) -> AfterCommit {
         AfterCommit {
-            outbox: self.outbox,
+            shared: self.shared,
             messages: self.messages,
         }
     }
@@ -141,7 +140,7 @@ impl<'t, C: ConnectionTrait> Joined<'t, C> {
 #[derive(Debug)]
 #[must_use = "call `wake` after the commit, or processors find the messages only at their next claim"]
 pub struct AfterCommit {
-    outbox: Outbox,
+    shared: Arc<Shared>,
     messages: Vec<OutboxMessage>,
 }
 
@@ -157,7 +156,7 @@ impl AfterCommit {
     /// after a rollback, drop it. Returns the messages' ids.
     pub fn wake(self) -> Vec<MessageId> {
         let ids = self.ids();
-        self.outbox.announce(self.messages);
+        self.shared.announce(self.messages);
         ids
     }
 }

@@ -20,8 +20,9 @@ use crate::aggregate_entity::AggregateEntity;
 use crate::config::TableName;
 use crate::dialect::Dialect;
 use crate::error::OutboxError;
-use crate::outbox::Outbox;
 use crate::row::{LeaseAtCommit, insert_messages};
+use crate::shared::Shared;
+use std::sync::Arc;
 
 /// What a unit of work does to an aggregate's row.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +71,7 @@ pub type PrimaryKeyOf<A> =
 /// # Ok(()) }
 /// ```
 pub struct UnitOfWork {
-    outbox: Outbox,
+    shared: Arc<Shared>,
     context: MessageContext,
     /// Open once something needed it.
     txn: Option<DatabaseTransaction>,
@@ -91,9 +92,9 @@ impl std::fmt::Debug for UnitOfWork {
 }
 
 impl UnitOfWork {
-    pub(crate) fn new(outbox: Outbox, context: MessageContext) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, context: MessageContext) -> Self {
         Self {
-            outbox,
+            shared,
             context,
             txn: None,
             pending: Vec::new(),
@@ -116,9 +117,9 @@ impl UnitOfWork {
         match self.txn {
             Some(ref txn) => Ok(txn),
             None => {
-                let txn = self.outbox.db().begin().await?;
+                let txn = self.shared.db.begin().await?;
                 for write in self.pending.drain(..) {
-                    write.execute(&txn, self.outbox.config().table()).await?;
+                    write.execute(&txn, self.shared.config.table()).await?;
                 }
                 Ok(self.txn.insert(txn))
             }
@@ -139,7 +140,7 @@ impl UnitOfWork {
         id: impl Into<PrimaryKeyOf<A>>,
     ) -> Result<Option<A>, OutboxError> {
         if self.txn.is_none() && self.pending.is_empty() {
-            return load(self.outbox.db(), id).await;
+            return load(&self.shared.db, id).await;
         }
         load(self.connection().await?, id).await
     }
@@ -184,12 +185,12 @@ impl UnitOfWork {
         aggregate: &A,
         change: Change,
     ) -> Result<u64, OutboxError> {
-        let (write, changes) = prepare(&self.outbox, &self.context, aggregate, change)?;
+        let (write, changes) = prepare(&self.shared, &self.context, aggregate, change)?;
         self.write(write, changes).await
     }
 
     fn backend(&self) -> DbBackend {
-        self.outbox.db().get_database_backend()
+        self.shared.db.get_database_backend()
     }
 
     /// Runs `write` in the open transaction, or keeps it for the commit.
@@ -199,7 +200,7 @@ impl UnitOfWork {
         changes: AggregateChanges,
     ) -> Result<u64, OutboxError> {
         match &self.txn {
-            Some(txn) => write.execute(txn, self.outbox.config().table()).await?,
+            Some(txn) => write.execute(txn, self.shared.config.table()).await?,
             None => self.pending.push(write),
         }
         self.messages.extend(changes.messages);
@@ -214,7 +215,7 @@ impl UnitOfWork {
 
     /// Queues an already-recorded message that belongs to no aggregate.
     pub fn enqueue_pending(&mut self, pending: PendingMessage) -> MessageId {
-        let message = self.outbox.standalone(pending, &self.context);
+        let message = self.shared.standalone(pending, &self.context);
         let id = message.id;
         self.messages.push(message);
         id
@@ -230,7 +231,7 @@ impl UnitOfWork {
         let dialect = Dialect::of(self.backend());
         let mut leased = None;
         if self.txn.is_none() && one_statement::fits(dialect, self.pending.len(), messages.len()) {
-            let (db, table) = (self.outbox.db(), self.outbox.config().table());
+            let (db, table) = (&self.shared.db, self.shared.config.table());
             // PostgreSQL, with a processor in this process: write the
             // messages leased to it, so it publishes them without a claim.
             // Not with a delayed message: written leased, it (or a later
@@ -238,7 +239,7 @@ impl UnitOfWork {
             // and published before it is due.
             let delayed = messages.iter().any(|m| m.deliver_at.is_some());
             let mut entered = (dialect == Dialect::Postgres && !messages.is_empty() && !delayed)
-                .then(|| self.outbox.enter_lease())
+                .then(|| self.shared.enter_lease())
                 .flatten();
             if let Some(entered) = &mut entered {
                 // If the commit's outcome is unknown (an error, a
@@ -252,11 +253,11 @@ impl UnitOfWork {
         } else {
             self.connection().await?;
             if let Some(txn) = self.txn.take() {
-                commit_transaction(txn, self.outbox.config().table(), &mut messages).await?;
+                commit_transaction(txn, self.shared.config.table(), &mut messages).await?;
             }
         }
         let ids = messages.iter().map(|m| m.id).collect();
-        self.outbox.committed(messages, leased).await;
+        self.shared.committed(messages, leased).await;
         Ok(ids)
     }
 
@@ -272,13 +273,13 @@ impl UnitOfWork {
 /// The statement that writes `change` of `aggregate`, and the messages and
 /// new version it makes.
 fn prepare<A: AggregateEntity>(
-    outbox: &Outbox,
+    shared: &Shared,
     context: &MessageContext,
     aggregate: &A,
     change: Change,
 ) -> Result<(AggregateWrite, AggregateChanges), OutboxError> {
-    let changes = AggregateChanges::of(aggregate, context, outbox.config().subject_prefix());
-    let backend = outbox.db().get_database_backend();
+    let changes = AggregateChanges::of(aggregate, context, shared.config.subject_prefix());
+    let backend = shared.db.get_database_backend();
     let write = match change {
         Change::Save => AggregateWrite::save(aggregate, &changes, backend)?,
         Change::Delete => AggregateWrite::delete(aggregate, &changes, backend)?,
