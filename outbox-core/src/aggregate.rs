@@ -1,9 +1,10 @@
 //! Aggregates record domain events; saving turns them into outbox messages.
 
 use crate::context::MessageContext;
-use crate::event::{IntegrationEvent, SubjectPrefix};
+use crate::event::IntegrationEvent;
 use crate::message::{AggregateRef, OutboxMessage};
 use crate::pending::{PendingMessage, RecordError};
+use crate::subject::SubjectPrefix;
 
 /// The events an aggregate recorded since it was loaded, and the version it
 /// was loaded at.

@@ -1,7 +1,6 @@
 //! Ambient data stamped on every message a unit of work writes.
 
 use crate::headers::{Headers, InvalidHeader};
-use crate::message::OutboxMessage;
 use crate::trace::TraceParent;
 
 /// Correlation, causation, tenant, trace context and headers that saving
@@ -40,16 +39,23 @@ impl MessageContext {
         Self::default()
     }
 
-    /// The context for messages written while handling `message`: same
-    /// correlation, tenant and trace, caused by `message`.
-    pub fn caused_by(message: &OutboxMessage) -> Self {
+    /// A context from its parts, with an inherited trace (see
+    /// [`caused_by`](Self::caused_by), which lives beside the message it
+    /// reads).
+    pub(crate) fn inheriting(
+        correlation_id: String,
+        causation_id: String,
+        tenant: Option<String>,
+        traceparent: Option<TraceParent>,
+        tracestate: Option<String>,
+    ) -> Self {
         Self {
-            correlation_id: Some(message.correlation_id.clone()),
-            causation_id: Some(message.id.to_string()),
-            tenant: message.tenant.clone(),
-            traceparent: message.traceparent.clone(),
-            tracestate: message.tracestate.clone(),
-            trace_inherited: message.traceparent.is_some(),
+            correlation_id: Some(correlation_id),
+            causation_id: Some(causation_id),
+            tenant,
+            trace_inherited: traceparent.is_some(),
+            traceparent,
+            tracestate,
             headers: Headers::new(),
         }
     }
@@ -89,7 +95,9 @@ impl MessageContext {
     pub fn with_tracestate(mut self, tracestate: impl Into<String>) -> Result<Self, InvalidHeader> {
         let tracestate = tracestate.into();
         if !tracestate.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-            return Err(InvalidHeader::BadValue(crate::wire::TRACESTATE.to_owned()));
+            return Err(InvalidHeader::BadValue(
+                crate::wire::names::TRACESTATE.to_owned(),
+            ));
         }
         self.tracestate = Some(tracestate);
         Ok(self)

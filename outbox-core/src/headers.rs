@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire;
+use crate::wire::names::is_reserved;
 
 /// Application headers of one message (`tenant-region: eu`, ...), published as
 /// NATS headers beside the reserved ones of the [wire contract](crate::wire).
@@ -90,7 +90,7 @@ fn check(name: &str, value: &str) -> Result<(), InvalidHeader> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
         return Err(InvalidHeader::BadName(name.to_owned()));
     }
-    if wire::is_reserved(name) {
+    if is_reserved(name) {
         return Err(InvalidHeader::Reserved(name.to_owned()));
     }
     if value.contains(['\r', '\n']) {

@@ -83,6 +83,7 @@ pub mod processor;
 pub mod publisher;
 mod registry;
 pub mod store;
+mod subject;
 mod trace;
 pub mod wire;
 
@@ -90,7 +91,7 @@ pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use context::MessageContext;
 pub use delivery::Delivery;
-pub use event::{EventSubject, IntegrationEvent, SubjectPrefix};
+pub use event::IntegrationEvent;
 pub use handler::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
@@ -108,6 +109,7 @@ pub use store::{
     ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
     LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
 };
+pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
 
 /// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and

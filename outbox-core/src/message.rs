@@ -4,11 +4,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::context::MessageContext;
-use crate::event::SubjectPrefix;
 use crate::headers::Headers;
 use crate::id::MessageId;
 use crate::payload::Payload;
 use crate::pending::PendingMessage;
+use crate::subject::SubjectPrefix;
 use crate::trace::TraceParent;
 
 /// The aggregate a message belongs to and its place in that aggregate's
@@ -88,6 +88,20 @@ pub struct OutboxMessage {
     /// back from the store or the wire (it is not part of the envelope).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver_at: Option<DateTime<Utc>>,
+}
+
+impl MessageContext {
+    /// The context for messages written while handling `message`: same
+    /// correlation, tenant and trace, caused by `message`.
+    pub fn caused_by(message: &OutboxMessage) -> Self {
+        Self::inheriting(
+            message.correlation_id.clone(),
+            message.id.to_string(),
+            message.tenant.clone(),
+            message.traceparent.clone(),
+            message.tracestate.clone(),
+        )
+    }
 }
 
 /// The aggregate type of messages written without an aggregate. Each such

@@ -1,7 +1,7 @@
 //! OpenTelemetry glue (feature `opentelemetry`): one trace from the request
 //! that saves a message to the handler that consumes it.
 //!
-//! - Sealing a message ([`OutboxMessage::seal`]) inside a span whose
+//! - Sealing a message ([`OutboxMessage::seal`](crate::OutboxMessage::seal)) inside a span whose
 //!   OpenTelemetry context is valid stores that context as the envelope's
 //!   `traceparent` and `tracestate`, unless the
 //!   [`MessageContext`](crate::MessageContext) was given one with
@@ -32,7 +32,6 @@ use opentelemetry::trace::{
 };
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use crate::message::OutboxMessage;
 use crate::trace::TraceParent;
 
 /// The W3C trace context of one span: what the envelope stores.
@@ -95,12 +94,6 @@ pub fn remote_span_context(traceparent: &TraceParent, tracestate: Option<&str>) 
     )
 }
 
-/// The OpenTelemetry context `message` continues, when it carries a
-/// `traceparent`.
-pub fn message_context(message: &OutboxMessage) -> Option<Context> {
-    remote_context(message.traceparent.as_ref()?, message.tracestate.as_deref())
-}
-
 /// The OpenTelemetry context with the remote parent `traceparent` (and
 /// `tracestate`), when it is valid.
 pub fn remote_context(traceparent: &TraceParent, tracestate: Option<&str>) -> Option<Context> {
@@ -121,15 +114,6 @@ pub fn set_parent(
     tracestate: Option<&str>,
 ) -> bool {
     remote_context(traceparent, tracestate).is_some_and(|parent| span.set_parent(parent).is_ok())
-}
-
-/// [`set_parent`] from an envelope's `traceparent` and `tracestate`; false
-/// when it carries none.
-pub fn set_parent_from_message(span: &tracing::Span, message: &OutboxMessage) -> bool {
-    message
-        .traceparent
-        .as_ref()
-        .is_some_and(|traceparent| set_parent(span, traceparent, message.tracestate.as_deref()))
 }
 
 #[cfg(test)]

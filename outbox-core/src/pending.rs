@@ -2,10 +2,11 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::event::{EventSubject, IntegrationEvent};
+use crate::event::IntegrationEvent;
 use crate::headers::{Headers, InvalidHeader};
 use crate::id::MessageId;
 use crate::payload::Payload;
+use crate::subject::EventSubject;
 
 /// An event that domain code recorded and that has not been saved yet.
 ///

@@ -400,7 +400,9 @@ fn publish_span(message: &crate::message::OutboxMessage) -> tracing::Span {
         outcome = tracing::field::Empty,
     );
     #[cfg(feature = "opentelemetry")]
-    crate::otel::set_parent_from_message(&span, message);
+    if let Some(traceparent) = &message.traceparent {
+        crate::otel::set_parent(&span, traceparent, message.tracestate.as_deref());
+    }
     span
 }
 

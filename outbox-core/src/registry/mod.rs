@@ -38,7 +38,8 @@
 
 mod decoded;
 mod error;
-mod registration;
+pub(crate) mod registration;
+mod typed;
 mod validate;
 
 use std::any::TypeId;

@@ -3,7 +3,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 
-use crate::event::{EventSubject, IntegrationEvent};
+use crate::subject::EventSubject;
 
 /// A decoded event whose type is known only at run time.
 pub type ErasedEvent = Box<dyn Any + Send>;
@@ -36,61 +36,26 @@ pub(crate) struct Upcast {
 }
 
 impl EventRegistration {
-    /// The registration of `E`, with no upcast.
-    pub const fn of<E: IntegrationEvent>() -> Self {
+    /// A registration from its parts (the typed constructors are in
+    /// `typed.rs`, beside the trait they read).
+    pub(crate) const fn from_parts(
+        name: &'static str,
+        version: u32,
+        subject: EventSubject,
+        type_id: fn() -> TypeId,
+        rust_type: fn() -> &'static str,
+        decode: fn(&[u8]) -> Result<ErasedEvent, serde_json::Error>,
+        upcast: Option<Upcast>,
+    ) -> Self {
         Self {
-            name: E::NAME,
-            version: E::VERSION,
-            subject: E::SUBJECT,
-            type_id: TypeId::of::<E>,
-            rust_type: std::any::type_name::<E>,
-            decode: decode_erased::<E>,
-            upcast: None,
+            name,
+            version,
+            subject,
+            type_id,
+            rust_type,
+            decode,
+            upcast,
         }
-    }
-
-    /// The registration of `E`, which is the next version of `Old` and is
-    /// built from it with `From<Old>`: a consumer of `E` then also receives
-    /// messages written as `Old` (and, through `Old`'s own upcast, older ones).
-    ///
-    /// ```
-    /// use outbox_core::{EventRegistration, EventRegistry, IntegrationEvent};
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Serialize, Deserialize)]
-    /// struct PlacedV1 { total: u64 }
-    /// impl IntegrationEvent for PlacedV1 {
-    ///     const NAME: &'static str = "order.placed";
-    ///     const VERSION: u32 = 1;
-    /// }
-    ///
-    /// #[derive(Serialize, Deserialize)]
-    /// struct Placed { total_cents: u64, currency: String }
-    /// impl From<PlacedV1> for Placed {
-    ///     fn from(v1: PlacedV1) -> Self { Placed { total_cents: v1.total * 100, currency: "EUR".into() } }
-    /// }
-    /// impl IntegrationEvent for Placed {
-    ///     const NAME: &'static str = "order.placed";
-    ///     const VERSION: u32 = 2;
-    ///     const REGISTRATION: EventRegistration = EventRegistration::of_upcasting::<Self, PlacedV1>();
-    /// }
-    ///
-    /// let registry = EventRegistry::builder().register::<Placed>().build()?;
-    /// let placed: Placed = registry.decode_as("order.placed", 1, br#"{"total":3}"#)?;
-    /// assert_eq!(placed.total_cents, 300);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub const fn of_upcasting<E, Old>() -> Self
-    where
-        E: IntegrationEvent + From<Old>,
-        Old: IntegrationEvent,
-    {
-        let mut registration = Self::of::<E>();
-        registration.upcast = Some(Upcast {
-            source: registration_of::<Old>,
-            convert: upcast_erased::<Old, E>,
-        });
-        registration
     }
 
     /// The event's wire name.
@@ -153,20 +118,3 @@ impl fmt::Debug for EventRegistration {
 }
 
 inventory::collect!(EventRegistration);
-
-const fn registration_of<E: IntegrationEvent>() -> EventRegistration {
-    E::REGISTRATION
-}
-
-fn decode_erased<E: IntegrationEvent>(bytes: &[u8]) -> Result<ErasedEvent, serde_json::Error> {
-    serde_json::from_slice::<E>(bytes).map(|event| Box::new(event) as ErasedEvent)
-}
-
-fn upcast_erased<Old, New>(value: ErasedEvent) -> Option<ErasedEvent>
-where
-    Old: IntegrationEvent,
-    New: IntegrationEvent + From<Old>,
-{
-    let old = value.downcast::<Old>().ok()?;
-    Some(Box::new(New::from(*old)))
-}

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::error::RegistryError;
 use super::registration::EventRegistration;
-use crate::event::EventSubject;
 use crate::naming::{validate_event_name, validate_subject};
+use crate::subject::EventSubject;
 
 /// Checks each registration, then that no (name, version) is claimed twice,
 /// then every upcast chain. Returns the first problem found.

@@ -24,12 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{Incoming, header, header_pairs};
 use super::error::SubscriberError;
-use super::hold;
 use super::metrics::UNKNOWN_EVENT;
-use super::ordering::{Admission, LaneKey, Lanes, Queued, lane_key};
+use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_key};
+use super::release;
 use super::restart;
 use super::settle;
-use super::shared::{Held, Shared};
+use super::shared::Shared;
 use super::worker::{Stop, run_lane};
 
 /// How long one pull request waits for messages.
@@ -57,7 +57,7 @@ pub(crate) async fn run(
         if let Err(err) = holds.refresh(&shared.consumer).await {
             tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read held aggregates yet; retrying every second");
         }
-        workers.spawn(hold::watch(
+        workers.spawn(release::watch(
             Arc::clone(&shared),
             Arc::clone(holds),
             stop.draining.clone(),

@@ -172,6 +172,7 @@ mod handler;
 mod hold;
 pub mod metrics;
 mod ordering;
+mod release;
 mod restart;
 mod settings;
 mod settle;

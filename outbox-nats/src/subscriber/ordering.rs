@@ -26,13 +26,12 @@
 //! left the stream; the lane then goes on without it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use super::shared::Held;
 
 /// Identifies an aggregate: its type and id.
 pub(crate) type LaneKey = Arc<str>;
@@ -277,6 +276,25 @@ impl<T> Lanes<T> {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.lock().len()
+    }
+}
+
+/// One message held by the subscriber, counted in `Shared::held` from the
+/// moment it is received until it is settled (the guard is dropped).
+#[derive(Debug)]
+pub(crate) struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    /// Counts one more message held.
+    pub(crate) fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(counter))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

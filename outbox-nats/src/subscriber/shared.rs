@@ -35,7 +35,7 @@ pub(crate) struct Shared {
     pub(crate) max_in_flight: usize,
     /// One permit per running handler (`max_in_flight` in all).
     pub(crate) permits: Arc<Semaphore>,
-    /// Messages received and not yet settled (see [`Held`]).
+    /// Messages received and not yet settled (see `ordering::Held`).
     pub(crate) held: Arc<AtomicUsize>,
     /// Delays between deliveries of a failing message.
     pub(crate) backoff: Backoff,
@@ -87,22 +87,3 @@ impl Shared {
 /// Slack on top of the ack wait before a lane gives up on a message away
 /// (network and scheduling delays of the redelivery).
 const AWAY_MARGIN: Duration = Duration::from_secs(1);
-
-/// One message held by the subscriber, counted in [`Shared::held`] from the
-/// moment it is received until it is settled (the guard is dropped).
-#[derive(Debug)]
-pub(crate) struct Held(Arc<AtomicUsize>);
-
-impl Held {
-    /// Counts one more message held.
-    pub(crate) fn new(counter: &Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::Relaxed);
-        Self(Arc::clone(counter))
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}

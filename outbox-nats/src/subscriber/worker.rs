@@ -17,6 +17,7 @@ use tracing::{Instrument, field::Empty};
 use super::dispatch::{self, Decision, Incoming, Verdict};
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Front, LaneKey, Lanes, Queued};
+use super::release;
 use super::settle;
 use super::shared::Shared;
 
@@ -111,9 +112,12 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
         match (&verdict.decision, &shared.holds) {
             (Decision::Retry { delay, .. }, _) => lanes.send_away(&key, job.sequence, *delay),
             (Decision::Dead { kind, reason }, Some(holds)) if kind.holds_aggregate() => {
-                holds
-                    .hold_behind(&shared, &job.item, &key, *kind, reason)
-                    .await;
+                if let Some(message) = release::parked(&job.item, Some(format!("{kind}: {reason}")))
+                {
+                    holds
+                        .hold_behind(&shared.consumer, message, &key, reason)
+                        .await;
+                }
             }
             _ => {}
         }
@@ -182,7 +186,8 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
     if !holds.is_held(key) {
         return None;
     }
-    let decision = match holds.park_if_held(incoming, key).await {
+    let message = release::parked(incoming, None)?;
+    let decision = match holds.park_if_held(message, key).await {
         Ok(false) => return None,
         Ok(true) => Decision::Ack { outcome: "held" },
         Err(err) => Decision::Retry {

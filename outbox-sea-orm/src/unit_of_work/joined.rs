@@ -3,7 +3,7 @@
 use outbox_core::{IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage};
 use sea_orm::ConnectionTrait;
 
-use super::{Change, PrimaryKeyOf, load, prepare};
+use super::change::{Change, PrimaryKeyOf, load, prepare};
 use crate::aggregate_entity::AggregateEntity;
 use crate::error::OutboxError;
 use crate::row::insert_messages;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// Aggregates and events written into a transaction (or connection) the
 /// application owns: the adoption path for a service that already has its
-/// write sites and transactions. Obtained from [`Outbox::join`].
+/// write sites and transactions. Obtained from [`Outbox::join`](crate::Outbox::join).
 ///
 /// Each [`save`](Joined::save), [`delete`](Joined::delete) and
 /// [`enqueue`](Joined::enqueue) writes at once, in the application's

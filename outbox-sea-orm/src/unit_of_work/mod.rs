@@ -1,5 +1,6 @@
 //! [`UnitOfWork`]: aggregates and their events, committed together.
 
+mod change;
 mod joined;
 mod one_statement;
 mod version;
@@ -8,13 +9,12 @@ mod write;
 use outbox_core::{
     AggregateChanges, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
 };
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait, ModelTrait, PrimaryKeyTrait,
-    TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait};
 
+pub use self::change::PrimaryKeyOf;
+use self::change::prepare;
+pub(crate) use self::change::{Change, load};
 pub use self::joined::{AfterCommit, Joined};
-use self::version::read_version;
 use self::write::AggregateWrite;
 use crate::aggregate_entity::AggregateEntity;
 use crate::config::TableName;
@@ -23,19 +23,6 @@ use crate::error::OutboxError;
 use crate::row::{LeaseAtCommit, insert_messages};
 use crate::shared::Shared;
 use std::sync::Arc;
-
-/// What a unit of work does to an aggregate's row.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Change {
-    /// Insert it (version 0) or update it at its loaded version.
-    Save,
-    /// Delete it at its loaded version.
-    Delete,
-}
-
-/// The primary key value type of an aggregate's entity.
-pub type PrimaryKeyOf<A> =
-    <<<A as AggregateEntity>::Entity as EntityTrait>::PrimaryKey as PrimaryKeyTrait>::ValueType;
 
 /// Aggregates and the events they recorded, committed together: both, or
 /// neither.
@@ -49,7 +36,7 @@ pub type PrimaryKeyOf<A> =
 /// standalone events) commits as **one statement** on PostgreSQL, which
 /// the database commits on its own: one round trip instead of `BEGIN`,
 /// two `INSERT`s and `COMMIT`. While a processor of this process runs (one
-/// from [`Outbox::processor`]), that statement also writes the messages
+/// from [`Outbox::processor`](crate::Outbox::processor)), that statement also writes the messages
 /// already leased to it, unless an earlier message of their aggregate is
 /// still unpublished, and hands them over after the commit: the processor
 /// publishes them without claiming them first. Otherwise the commit opens a transaction,
@@ -270,23 +257,6 @@ impl UnitOfWork {
     }
 }
 
-/// The statement that writes `change` of `aggregate`, and the messages and
-/// new version it makes.
-fn prepare<A: AggregateEntity>(
-    shared: &Shared,
-    context: &MessageContext,
-    aggregate: &A,
-    change: Change,
-) -> Result<(AggregateWrite, AggregateChanges), OutboxError> {
-    let changes = AggregateChanges::of(aggregate, context, shared.config.subject_prefix());
-    let backend = shared.db.get_database_backend();
-    let write = match change {
-        Change::Save => AggregateWrite::save(aggregate, &changes, backend)?,
-        Change::Delete => AggregateWrite::delete(aggregate, &changes, backend)?,
-    };
-    Ok((write, changes))
-}
-
 /// Inserts the messages in the open transaction and commits it.
 async fn commit_transaction(
     txn: DatabaseTransaction,
@@ -302,18 +272,4 @@ async fn commit_transaction(
         txn.execute_unprepared("SELECT 1").await?;
     }
     Ok(txn.commit().await?)
-}
-
-pub(crate) async fn load<A: AggregateEntity>(
-    db: &impl sea_orm::ConnectionTrait,
-    id: impl Into<PrimaryKeyOf<A>>,
-) -> Result<Option<A>, OutboxError> {
-    let Some(model) = A::Entity::find_by_id(id).one(db).await? else {
-        return Ok(None);
-    };
-    let version = read_version(model.get(A::version_column()))?;
-    Ok(Some(A::from_model(
-        model,
-        outbox_core::EventBuffer::at_version(version),
-    )))
 }
