@@ -157,25 +157,32 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         ProcessorHandle {
             shutdown,
             wake,
-            task,
+            task: Some(task),
         }
     }
 }
 
-/// A running processor, from [`Processor::spawn`].
+/// A running processor, from [`Processor::spawn`]. Dropping it starts a
+/// graceful shutdown that completes in the background, as dropping the
+/// subscriber's `RunningSubscriber` does: keep the handle for as long as
+/// the processor should run, and prefer [`shutdown`](Self::shutdown),
+/// which waits for it and returns its report.
 #[derive(Debug)]
 pub struct ProcessorHandle {
     shutdown: CancellationToken,
     wake: WakeHandle,
-    task: JoinHandle<ProcessorReport>,
+    task: Option<JoinHandle<ProcessorReport>>,
 }
 
 impl ProcessorHandle {
     /// Stops claiming, waits for acks in flight (up to the shutdown
     /// timeout), records them and releases the rest.
-    pub async fn shutdown(self) -> Result<ProcessorReport, ProcessorError> {
+    pub async fn shutdown(mut self) -> Result<ProcessorReport, ProcessorError> {
         self.shutdown.cancel();
-        Ok(self.task.await?)
+        match self.task.take() {
+            Some(task) => Ok(task.await?),
+            None => Ok(ProcessorReport::default()),
+        }
     }
 
     /// The token that stops the processor when cancelled.
@@ -190,6 +197,14 @@ impl ProcessorHandle {
 
     /// Whether the processor's task has ended.
     pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for ProcessorHandle {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.shutdown.cancel();
+        }
     }
 }

@@ -212,40 +212,39 @@ impl std::fmt::Debug for Subscriber {
 impl Subscriber {
     /// A builder for a subscriber of the durable consumer `durable`.
     ///
-    /// With an inbox (`outbox-sea-orm`), so each message's effects are
-    /// applied once, and run until a token is cancelled:
+    /// With a typed handler, dead letters to their own subject, run until a
+    /// token is cancelled:
     ///
     /// ```no_run
     /// # use outbox_core::IntegrationEvent;
     /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
     /// # #[event(name = "payment.received")] struct PaymentReceived { order_id: String, cents: i64 }
-    /// # async fn run(outbox: outbox_sea_orm::Outbox, jetstream: async_nats::jetstream::Context)
-    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(nats: async_nats::Client) -> Result<(), Box<dyn std::error::Error>> {
     /// use outbox_core::{Delivery, HandlerError};
     /// use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
-    /// use outbox_sea_orm::{Inbox, UnitOfWork};
-    /// use sea_orm::ConnectionTrait;
     /// use tokio_util::sync::CancellationToken;
     ///
-    /// async fn on_payment(event: PaymentReceived, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
-    ///     let sql = format!("UPDATE ledger SET cents = cents + {}", event.cents);
-    ///     uow.connection().await?.execute_unprepared(&sql).await?;
+    /// async fn on_payment(event: PaymentReceived, delivery: Delivery) -> Result<(), HandlerError> {
+    ///     tracing::info!(order = %event.order_id, cents = event.cents, seq = delivery.sequence(), "paid");
     ///     Ok(())
     /// }
     ///
-    /// let inbox = Inbox::new(&outbox, "billing")?;
-    /// let subscriber = Subscriber::builder(jetstream, "billing")
+    /// let subscriber = Subscriber::builder(nats, "billing")
     ///     .stream("EVENTS")
     ///     .filter_subject("events.payment.>")
     ///     .dead_letter(DeadLetterPolicy::publish_to("dlq.billing"))
-    ///     .keep_order(inbox.clone())
-    ///     .on(inbox.handler(on_payment))
+    ///     .on(on_payment)
     ///     .build()
     ///     .await?;
     /// let shutdown = CancellationToken::new(); // cancel it on SIGTERM
     /// subscriber.run(shutdown).await?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// Effects applied exactly once, in per-aggregate order across crashes
+    /// and behind dead letters: `outbox_sea_orm::Inbox::handler(on_payment)`
+    /// for a handler that also takes the message's unit of work, and
+    /// [`keep_order(inbox)`](SubscriberBuilder::keep_order).
     ///
     /// `jetstream` is the service's NATS [`Client`](async_nats::Client) (the
     /// one its publisher uses) or a `jetstream::Context`.

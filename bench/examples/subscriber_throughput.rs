@@ -2,7 +2,7 @@
 //! consumer, in one run against this machine's nats-server and PostgreSQL.
 //!
 //! ```sh
-//! cargo run --release -p outbox-nats --example subscriber_throughput -- 20000
+//! cargo run --release -p outbox-bench --example subscriber_throughput -- 20000
 //! ```
 //!
 //! Publishes N envelopes (100 aggregates) to a fresh memory stream, then
