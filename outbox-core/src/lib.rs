@@ -1,5 +1,8 @@
 //! The core of the transactional outbox: domain events, the message envelope,
-//! the typed event registry. No database, no broker.
+//! the typed event registry, and the processor engine that publishes
+//! outbox rows (claim, publish, retry, backoff, dead letters). No database,
+//! no broker: those come through the [`OutboxStore`] and [`Publisher`]
+//! traits (`outbox-sea-orm`, `outbox-nats`).
 //!
 //! A service that changes its database and then publishes an event either
 //! loses the event (a crash after the commit, the broker down) or publishes a
@@ -18,7 +21,16 @@
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
 //!   registered Rust type, upcasting older versions.
 //! - [`Delivery`] and [`HandlerError`]: what a consumer's handler is given
-//!   and how it fails (typed subscribers and the inbox share them).
+//!   and how it fails (typed subscribers and the inbox share them);
+//! - [`processor`]: the [`Processor`] that claims, publishes, retries and
+//!   dead-letters, on any [`OutboxStore`] ([`store`]) and [`Publisher`]
+//!   ([`publisher`]); [`backoff`]: the jittered pauses it and the other
+//!   crates retry with; [`AppliedMessages`] and [`HeldMessages`]: what a
+//!   consumer's inbox tells a subscriber that keeps per-aggregate order.
+//!
+//! Every public type lives in the module of its area (`processor`,
+//! `publisher`, `store`, `wire`, `naming`, `backoff`); the ones a service
+//! names every day are also at the root.
 //!
 //! # Example
 //!
@@ -99,7 +111,10 @@ pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
-pub use processor::{Processor, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource};
+pub use processor::{
+    ConfigError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle,
+    WakeSource,
+};
 pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use registry::{
     DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,

@@ -8,10 +8,13 @@
 //!   outage never spends a message's attempts.
 //! - [`StreamSpec`]: creates the stream or verifies the existing one
 //!   (subjects, a duplicate window longer than the processor's lease).
-//! - [`NatsConnect`]: credentials file, nkey, token, user/password, TLS.
+//! - [`NatsConnect`]: credentials file, nkey, token, user/password, TLS, or
+//!   the application's own `ConnectOptions` as the base.
 //! - [`Subscriber`]: typed handlers (`on::<OrderPlaced>(..)`) on a durable
 //!   pull consumer, with upcasts, retries with backoff, dead letters,
-//!   per-aggregate order and graceful shutdown (see [`subscriber`]).
+//!   per-aggregate order (across restarts and behind dead letters, with
+//!   `keep_order`) and graceful shutdown (see [`subscriber`]); built from the
+//!   same [`async_nats::Client`] as the publisher ([`IntoJetStream`]).
 //!
 //! Feature `opentelemetry`: the subscriber's `outbox.consume` span becomes
 //! the OpenTelemetry child of the message's `traceparent` (see

@@ -3,16 +3,21 @@
 //! does; then a processor publishes them.
 //!
 //! - [`Outbox`]: the handle a service keeps; begins [`UnitOfWork`]s, hands out
-//!   [`Repository`]s, enqueues into transactions the application owns, and
-//!   wakes processors after commits (in process, and by coalesced `NOTIFY`
-//!   on PostgreSQL).
+//!   [`Repository`]s, [joins](Outbox::join) transactions the application
+//!   owns, and builds the processor.
+//! - `wake` (module): commits reach this process's processor with no query,
+//!   other processes by coalesced `NOTIFY` on PostgreSQL
+//!   ([`CommitListener`], [`PgNotifications`]).
 //! - [`AggregateEntity`]: maps an aggregate to a SeaORM entity with a version
 //!   column (optimistic concurrency).
 //! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](outbox_core::OutboxStore) the
 //!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite.
 //! - [`Inbox`]: exactly-once effects for consumers: a handler's writes, the
 //!   events it records and the "processed" mark commit in one transaction;
-//!   repeats are recognised and skipped; old rows are purged in batches.
+//!   repeats are recognised and skipped; old rows are purged in batches;
+//!   handlers are plain `async fn`s; aggregates held behind a message their
+//!   consumer could not apply are listed and released ([`Inbox::holds`],
+//!   [`Inbox::release`]).
 //! - [`migration`] (feature `migration`): the table as migrations;
 //!   [`create_schema`] creates it directly.
 //! - Feature `opentelemetry`: events saved inside a span carry the span's
