@@ -52,12 +52,7 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<EventAttrs> {
 }
 
 fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()> {
-    let key = meta
-        .path
-        .get_ident()
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    match key.as_str() {
+    match key_of(meta).as_str() {
         "name" => {
             let lit = string_value(meta, "name = \"order.placed\"")?;
             check_event_name(&lit.value()).map_err(|reason| {
@@ -146,4 +141,13 @@ fn version_value(meta: &ParseNestedMeta<'_>) -> syn::Result<(u32, Span)> {
             "expected an integer literal, e.g. `version = 2`",
         )),
     }
+}
+
+/// The attribute key `meta` names (`name` in `name = "..."`), empty when it
+/// is a path of several segments.
+pub(crate) fn key_of(meta: &ParseNestedMeta<'_>) -> String {
+    meta.path
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default()
 }

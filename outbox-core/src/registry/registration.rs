@@ -45,7 +45,6 @@ impl EventRegistration {
         type_id: fn() -> TypeId,
         rust_type: fn() -> &'static str,
         decode: fn(&[u8]) -> Result<ErasedEvent, serde_json::Error>,
-        upcast: Option<Upcast>,
     ) -> Self {
         Self {
             name,
@@ -54,8 +53,14 @@ impl EventRegistration {
             type_id,
             rust_type,
             decode,
-            upcast,
+            upcast: None,
         }
+    }
+
+    /// This registration, upcasting from the previous version.
+    pub(crate) const fn with_upcast(mut self, upcast: Upcast) -> Self {
+        self.upcast = Some(upcast);
+        self
     }
 
     /// The event's wire name.

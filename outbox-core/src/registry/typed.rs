@@ -18,7 +18,6 @@ impl EventRegistration {
             TypeId::of::<E>,
             std::any::type_name::<E>,
             decode_erased::<E>,
-            None,
         )
     }
 
@@ -58,18 +57,10 @@ impl EventRegistration {
         E: IntegrationEvent + From<Old>,
         Old: IntegrationEvent,
     {
-        Self::from_parts(
-            E::NAME,
-            E::VERSION,
-            E::SUBJECT,
-            TypeId::of::<E>,
-            std::any::type_name::<E>,
-            decode_erased::<E>,
-            Some(Upcast {
-                source: registration_of::<Old>,
-                convert: upcast_erased::<Old, E>,
-            }),
-        )
+        Self::of::<E>().with_upcast(Upcast {
+            source: registration_of::<Old>,
+            convert: upcast_erased::<Old, E>,
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 use syn::meta::ParseNestedMeta;
 use syn::{DeriveInput, Expr, LitStr, Path, Type};
 
-use crate::attrs::{set_once, string_value};
+use crate::attrs::{key_of, set_once, string_value};
 
 const KEYS: &str = "`type`, `crate`, `entity`, `version_column`";
 
@@ -84,11 +84,7 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<AggregateAttrs> {
 }
 
 fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()> {
-    let key = meta
-        .path
-        .get_ident()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let key = key_of(meta);
     match key.as_str() {
         "type" => {
             let lit = string_value(meta, "type = \"order\"")?;

@@ -5,6 +5,8 @@ use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{DeriveInput, Field, FieldsNamed, Type};
 
+use crate::attrs::key_of;
+
 const KEYS: &str = "`id`, `events`";
 
 /// The two fields the generated impl reads.
@@ -112,11 +114,7 @@ fn parse_marks(field: &Field) -> syn::Result<Marks> {
 }
 
 fn parse_key(meta: &ParseNestedMeta<'_>, marks: &mut Marks) -> syn::Result<()> {
-    let key = meta
-        .path
-        .get_ident()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let key = key_of(meta);
     let slot = match key.as_str() {
         "id" => &mut marks.id,
         "events" => &mut marks.events,

@@ -181,29 +181,17 @@ pub(super) async fn release(
         "UPDATE {} SET release_as = ",
         dialect.quote(table)
     ));
-    sql.bind(how.as_str())
-        .push(" WHERE consumer = ")
-        .bind(consumer)
-        .push(" AND aggregate_type = ")
-        .bind(aggregate_type)
-        .push(" AND aggregate_id = ")
-        .bind(aggregate_id)
-        .push(" AND reason IS NOT NULL");
+    sql.bind(how.as_str());
+    where_held_behind(&mut sql, consumer, aggregate_type, aggregate_id);
     // MySQL counts changed rows only: a second identical release reports 0,
     // so ask again rather than trusting the count.
     db.execute_raw(sql.build()).await?;
     let mut check = Sql::new(dialect);
     check.push(&format!(
-        "SELECT COUNT(*) AS held FROM {} WHERE consumer = ",
+        "SELECT COUNT(*) AS held FROM {}",
         dialect.quote(table)
     ));
-    check
-        .bind(consumer)
-        .push(" AND aggregate_type = ")
-        .bind(aggregate_type)
-        .push(" AND aggregate_id = ")
-        .bind(aggregate_id)
-        .push(" AND reason IS NOT NULL");
+    where_held_behind(&mut check, consumer, aggregate_type, aggregate_id);
     let held = db
         .query_one_raw(check.build())
         .await?
@@ -211,6 +199,17 @@ pub(super) async fn release(
         .transpose()?
         .unwrap_or(0);
     Ok(held > 0)
+}
+
+/// ` WHERE` the row an aggregate of `consumer` is held behind.
+fn where_held_behind(sql: &mut Sql, consumer: &str, aggregate_type: &str, aggregate_id: &str) {
+    sql.push(" WHERE consumer = ")
+        .bind(consumer)
+        .push(" AND aggregate_type = ")
+        .bind(aggregate_type)
+        .push(" AND aggregate_id = ")
+        .bind(aggregate_id)
+        .push(" AND reason IS NOT NULL");
 }
 
 fn message_id(row: &QueryResult) -> Result<MessageId, DbErr> {
