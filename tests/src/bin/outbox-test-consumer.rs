@@ -1,5 +1,5 @@
 //! A consumer as a process of its own, for the consumer crash test
-//! (`tests/tests/consumer_crash_order.rs`): a durable subscriber whose
+//! (`tests/tests/consume/consumer_crash_order.rs`): a durable subscriber whose
 //! inbox handlers apply each order event as a row of `effects` (in the
 //! inbox's transaction), in the order they run.
 //!

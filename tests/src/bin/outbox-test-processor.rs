@@ -1,5 +1,5 @@
 //! An outbox processor as a process of its own, for the crash test
-//! (`tests/tests/processor_crash.rs`): it runs `Outbox::processor` with the
+//! (`tests/tests/processor/processor_crash.rs`): it runs `Outbox::processor` with the
 //! JetStream publisher until its standard input closes (then it shuts down
 //! gracefully and prints its report) or it is killed.
 //!

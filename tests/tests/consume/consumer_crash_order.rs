@@ -6,6 +6,7 @@
 //! by a handler that takes only some of an aggregate's events (the gaps it
 //! never sees do not hold it up).
 
+#[path = "../processor/processor_support/mod.rs"]
 mod processor_support;
 
 use std::collections::HashMap;
