@@ -56,7 +56,7 @@ pub use outbox_core;
 pub use outbox_core::STANDALONE;
 pub use repository::Repository;
 pub use schema::create_schema;
-pub use store::{STATS_EXACT_PENDING, SeaOrmOutboxStore};
+pub use store::{DeadMessage, STATS_EXACT_PENDING, SeaOrmOutboxStore};
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};
 pub use wake::{CommitEvent, CommitListener, PgNotifications};
 

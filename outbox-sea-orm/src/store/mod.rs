@@ -2,9 +2,11 @@
 //! and SQLite.
 
 mod claim;
+mod dead;
 mod maintenance;
 mod settle;
 
+pub use dead::DeadMessage;
 pub use maintenance::STATS_EXACT_PENDING;
 
 use std::time::Duration;
@@ -70,6 +72,13 @@ impl SeaOrmOutboxStore {
     #[doc(hidden)]
     pub async fn explain_claim(&self, limit: u32) -> Result<String, StoreError> {
         claim::explain(self, limit).await
+    }
+
+    /// The oldest `limit` dead messages, each with its reason and how many
+    /// later messages of its aggregate wait behind it (for operators: the
+    /// `outbox dead list` command).
+    pub async fn dead_messages(&self, limit: u32) -> Result<Vec<DeadMessage>, StoreError> {
+        dead::dead_messages(self, limit).await
     }
 
     /// The quoted table name.
