@@ -97,12 +97,19 @@ impl Holds {
     ) {
         let (aggregate_type, aggregate_id) =
             (message.aggregate_type.clone(), message.aggregate_id.clone());
-        let _change = self.changes.lock().await;
         let mut delay = Doubling::new(Duration::from_millis(200), Duration::from_secs(2));
         for attempt in 1..=HOLD_ATTEMPTS {
-            match self.store.park(message.clone()).await {
+            // The park and the held set change together under the lock (a
+            // refresh in between would forget the hold); the pauses between
+            // attempts hold no lock, so other aggregates' parks go on.
+            let change = self.changes.lock().await;
+            let parked = self.store.park(message.clone()).await;
+            if parked.is_ok() {
+                self.held().insert(Arc::clone(key));
+            }
+            drop(change);
+            match parked {
                 Ok(()) => {
-                    self.held().insert(Arc::clone(key));
                     tracing::error!(
                         consumer, %aggregate_type, %aggregate_id,
                         message_id = %message.message_id, %reason,
