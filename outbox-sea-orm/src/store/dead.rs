@@ -4,6 +4,7 @@
 use outbox_core::{MessageId, StoreError};
 use sea_orm::ConnectionTrait;
 
+use super::maintenance::count;
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Sql;
 
@@ -51,19 +52,18 @@ pub(super) async fn dead_messages(
         .map_err(store_err("listing dead messages"))?;
     rows.iter()
         .map(|row| {
-            let int = |column: &str| -> Result<i64, sea_orm::DbErr> {
-                row.try_get::<i64>("", column)
-                    .or_else(|_| row.try_get::<i32>("", column).map(i64::from))
-            };
+            // Read as the claim reads them (row.rs); `waiting` is a COUNT.
+            let sequence: i64 = row.try_get("", "sequence")?;
+            let attempts: i32 = row.try_get("", "attempts")?;
             Ok(DeadMessage {
                 id: MessageId::from_uuid(row.try_get::<uuid::Uuid>("", "id")?),
                 event_name: row.try_get("", "event_name")?,
                 aggregate_type: row.try_get("", "aggregate_type")?,
                 aggregate_id: row.try_get("", "aggregate_id")?,
-                sequence: u64::try_from(int("sequence")?).unwrap_or(0),
-                attempts: u32::try_from(int("attempts")?).unwrap_or(0),
+                sequence: u64::try_from(sequence).unwrap_or(0),
+                attempts: u32::try_from(attempts).unwrap_or(0),
                 last_error: row.try_get("", "last_error")?,
-                waiting_behind: u64::try_from(int("waiting")?).unwrap_or(0),
+                waiting_behind: count(row, "waiting")?,
             })
         })
         .collect::<Result<_, sea_orm::DbErr>>()

@@ -172,6 +172,6 @@ pub(super) async fn stats(store: &SeaOrmOutboxStore) -> Result<OutboxStats, Stor
 }
 
 /// A non-negative count column.
-fn count(row: &sea_orm::QueryResult, column: &str) -> Result<u64, sea_orm::DbErr> {
+pub(super) fn count(row: &sea_orm::QueryResult, column: &str) -> Result<u64, sea_orm::DbErr> {
     Ok(u64::try_from(row.try_get::<i64>("", column)?).unwrap_or(0))
 }
