@@ -70,11 +70,17 @@ pub fn jittered(pause: Duration) -> Duration {
     half + half.mul_f64(unit_random())
 }
 
-/// A random number in `[0, 1)`, from the random bits of a UUIDv7 (no RNG
-/// dependency; quality far beyond what spreading retries needs).
+/// A random number in `[0, 1)`: SipHash, keyed by std's per-process random
+/// keys (a fresh key per call), of a counter. No RNG dependency, and draws
+/// made in the same instant differ (UUIDv7 bits, used before, are a counter
+/// within a millisecond, so bursts of draws came out nearly equal).
 fn unit_random() -> f64 {
-    let bits = uuid::Uuid::now_v7().as_u128() as u64;
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -105,5 +111,10 @@ mod tests {
         let drawn: std::collections::HashSet<Duration> =
             (0..50).map(|_| jittered(Duration::from_secs(10))).collect();
         assert!(drawn.len() > 40, "draws repeat: {}", drawn.len());
+        let spread = *drawn.iter().max().expect("draws") - *drawn.iter().min().expect("draws");
+        assert!(
+            spread > Duration::from_secs(2),
+            "draws bunch together: {spread:?}"
+        );
     }
 }
