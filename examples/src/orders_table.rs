@@ -4,7 +4,7 @@
 
 use outbox_core::EventBuffer;
 use outbox_sea_orm::AggregateEntity;
-use sea_orm::{ConnectionTrait, DbErr, Schema, Set};
+use sea_orm::{ConnectionTrait, DbErr, Set};
 
 use crate::orders::{Order, OrderStatus};
 
@@ -59,9 +59,5 @@ impl AggregateEntity for Order {
 
 /// Creates the `demo_orders` table if it does not exist, on any backend.
 pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
-    let schema = Schema::new(db.get_database_backend());
-    let mut statement = schema.create_table_from_entity(entity::Entity);
-    statement.if_not_exists();
-    db.execute(&statement).await?;
-    Ok(())
+    crate::support::create_entity_table(db, entity::Entity).await
 }

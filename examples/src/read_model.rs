@@ -9,7 +9,7 @@ use outbox_nats::Subscriber;
 use outbox_nats::async_nats::jetstream;
 use outbox_nats::subscriber::{Backoff, SubscriberBuilder};
 use outbox_sea_orm::{Inbox, UnitOfWork};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Schema, Set};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use std::time::Duration;
 
 use crate::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped, OrderStatus};
@@ -47,11 +47,7 @@ pub const CONSUMER: &str = "order-summaries";
 
 /// Creates the `order_summaries` table if it does not exist, on any backend.
 pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
-    let schema = Schema::new(db.get_database_backend());
-    let mut statement = schema.create_table_from_entity(entity::Entity);
-    statement.if_not_exists();
-    db.execute(&statement).await?;
-    Ok(())
+    crate::support::create_entity_table(db, entity::Entity).await
 }
 
 /// Moves an existing summary to `status`.

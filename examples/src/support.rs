@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use outbox_sea_orm::migration::OutboxMigrator;
 use outbox_sea_orm::{Outbox, OutboxConfig};
+use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Schema};
 use sea_orm_migration::MigratorTrait;
 
 /// Something the examples could not set up.
@@ -262,4 +263,17 @@ pub fn database_url(name: &str) -> String {
         let path = std::env::temp_dir().join(format!("{name}.sqlite"));
         format!("sqlite://{}?mode=rwc", path.display())
     })
+}
+
+/// Creates `entity`'s table if it does not exist, on any backend (the
+/// examples' own tables; the outbox's come from its migrations).
+pub async fn create_entity_table<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    entity: E,
+) -> Result<(), DbErr> {
+    let schema = Schema::new(db.get_database_backend());
+    let mut statement = schema.create_table_from_entity(entity);
+    statement.if_not_exists();
+    db.execute(&statement).await?;
+    Ok(())
 }

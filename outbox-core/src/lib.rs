@@ -112,8 +112,7 @@ pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 pub use processor::{
-    ConfigError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle,
-    WakeSource,
+    BuildError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource,
 };
 pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use registry::{

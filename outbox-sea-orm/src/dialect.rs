@@ -105,6 +105,15 @@ impl Dialect {
             _ => format!("\"{ident}\""),
         }
     }
+
+    /// `IF NOT EXISTS ` where `CREATE INDEX` takes it (MySQL's does not:
+    /// migrations there create an index once, with its table).
+    pub(crate) fn index_if_not_exists(self) -> &'static str {
+        match self {
+            Dialect::MySql => "",
+            _ => "IF NOT EXISTS ",
+        }
+    }
 }
 
 /// An SQL statement being built, with placeholders in the dialect's style.

@@ -115,11 +115,7 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
     let index = |suffix: &str, unique: bool, columns: &str, filter: Option<&str>| {
         let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
         let unique = if unique { "UNIQUE " } else { "" };
-        let if_not_exists = if dialect == Dialect::MySql {
-            ""
-        } else {
-            "IF NOT EXISTS "
-        };
+        let if_not_exists = dialect.index_if_not_exists();
         format!(
             "CREATE {unique}INDEX {if_not_exists}{name} ON {table} ({columns}){filter}",
             name = q(&format!("{t}_{suffix}")),
@@ -215,11 +211,7 @@ pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
         Dialect::MySql => ("BINARY(16)", "VARCHAR(128)", "DATETIME(6)"),
         Dialect::Sqlite => ("BLOB", "TEXT", "TEXT"),
     };
-    let if_not_exists = if dialect == Dialect::MySql {
-        ""
-    } else {
-        "IF NOT EXISTS "
-    };
+    let if_not_exists = dialect.index_if_not_exists();
     vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {table} (
@@ -271,11 +263,7 @@ pub(crate) fn create_held(dialect: Dialect, inbox: &TableName) -> Vec<String> {
         ),
         Dialect::Sqlite => ("BLOB", "TEXT", "TEXT", "INTEGER", "TEXT", "BLOB", "TEXT"),
     };
-    let if_not_exists = if dialect == Dialect::MySql {
-        ""
-    } else {
-        "IF NOT EXISTS "
-    };
+    let if_not_exists = dialect.index_if_not_exists();
     vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {table} (

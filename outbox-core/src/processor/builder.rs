@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::{ConfigError, ProcessorConfig};
+use super::config::{BuildError, ProcessorConfig};
 use super::wake::{WakeHandle, WakeSource};
 use super::{Processor, SourceTask};
 use crate::publisher::Publisher;
@@ -130,7 +130,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
     }
 
     /// Checks the settings and builds the processor.
-    pub fn build(self) -> Result<Processor<S, P>, ConfigError> {
+    pub fn build(self) -> Result<Processor<S, P>, BuildError> {
         self.config.validate(self.publisher.ack_timeout())?;
         Ok(Processor {
             store: Arc::new(self.store),

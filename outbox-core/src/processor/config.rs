@@ -19,10 +19,12 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
 /// of the lease is left, so its ack comes back before the lease ends.
 pub(crate) const LEASE_MARGIN_DIVISOR: u32 = 5;
 
-/// A setting that cannot work.
+/// What [`ProcessorBuilder::build`](super::ProcessorBuilder::build) refuses: a
+/// setting that cannot work. (Each builder of the workspace fails with its
+/// module's `BuildError`; the subscriber's is `outbox_nats::subscriber::BuildError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
-pub struct ConfigError {
+pub struct BuildError {
     /// The setting's name.
     pub setting: &'static str,
     /// What is wrong with it.
@@ -188,9 +190,9 @@ impl ProcessorConfig {
 
     /// Checks the settings together, and the lease against the publisher's
     /// ack timeout (see [`Publisher::ack_timeout`](crate::Publisher::ack_timeout)).
-    pub(crate) fn validate(&self, ack_timeout: Option<Duration>) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, ack_timeout: Option<Duration>) -> Result<(), BuildError> {
         let bad = |setting, reason: &str| {
-            Err(ConfigError {
+            Err(BuildError {
                 setting,
                 reason: reason.to_owned(),
             })
@@ -220,7 +222,7 @@ impl ProcessorConfig {
         if let Some(ack_timeout) = ack_timeout
             && self.lease < ack_timeout.saturating_mul(LEASE_MARGIN_DIVISOR)
         {
-            return Err(ConfigError {
+            return Err(BuildError {
                 setting: "lease",
                 reason: format!(
                     "{:?} is shorter than {LEASE_MARGIN_DIVISOR} x the publisher's ack timeout \

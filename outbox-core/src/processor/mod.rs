@@ -66,7 +66,7 @@ mod wake;
 
 pub use abandoned::ABANDONED_LIMIT;
 pub use builder::ProcessorBuilder;
-pub use config::{ConfigError, DEFAULT_LEASE, ProcessorConfig};
+pub use config::{BuildError, DEFAULT_LEASE, ProcessorConfig};
 pub use handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};
 pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
 

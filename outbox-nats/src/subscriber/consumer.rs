@@ -52,47 +52,48 @@ fn verify(durable: &str, existing: &Config, wanted: &pull::Config) -> Result<(),
             "none (a pull consumer)".into(),
         );
     }
-    if existing.ack_policy != AckPolicy::Explicit {
-        return mismatch(
+    // Compared as they print: every setting here prints all of its value.
+    let settings = [
+        (
             "ack_policy",
-            format!("{:?}", existing.ack_policy),
-            format!("{:?}", AckPolicy::Explicit),
-        );
-    }
-    if existing.ack_wait != wanted.ack_wait {
-        return mismatch(
+            debug(&existing.ack_policy),
+            debug(&AckPolicy::Explicit),
+        ),
+        (
             "ack_wait",
-            format!("{:?}", existing.ack_wait),
-            format!("{:?}", wanted.ack_wait),
-        );
-    }
-    if existing.max_deliver != wanted.max_deliver {
-        return mismatch(
+            debug(&existing.ack_wait),
+            debug(&wanted.ack_wait),
+        ),
+        (
             "max_deliver",
-            existing.max_deliver.to_string(),
-            wanted.max_deliver.to_string(),
-        );
-    }
-    if existing.max_ack_pending != wanted.max_ack_pending {
-        return mismatch(
+            debug(&existing.max_deliver),
+            debug(&wanted.max_deliver),
+        ),
+        (
             "max_ack_pending",
-            existing.max_ack_pending.to_string(),
-            wanted.max_ack_pending.to_string(),
-        );
-    }
-    if existing.filter_subject != wanted.filter_subject {
-        return mismatch(
+            debug(&existing.max_ack_pending),
+            debug(&wanted.max_ack_pending),
+        ),
+        (
             "filter_subject",
-            format!("{:?}", existing.filter_subject),
-            format!("{:?}", wanted.filter_subject),
-        );
-    }
-    if existing.deliver_policy != wanted.deliver_policy {
-        return mismatch(
+            debug(&existing.filter_subject),
+            debug(&wanted.filter_subject),
+        ),
+        (
             "deliver_policy",
-            format!("{:?}", existing.deliver_policy),
-            format!("{:?}", wanted.deliver_policy),
-        );
+            debug(&existing.deliver_policy),
+            debug(&wanted.deliver_policy),
+        ),
+    ];
+    match settings
+        .into_iter()
+        .find(|(_, existing, wanted)| existing != wanted)
+    {
+        Some((setting, existing, wanted)) => mismatch(setting, existing, wanted),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+fn debug(value: &impl std::fmt::Debug) -> String {
+    format!("{value:?}")
 }

@@ -168,22 +168,10 @@ pub(super) async fn release(
     token: LeaseToken,
     ids: &[MessageId],
 ) -> Result<LeaseOutcome, StoreError> {
-    if ids.is_empty() {
-        return Ok(LeaseOutcome::default());
-    }
-    let mut sql = Sql::new(store.dialect);
-    sql.push(&format!(
-        "UPDATE {} SET lease_token = NULL, lease_expires_at = NULL WHERE status = 0 AND lease_token = ",
-        store.table()
-    ));
-    sql.bind(*token.as_uuid()).push(" AND ");
-    sql.bind_ids("id", ids.iter().map(|id| *id.as_uuid()));
-    let result = store
-        .db
-        .execute_raw(sql.build())
-        .await
-        .map_err(store_err("releasing"))?;
-    Ok(outcome(ids.len(), result.rows_affected()))
+    update_leased(store, token, ids, "releasing", |_| {
+        "lease_token = NULL, lease_expires_at = NULL".to_owned()
+    })
+    .await
 }
 
 /// Extends the lease of those of `ids` still carrying `token`.
@@ -193,17 +181,33 @@ pub(super) async fn renew(
     ids: &[MessageId],
     lease: Duration,
 ) -> Result<LeaseOutcome, StoreError> {
+    update_leased(store, token, ids, "renewing a lease", |sql| {
+        let lease = sql.param(millis(lease));
+        format!(
+            "lease_expires_at = {}",
+            store.dialect.now_plus_millis(&lease)
+        )
+    })
+    .await
+}
+
+/// `UPDATE table SET <assignments> WHERE` the row is pending, carries
+/// `token` and is one of `ids`: the fenced update release and renew share.
+/// `assignments` may bind parameters (they come before the token's).
+async fn update_leased(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    ids: &[MessageId],
+    doing: &'static str,
+    assignments: impl FnOnce(&mut Sql) -> String,
+) -> Result<LeaseOutcome, StoreError> {
     if ids.is_empty() {
         return Ok(LeaseOutcome::default());
     }
-    let dialect = store.dialect;
-    let mut sql = Sql::new(dialect);
-    let until = {
-        let lease = sql.param(millis(lease));
-        dialect.now_plus_millis(&lease)
-    };
+    let mut sql = Sql::new(store.dialect);
+    let set = assignments(&mut sql);
     sql.push(&format!(
-        "UPDATE {} SET lease_expires_at = {until} WHERE status = 0 AND lease_token = ",
+        "UPDATE {} SET {set} WHERE status = 0 AND lease_token = ",
         store.table()
     ));
     sql.bind(*token.as_uuid()).push(" AND ");
@@ -212,6 +216,6 @@ pub(super) async fn renew(
         .db
         .execute_raw(sql.build())
         .await
-        .map_err(store_err("renewing a lease"))?;
+        .map_err(store_err(doing))?;
     Ok(outcome(ids.len(), result.rows_affected()))
 }
