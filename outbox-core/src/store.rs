@@ -276,7 +276,9 @@ pub trait OutboxStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
 
-    /// Puts dead messages back to pending with no attempts spent.
+    /// Puts dead messages back to pending, due now, with no attempts spent
+    /// and no abandoned claims counted (a message sent dead as a suspected
+    /// killer is published again, not sent dead at its next claim).
     fn requeue_dead(
         &self,
         selector: DeadSelector,

@@ -1,6 +1,7 @@
 //! Support for the workspace-level integration tests in `tests/tests/`:
 //! an isolated database per test on each real backend, and fixtures.
 
+pub mod contract;
 pub mod db;
 pub mod jetstream;
 pub mod nats;

@@ -10,7 +10,7 @@ use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::millis;
 use crate::dialect::{Dialect, Sql};
 
-/// Dead back to pending, attempts reset, due now.
+/// Dead back to pending, attempts and abandoned claims reset, due now.
 pub(super) async fn requeue_dead(
     store: &SeaOrmOutboxStore,
     selector: DeadSelector,
@@ -18,8 +18,8 @@ pub(super) async fn requeue_dead(
     let dialect = store.dialect;
     let mut sql = Sql::new(dialect);
     sql.push(&format!(
-        "UPDATE {} SET status = 0, attempts = 0, next_attempt_at = {}, lease_token = NULL, \
-         lease_expires_at = NULL WHERE status = 2",
+        "UPDATE {} SET status = 0, attempts = 0, abandoned = 0, next_attempt_at = {}, \
+         lease_token = NULL, lease_expires_at = NULL WHERE status = 2",
         store.table(),
         dialect.now()
     ));

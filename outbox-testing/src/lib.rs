@@ -1,0 +1,59 @@
+//! A testing kit for services that use the transactional outbox.
+//!
+//! Add it as a dev-dependency and test a service's outbox with no database
+//! and no broker:
+//!
+//! - [`MemoryStore`]: the outbox table in memory, by the same contract as
+//!   the SQL stores (it passes the same [`contract`] suite as PostgreSQL,
+//!   MariaDB and SQLite): per-aggregate order, leases, retries, dead
+//!   messages, delays.
+//! - [`MemoryPublisher`]: a broker in memory that deduplicates by message
+//!   id; `events::<OrderPlaced>()` returns what was published, typed.
+//! - [`TestOutbox`]: both wired to the real processor; `drain().await`
+//!   publishes everything publishable now and returns it; its
+//!   [`TestClock`] jumps over backoffs and leases.
+//! - [`recorded`]: the events an aggregate recorded and has not saved yet,
+//!   typed, for domain tests.
+//!
+//! ```
+//! # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RetryPolicy};
+//! # use serde::{Deserialize, Serialize};
+//! # #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+//! # #[event(name = "doc.lib.order.placed")]
+//! # struct OrderPlaced { order_id: u64 }
+//! # #[derive(AggregateRoot)]
+//! # #[aggregate(type = "order")]
+//! # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use outbox_testing::{TestOutbox, recorded};
+//!
+//! let mut order = Order { id: 7, events: EventBuffer::new() };
+//! order.record(OrderPlaced { order_id: 7 })?;
+//! assert_eq!(recorded::<OrderPlaced>(&order), [OrderPlaced { order_id: 7 }]);
+//!
+//! let outbox = TestOutbox::new();
+//! outbox.save(&mut order)?;
+//! let placed = outbox.drain_events::<OrderPlaced>().await?;
+//! assert_eq!(placed[0].event, OrderPlaced { order_id: 7 });
+//! assert_eq!(placed[0].message.aggregate_id, "7");
+//! outbox.publisher().assert_in_order();
+//! # Ok(()) }
+//! ```
+
+mod clock;
+pub mod contract;
+mod harness;
+mod memory_publisher;
+mod memory_store;
+mod order;
+mod recorded;
+mod typed;
+
+pub use clock::TestClock;
+pub use harness::{DEFAULT_DRAIN_TIMEOUT, DrainError, TestOutbox};
+pub use memory_publisher::MemoryPublisher;
+pub use memory_store::{MemoryStore, StoredMessage, StoredStatus, WriteError};
+pub use order::OrderViolation;
+pub use recorded::recorded;
+pub use typed::PublishedEvent;

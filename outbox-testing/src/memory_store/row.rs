@@ -1,0 +1,82 @@
+//! One outbox row in memory, and the rules that say when it may be claimed.
+
+use chrono::{DateTime, Utc};
+use outbox_core::{ClaimedMessage, LeaseToken, OutboxMessage};
+
+/// Where a row is in its life, as the SQL stores' `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Pending,
+    Published,
+    Dead,
+}
+
+/// A live or expired lease on a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowLease {
+    pub(crate) token: LeaseToken,
+    pub(crate) expires_at: DateTime<Utc>,
+}
+
+/// An outbox row: the message and its bookkeeping.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) message: OutboxMessage,
+    pub(crate) status: Status,
+    pub(crate) attempts: u32,
+    pub(crate) abandoned: u32,
+    pub(crate) lease: Option<RowLease>,
+    pub(crate) next_attempt_at: DateTime<Utc>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) published_at: Option<DateTime<Utc>>,
+    pub(crate) stream_sequence: Option<u64>,
+}
+
+impl Row {
+    /// A new pending row, written at `now`.
+    pub(crate) fn new(message: OutboxMessage, now: DateTime<Utc>) -> Self {
+        Self {
+            next_attempt_at: message.deliver_at.unwrap_or(now),
+            message,
+            status: Status::Pending,
+            attempts: 0,
+            abandoned: 0,
+            lease: None,
+            last_error: None,
+            created_at: now,
+            published_at: None,
+            stream_sequence: None,
+        }
+    }
+
+    /// Pending, due, and not under a live lease: a claim may take it.
+    pub(crate) fn is_publishable(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Pending && self.next_attempt_at <= now && !self.is_leased(now)
+    }
+
+    /// Under a lease that has not run out.
+    pub(crate) fn is_leased(&self, now: DateTime<Utc>) -> bool {
+        self.lease.is_some_and(|lease| lease.expires_at > now)
+    }
+
+    /// Pending and carrying `token` (live or not: a settlement is fenced by
+    /// the token alone, as in the SQL stores).
+    pub(crate) fn is_held_by(&self, token: LeaseToken) -> bool {
+        self.status == Status::Pending && self.lease.is_some_and(|lease| lease.token == token)
+    }
+
+    /// Leases the row to `lease`, counting a takeover of a lease that ran
+    /// out as an abandoned claim; returns it as claimed.
+    pub(crate) fn claim(&mut self, lease: RowLease) -> ClaimedMessage {
+        if self.lease.is_some() {
+            self.abandoned += 1;
+        }
+        self.lease = Some(lease);
+        ClaimedMessage {
+            message: self.message.clone(),
+            attempts: self.attempts,
+            abandoned: self.abandoned,
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Settling leased messages (complete, fail, release, renew), each fenced
+//! by the lease token, and the operator's maintenance (requeue, purge,
+//! stats), as the SQL stores do them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use outbox_core::{
+    DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId,
+    OutboxStats, Published, RetryPolicy,
+};
+
+use super::Table;
+use super::row::{Row, RowLease, Status};
+
+fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
+    LeaseOutcome {
+        applied,
+        stale: (asked as u64).saturating_sub(applied),
+    }
+}
+
+impl Table {
+    /// Applies `change` to each of `ids` still held by `token`.
+    fn settle(
+        &mut self,
+        token: LeaseToken,
+        ids: impl ExactSizeIterator<Item = MessageId>,
+        mut change: impl FnMut(&mut Row),
+    ) -> LeaseOutcome {
+        let asked = ids.len();
+        let mut applied = 0;
+        for id in ids {
+            if let Some(row) = self.rows.get_mut(&id).filter(|row| row.is_held_by(token)) {
+                change(row);
+                applied += 1;
+            }
+        }
+        outcome(asked, applied)
+    }
+
+    pub(super) fn complete(
+        &mut self,
+        token: LeaseToken,
+        published: &[Published],
+        now: DateTime<Utc>,
+    ) -> LeaseOutcome {
+        let sequences: BTreeMap<MessageId, Option<u64>> = published
+            .iter()
+            .map(|p| (p.id, p.stream_sequence))
+            .collect();
+        self.settle(token, published.iter().map(|p| p.id), |row| {
+            row.status = Status::Published;
+            row.published_at = Some(now);
+            row.stream_sequence = sequences.get(&row.message.id).copied().flatten();
+            row.lease = None;
+        })
+    }
+
+    pub(super) fn fail(
+        &mut self,
+        token: LeaseToken,
+        failures: &[Failure],
+        policy: &RetryPolicy,
+        now: DateTime<Utc>,
+    ) -> LeaseOutcome {
+        let asked = failures.len();
+        let mut applied = 0;
+        for failure in failures {
+            let outcome = self.settle(token, std::iter::once(failure.id), |row| {
+                let out_of_attempts = row.attempts + 1 >= policy.max_attempts.max(1);
+                if failure.kind == FailureKind::Permanent || out_of_attempts {
+                    row.status = Status::Dead;
+                }
+                row.next_attempt_at = super::later(now, backoff(policy, row.attempts));
+                row.last_error = Some(failure.error.clone());
+                row.lease = None;
+                row.attempts += 1;
+            });
+            applied += outcome.applied;
+        }
+        outcome(asked, applied)
+    }
+
+    pub(super) fn release(&mut self, token: LeaseToken, ids: &[MessageId]) -> LeaseOutcome {
+        self.settle(token, ids.iter().copied(), |row| row.lease = None)
+    }
+
+    pub(super) fn renew(
+        &mut self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        expires_at: DateTime<Utc>,
+    ) -> LeaseOutcome {
+        self.settle(token, ids.iter().copied(), |row| {
+            row.lease = Some(RowLease { token, expires_at });
+        })
+    }
+
+    pub(super) fn requeue_dead(&mut self, selector: &DeadSelector, now: DateTime<Utc>) -> u64 {
+        let mut requeued = 0;
+        for row in self.rows.values_mut() {
+            let chosen = match selector {
+                DeadSelector::Ids(ids) => ids.contains(&row.message.id),
+                DeadSelector::EventName(name) => &row.message.event_name == name,
+                DeadSelector::All => true,
+            };
+            if row.status == Status::Dead && chosen {
+                row.status = Status::Pending;
+                row.attempts = 0;
+                row.abandoned = 0;
+                row.next_attempt_at = now;
+                row.lease = None;
+                requeued += 1;
+            }
+        }
+        requeued
+    }
+
+    pub(super) fn purge_published(&mut self, before: DateTime<Utc>) -> u64 {
+        let old: Vec<MessageId> = self
+            .rows
+            .values()
+            .filter(|row| row.status == Status::Published)
+            .filter(|row| row.published_at.is_some_and(|at| at < before))
+            .map(|row| row.message.id)
+            .collect();
+        for id in &old {
+            if let Some(row) = self.rows.remove(id) {
+                let key = (row.message.aggregate_type, row.message.aggregate_id);
+                if let Some(sequences) = self.aggregates.get_mut(&key) {
+                    sequences.remove(&row.message.sequence);
+                }
+            }
+        }
+        old.len() as u64
+    }
+
+    pub(super) fn stats(&self, now: DateTime<Utc>) -> OutboxStats {
+        let mut stats = OutboxStats::default();
+        let mut by_event: BTreeMap<&str, EventStats> = BTreeMap::new();
+        let mut oldest: Option<DateTime<Utc>> = None;
+        for row in self.rows.values() {
+            let counts = || EventStats {
+                event_name: row.message.event_name.clone(),
+                ..EventStats::default()
+            };
+            match row.status {
+                Status::Pending => {
+                    stats.pending += 1;
+                    stats.leased += u64::from(row.is_leased(now));
+                    oldest = Some(oldest.map_or(row.created_at, |o| o.min(row.created_at)));
+                    by_event
+                        .entry(&row.message.event_name)
+                        .or_insert_with(counts)
+                        .pending += 1;
+                }
+                Status::Dead => {
+                    stats.dead += 1;
+                    by_event
+                        .entry(&row.message.event_name)
+                        .or_insert_with(counts)
+                        .dead += 1;
+                }
+                Status::Published => {}
+            }
+        }
+        stats.oldest_pending_age = oldest.map(|at| (now - at).to_std().unwrap_or_default());
+        stats.by_event = by_event.into_values().collect();
+        stats
+    }
+}
+
+/// `min(max, initial * 2^attempts)` with equal jitter, as the SQL stores'
+/// backoff over the row's attempts before this failure.
+fn backoff(policy: &RetryPolicy, attempts: u32) -> Duration {
+    let floor = Duration::from_millis(1);
+    let doubled = policy
+        .initial_backoff
+        .max(floor)
+        .saturating_mul(1u32 << attempts.min(31));
+    outbox_core::backoff::jittered(doubled.min(policy.max_backoff.max(floor)))
+}

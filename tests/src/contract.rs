@@ -1,0 +1,72 @@
+//! The SQL stores under the store contract of `outbox-testing`: a fresh
+//! database per check, written through the real unit of work.
+
+use outbox_core::MessageId;
+use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
+use outbox_testing::contract::ContractWriter;
+
+use crate::orders::Order;
+use crate::{Backend, TestDb};
+
+/// Writes the contract's events as `Order` amendments through the
+/// repository, into the database it keeps alive.
+pub struct SqlWriter {
+    outbox: Outbox,
+    _db: TestDb,
+}
+
+impl ContractWriter for SqlWriter {
+    async fn append(&self, aggregate_id: &str, count: usize) -> Vec<MessageId> {
+        let orders = self.outbox.repository::<Order>();
+        let found = orders
+            .load(aggregate_id.to_owned())
+            .await
+            .unwrap_or_else(|err| panic!("loading {aggregate_id}: {err}"));
+        let (mut order, amendments) = match found {
+            Some(order) => (order, count),
+            None => (
+                Order::place(aggregate_id, 100).unwrap_or_else(|err| panic!("{err}")),
+                count - 1,
+            ),
+        };
+        for k in 0..amendments {
+            order
+                .amend(101 + k as i64)
+                .unwrap_or_else(|err| panic!("{err}"));
+        }
+        let mut uow = self.outbox.begin();
+        uow.save(&mut order)
+            .await
+            .unwrap_or_else(|err| panic!("saving {aggregate_id}: {err}"));
+        uow.commit()
+            .await
+            .unwrap_or_else(|err| panic!("committing {aggregate_id}: {err}"))
+    }
+
+    fn keeps_published(&self) -> bool {
+        self.outbox.config().retention() == outbox_sea_orm::Retention::KeepPublished
+    }
+}
+
+/// A fresh database of `backend` with the outbox schema: its store and a
+/// writer into it.
+pub async fn sql_store(backend: Backend) -> (SeaOrmOutboxStore, SqlWriter) {
+    let db = TestDb::with_schema(backend).await;
+    let outbox = Outbox::new(db.db.clone(), OutboxConfig::default().without_notify());
+    (outbox.store(), SqlWriter { outbox, _db: db })
+}
+
+/// [`sql_store`] on PostgreSQL.
+pub async fn postgres() -> (SeaOrmOutboxStore, SqlWriter) {
+    sql_store(Backend::Postgres).await
+}
+
+/// [`sql_store`] on MariaDB.
+pub async fn mysql() -> (SeaOrmOutboxStore, SqlWriter) {
+    sql_store(Backend::MySql).await
+}
+
+/// [`sql_store`] on SQLite.
+pub async fn sqlite() -> (SeaOrmOutboxStore, SqlWriter) {
+    sql_store(Backend::Sqlite).await
+}
