@@ -90,7 +90,11 @@ pub fn subscriber(
 }
 
 /// A new row for the placed order.
-async fn on_placed(e: OrderPlaced, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+pub async fn on_placed(
+    e: OrderPlaced,
+    _: Delivery,
+    uow: &mut UnitOfWork,
+) -> Result<(), HandlerError> {
     entity::ActiveModel {
         order_id: Set(e.order_id),
         customer: Set(e.customer),
@@ -103,11 +107,13 @@ async fn on_placed(e: OrderPlaced, _: Delivery, uow: &mut UnitOfWork) -> Result<
     Ok(())
 }
 
-async fn on_paid(e: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+/// The order is paid.
+pub async fn on_paid(e: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
     set_status(uow, e.order_id, OrderStatus::Paid).await
 }
 
-async fn on_shipped(
+/// The order is shipped.
+pub async fn on_shipped(
     e: OrderShipped,
     _: Delivery,
     uow: &mut UnitOfWork,
@@ -115,7 +121,8 @@ async fn on_shipped(
     set_status(uow, e.order_id, OrderStatus::Shipped).await
 }
 
-async fn on_cancelled(
+/// The order is cancelled.
+pub async fn on_cancelled(
     e: OrderCancelled,
     _: Delivery,
     uow: &mut UnitOfWork,

@@ -14,6 +14,13 @@
 //!   [`TestClock`] jumps over backoffs and leases.
 //! - [`recorded`]: the events an aggregate recorded and has not saved yet,
 //!   typed, for domain tests.
+//! - [`faults`]: wrap a publisher or a store to lose acks, delay them, make
+//!   the broker unavailable for a window, reject given messages, fail
+//!   completions or lose leases.
+//! - [`nats::NatsServer`] (feature `nats-server`): a private nats-server
+//!   for integration tests, to kill, freeze and restart.
+//! - Handlers are tested with a `Delivery` built in memory:
+//!   `Delivery::new(message).with_delivery_count(2)` is a redelivery.
 //!
 //! ```
 //! # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RetryPolicy};
@@ -43,9 +50,12 @@
 
 mod clock;
 pub mod contract;
+pub mod faults;
 mod harness;
 mod memory_publisher;
 mod memory_store;
+#[cfg(feature = "nats-server")]
+pub mod nats;
 mod order;
 mod recorded;
 mod typed;

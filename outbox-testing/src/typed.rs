@@ -1,6 +1,6 @@
 //! Messages back into the Rust types a test names.
 
-use outbox_core::{EventRegistry, IntegrationEvent, OutboxMessage};
+use outbox_core::{Delivery, EventRegistry, IntegrationEvent, OutboxMessage};
 
 /// A published event in its Rust type, with its envelope.
 #[derive(Debug, Clone)]
@@ -10,6 +10,20 @@ pub struct PublishedEvent<E> {
     /// The envelope it travelled in (id, aggregate, sequence, context,
     /// headers).
     pub message: OutboxMessage,
+}
+
+impl<E> PublishedEvent<E> {
+    /// The message as a consumer's handler receives it the first time (no
+    /// broker needed: feed it to a handler or `Inbox::process_with`).
+    pub fn delivery(&self) -> Delivery {
+        Delivery::new(self.message.clone()).with_consumer("test")
+    }
+
+    /// The same message delivered again (delivery count 2), as after a
+    /// lost ack or a consumer crash.
+    pub fn redelivery(&self) -> Delivery {
+        self.delivery().with_delivery_count(2)
+    }
 }
 
 /// The messages of `E`'s event name, decoded into `E`, in the given order.
