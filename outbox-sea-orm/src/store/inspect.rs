@@ -65,10 +65,11 @@ pub struct AggregateQueue {
     pub aggregate_type: String,
     /// The aggregate's id.
     pub aggregate_id: String,
-    /// Its lowest unsettled messages, in sequence order (up to the limit
-    /// asked for).
+    /// Its lowest unsettled messages (after the sequence asked for, if
+    /// any), in sequence order, up to the limit asked for.
     pub messages: Vec<StoredMessage>,
-    /// How many of its messages are unsettled in all.
+    /// How many of its messages are unsettled in all (after the sequence
+    /// asked for, if any).
     pub unsettled: u64,
     /// The highest sequence of its settled (published or skipped)
     /// messages, if any are still in the table.
@@ -79,7 +80,7 @@ impl AggregateQueue {
     /// The message that holds the others back, if any: the head (lowest
     /// unsettled sequence) when it is dead, not due yet (a backoff) or
     /// leased. A pending, due head holds nothing back: the next claim takes
-    /// it.
+    /// it. (Of a queue read after a sequence, the first message listed.)
     pub fn blocker(&self) -> Option<&StoredMessage> {
         self.messages
             .first()
@@ -153,29 +154,39 @@ pub(super) async fn message(
         .map_err(store_err("reading a message"))
 }
 
-/// `aggregate`'s lowest `limit` unsettled messages, how many it has, and
-/// its last settled sequence (three probes of the aggregate's indexes).
+/// `aggregate`'s lowest `limit` unsettled messages (after sequence `after`,
+/// if given), how many it has (after `after`), and its last settled
+/// sequence: three probes of the aggregate's indexes.
 pub(super) async fn aggregate_queue(
     store: &SeaOrmOutboxStore,
     aggregate_type: &str,
     aggregate_id: &str,
+    after: Option<u64>,
     limit: u32,
 ) -> Result<AggregateQueue, StoreError> {
     let dialect = store.dialect;
     let table = store.table();
     let read = store_err("reading an aggregate's messages");
+    let after = after.map(|sequence| i64::try_from(sequence).unwrap_or(i64::MAX));
     let of_aggregate = |sql: &mut Sql| {
         sql.push(" WHERE aggregate_type = ")
             .bind(aggregate_type)
             .push(" AND aggregate_id = ")
             .bind(aggregate_id);
     };
+    let unsettled_after = |sql: &mut Sql| {
+        sql.push(" AND status <> 1");
+        if let Some(after) = after {
+            sql.push(" AND sequence > ").bind(after);
+        }
+    };
 
     let mut sql = Sql::new(dialect);
     sql.push(&format!("SELECT {} FROM {table}", columns(dialect)));
     of_aggregate(&mut sql);
+    unsettled_after(&mut sql);
     let limit = sql.param(i64::from(limit));
-    sql.push(&format!(" AND status <> 1 ORDER BY sequence LIMIT {limit}"));
+    sql.push(&format!(" ORDER BY sequence LIMIT {limit}"));
     let messages = store
         .db
         .query_all_raw(sql.build())
@@ -189,7 +200,7 @@ pub(super) async fn aggregate_queue(
     let mut sql = Sql::new(dialect);
     sql.push(&format!("SELECT COUNT(*) AS n FROM {table}"));
     of_aggregate(&mut sql);
-    sql.push(" AND status <> 1");
+    unsettled_after(&mut sql);
     let unsettled = match store.db.query_one_raw(sql.build()).await.map_err(&read)? {
         Some(row) => count(&row, "n").map_err(&read)?,
         None => 0,

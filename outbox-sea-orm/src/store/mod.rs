@@ -105,7 +105,25 @@ impl SeaOrmOutboxStore {
         aggregate_id: &str,
         limit: u32,
     ) -> Result<AggregateQueue, StoreError> {
-        inspect::aggregate_queue(self, aggregate_type, aggregate_id, limit).await
+        inspect::aggregate_queue(self, aggregate_type, aggregate_id, None, limit).await
+    }
+
+    /// What waits behind `message`: the lowest `limit` unsettled messages of
+    /// its aggregate after it, and how many there are (for operators:
+    /// `outbox dead show`).
+    pub async fn waiting_behind(
+        &self,
+        message: &StoredMessage,
+        limit: u32,
+    ) -> Result<AggregateQueue, StoreError> {
+        inspect::aggregate_queue(
+            self,
+            &message.aggregate_type,
+            &message.aggregate_id,
+            Some(message.sequence),
+            limit,
+        )
+        .await
     }
 
     /// The `limit` most recently skipped messages, newest first (see
