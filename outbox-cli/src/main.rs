@@ -29,17 +29,13 @@ mod render;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use commands::Cli;
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     // A bug is still one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("outbox: internal error (please report): {info}");
     }));
-    let cli = Cli::parse();
+    let cli = commands::parse();
     match commands::run(cli).await {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(err) => {

@@ -26,7 +26,6 @@ use crate::help;
     version,
     about,
     long_about = help::ABOUT,
-    after_help = help::AFTER_HELP,
     propagate_version = true
 )]
 pub(crate) struct Cli {
@@ -182,6 +181,24 @@ pub(crate) enum Dead {
         #[arg(long, short)]
         yes: bool,
     },
+}
+
+/// The command line with the environment and exit codes after every help
+/// page, subcommands' included.
+pub(crate) fn command() -> clap::Command {
+    fn with_after_help(command: clap::Command) -> clap::Command {
+        command
+            .after_help(help::AFTER_HELP)
+            .mut_subcommands(with_after_help)
+    }
+    with_after_help(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parses the process's arguments (exiting with clap's message and code 2
+/// on bad usage).
+pub(crate) fn parse() -> Cli {
+    let matches = command().get_matches();
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
 }
 
 /// Runs `cli`, printing what it finds or changes on stdout.
