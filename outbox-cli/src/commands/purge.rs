@@ -119,6 +119,7 @@ pub(super) async fn run(outbox: &Outbox, args: PurgeArgs) -> Result<(), CliError
 /// A bar on a terminal (stderr), a line per batch otherwise (stdout).
 struct Progress {
     bar: Option<ProgressBar>,
+    total: u64,
     what: &'static str,
 }
 
@@ -134,13 +135,17 @@ impl Progress {
             bar.set_message(what);
             bar
         });
-        Self { bar, what }
+        Self { bar, total, what }
     }
 
     fn update(&self, done: u64) {
         match &self.bar {
             Some(bar) => bar.set_position(done),
-            None => println!("removed {done} {} so far", self.what),
+            // The last batch is reported by `finish`.
+            None if done < self.total => {
+                println!("removed {done} of {} {} so far", self.total, self.what);
+            }
+            None => {}
         }
     }
 

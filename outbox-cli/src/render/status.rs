@@ -97,11 +97,15 @@ pub(crate) fn status(overview: &Overview, as_json: bool) -> String {
         for b in &overview.blocked {
             let why = match b.retry_at {
                 None => "dead".to_owned(),
-                Some(at) => format!("retry at {} (attempt {})", time(at), b.attempts + 1),
+                Some(at) => format!(
+                    "backing off until {} after {} failed attempt(s)",
+                    time(at),
+                    b.attempts
+                ),
             };
             let _ = writeln!(
                 out,
-                "  {}/{}  {} waiting behind #{} {} ({why}, {})\n      {}",
+                "  {}/{}  {} waiting behind #{} {} {}: {why}\n      {}",
                 b.aggregate_type,
                 b.aggregate_id,
                 b.waiting,
