@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
     OutboxStats, OutboxStore, PublishAck, PublishError, Published, Publisher, RetryPolicy,
-    StoreError,
+    SkipNote, StoreError,
 };
 
 /// The (message id, wall-clock ack time) pairs a [`RecordingPublisher`]
@@ -297,6 +297,13 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
         timed(&self.counts.other, self.inner.requeue_dead(selector), |n| {
             *n
+        })
+        .await
+    }
+
+    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
+        timed(&self.counts.other, self.inner.skip_dead(id, note), |&n| {
+            u64::from(n)
         })
         .await
     }

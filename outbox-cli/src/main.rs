@@ -1,37 +1,46 @@
 //! `outbox`: what an operator needs at 3 a.m. without writing SQL.
 //!
 //! ```text
-//! outbox status                         pending, leased, dead, oldest pending age, per event
-//! outbox dead list [--limit N]          dead messages: why, and what waits behind each
-//! outbox dead requeue (ID...|--event NAME|--all) --yes
+//! outbox status [--watch [SECS]]        counts, oldest pending age, per event and aggregate type, blocked aggregates
+//! outbox dead list [--limit N] [--skipped]
+//! outbox dead show ID                   envelope, headers, payload, last error, what waits behind it
+//! outbox dead requeue (ID...|--event NAME|--all) [--yes]
+//! outbox dead skip ID [--reason TEXT] [--by NAME] [--yes]
+//! outbox aggregate TYPE ID              an aggregate's unsettled messages and what blocks them
+//! outbox purge --published-before AGE [--yes]
+//! outbox purge inbox --consumer NAME --before AGE [--yes]
 //! outbox holds --consumer NAME          a consumer's aggregates held behind a message it could not apply
-//! outbox release --consumer NAME TYPE ID [--skip] --yes
+//! outbox release --consumer NAME TYPE ID [--skip] [--yes]
+//! outbox migrate                        create or upgrade the tables
+//! outbox completions SHELL
 //! ```
 //!
 //! Connects with `DATABASE_URL` (PostgreSQL, MariaDB/MySQL, SQLite);
 //! `--table` and `--inbox-table` for non-default tables; `--json` on every
-//! read command.
+//! read command. Commands that change something ask on a terminal, and need
+//! `--yes` elsewhere. Each command is a thin layer over a library call of
+//! `outbox-sea-orm` (`SeaOrmOutboxStore`, `Inbox`).
 
 mod commands;
+mod confirm;
+mod error;
+mod help;
 mod render;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use commands::Cli;
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // A bug is still one line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("outbox: internal error (please report): {info}");
+    }));
+    let cli = commands::parse();
     match commands::run(cli).await {
-        Ok(output) => {
-            print!("{output}");
-            ExitCode::SUCCESS
-        }
+        Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(err) => {
             eprintln!("outbox: {err}");
-            ExitCode::FAILURE
+            err.exit_code()
         }
     }
 }

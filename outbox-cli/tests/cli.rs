@@ -1,90 +1,47 @@
-//! The `outbox` command against real databases (MariaDB and SQLite): status,
-//! dead messages with what waits behind them, requeue only with --yes, a
-//! consumer's held aggregates and their release, and clear errors.
+//! The `outbox` command's holds and releases of a consumer's aggregates,
+//! changes refused without --yes off a terminal, help and completions, and
+//! connection errors.
 
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::unwrap_used)]
+
+mod support;
 
 use std::process::Command;
 
 use outbox_core::{HeldMessages, MessageId, ParkedMessage, Release};
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
-use outbox_tests::orders::Order;
+use outbox_sea_orm::Inbox;
 use outbox_tests::{Backend, TestDb};
-use sea_orm::ConnectionTrait;
 use serde_json::Value;
+use support::{fill, json, outbox, outbox_of};
 
-/// Runs `outbox ARGS` on `test`'s database; (success, stdout, stderr).
-fn outbox(test: &TestDb, args: &[&str]) -> (bool, String, String) {
-    let (url, _) = test.location();
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn json(test: &TestDb, args: &[&str]) -> Value {
-    let (ok, out, err) = outbox(test, args);
-    assert!(ok, "outbox {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-async fn operator_sees_and_repairs(backend: Backend) {
+async fn holds_and_releases(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
-    let outbox_handle = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
-    let orders = outbox_handle.repository::<Order>();
-    let mut order = Order::place("o-1", 100).unwrap();
-    orders.save(&mut order).await.unwrap();
-    order.amend(150).unwrap();
-    order.amend(200).unwrap();
-    orders.save(&mut order).await.unwrap();
-    orders
-        .save(&mut Order::place("o-2", 5).unwrap())
-        .await
-        .unwrap();
-    // o-1's first message went dead: its two amendments wait behind it.
-    test.db
-        .execute_unprepared(
-            "UPDATE outbox_messages SET status = 2, attempts = 10, \
-             last_error = 'payload over max_payload' WHERE aggregate_id = 'o-1' AND sequence = 1",
-        )
-        .await
-        .unwrap();
+    fill(&test).await;
 
-    let status = json(&test, &["status", "--json"]);
-    assert_eq!(status["dead"], 1);
-    assert_eq!(status["pending"], 3);
-    let (ok, text, _) = outbox(&test, &["status"]);
-    assert!(ok && text.contains("dead     1"), "{text}");
-
-    let dead = json(&test, &["dead", "list", "--json"]);
-    assert_eq!(dead.as_array().unwrap().len(), 1);
-    assert_eq!(dead[0]["aggregate_id"], "o-1");
-    assert_eq!(dead[0]["waiting_behind"], 2);
-    assert_eq!(dead[0]["last_error"], "payload over max_payload");
-
-    // Destructive commands need --yes.
-    let (ok, out, _) = outbox(&test, &["dead", "requeue", "--all"]);
-    assert!(ok && out.contains("add --yes"), "{out}");
-    assert_eq!(test.count("outbox_messages", "status = 2").await, 1);
-    let (ok, out, _) = outbox(&test, &["dead", "requeue", "--all", "--yes"]);
-    assert!(ok && out.contains("requeued 1"), "{out}");
+    // Changes need --yes without a terminal: exit 2, nothing changed.
+    let run = outbox(&test, &["dead", "requeue", "--all"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        run.err,
+        "outbox: refusing to requeue all 2 dead message(s) without --yes (no terminal to ask on)\n"
+    );
+    assert_eq!(test.count("outbox_messages", "status = 2").await, 2);
+    let run = outbox(
+        &test,
+        &["dead", "requeue", "--event", "test.order.placed", "--yes"],
+    );
+    assert!(run.out.contains("requeued 2"), "{run:?}");
     assert_eq!(test.count("outbox_messages", "status = 2").await, 0);
-    let (ok, _, err) = outbox(&test, &["dead", "requeue", "--yes"]);
-    assert!(!ok && err.contains("name the messages"), "{err}");
+    let run = outbox(&test, &["dead", "requeue", "--yes"]);
+    assert_eq!(run.code, 2);
+    assert!(run.err.contains("name the messages"), "{run:?}");
 
     // A consumer's held aggregate, released.
-    let inbox = Inbox::new(&outbox_handle, "billing").unwrap();
-    let id = MessageId::new();
+    let inbox = Inbox::new(&outbox_of(&test), "billing").unwrap();
     HeldMessages::park(
         &inbox,
         ParkedMessage::new(
-            id,
+            MessageId::new(),
             "order",
             "o-9",
             7,
@@ -96,25 +53,18 @@ async fn operator_sees_and_repairs(backend: Backend) {
     )
     .await
     .unwrap();
-    let holds = json(&test, &["holds", "--consumer", "billing", "--json"]);
+    let holds = json(&test, &["holds", "--consumer", "billing"]);
     assert_eq!(holds[0]["aggregate_id"], "o-9");
     assert_eq!(holds[0]["reason"], "rejected: card declined");
     assert_eq!(holds[0]["release"], Value::Null);
-    let (ok, out, _) = outbox(
-        &test,
-        &[
-            "release",
-            "--consumer",
-            "billing",
-            "order",
-            "o-9",
-            "--skip",
-            "--yes",
-        ],
-    );
-    assert!(ok && out.contains("released order/o-9 (skip)"), "{out}");
+    let release = ["release", "--consumer", "billing", "order", "o-9", "--skip"];
+    let run = outbox(&test, &release);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(inbox.holds().await.unwrap()[0].release, None);
+    let run = outbox(&test, &[&release[..], &["--yes"]].concat());
+    assert!(run.out.contains("released order/o-9 (skip)"), "{run:?}");
     assert_eq!(inbox.holds().await.unwrap()[0].release, Some(Release::Skip));
-    let (ok, _, err) = outbox(
+    let run = outbox(
         &test,
         &[
             "release",
@@ -125,33 +75,74 @@ async fn operator_sees_and_repairs(backend: Backend) {
             "--yes",
         ],
     );
-    assert!(!ok && err.contains("is not held"), "{err}");
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.err,
+        "outbox: order/o-404 is not held for consumer billing\n"
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_database_url_is_a_clear_error() {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["status"])
-        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(err.contains("connecting to the database"), "{err}");
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(["status"])
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&output.stderr).contains("set DATABASE_URL"));
+fn outbox_with_url(url: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    command.args(args).env_remove("DATABASE_URL");
+    if let Some(url) = url {
+        command.env("DATABASE_URL", url);
+    }
+    command.output().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mariadb() {
-    operator_sees_and_repairs(Backend::MySql).await;
+#[test]
+fn connection_errors_are_one_line() {
+    for (url, expected) in [
+        (
+            Some("postgres://nobody@127.0.0.1:1/none"),
+            "outbox: connecting to the database: ",
+        ),
+        (Some("nosuchdb://x"), "outbox: connecting to the database: "),
+        (None, "outbox: set DATABASE_URL or --database-url\n"),
+    ] {
+        let output = outbox_with_url(url, &["status"]);
+        assert!(!output.status.success());
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.starts_with(expected), "{url:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_sqlite() {
-    operator_sees_and_repairs(Backend::Sqlite).await;
+#[test]
+fn help_reads_like_a_man_page() {
+    let output = outbox_with_url(None, &["--help"]);
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for part in [
+        "Examples:",
+        "Environment:",
+        "DATABASE_URL",
+        "Exit codes:",
+        "3  answered no",
+    ] {
+        assert!(help.contains(part), "{part}: {help}");
+    }
+    let output = outbox_with_url(None, &["dead", "skip", "--help"]);
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains("$USER@host") && help.contains("Exit codes:"),
+        "{help}"
+    );
 }
+
+#[test]
+fn completions_need_no_database() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = outbox_with_url(None, &["completions", shell]);
+        assert!(output.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            script.contains("requeue") && script.contains("purge"),
+            "{shell}"
+        );
+    }
+}
+
+outbox_tests::each_backend!(empty: holds_and_releases);

@@ -121,7 +121,7 @@ pub use registry::{
 };
 pub use store::{
     ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
-    LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
+    LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
 pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};

@@ -145,6 +145,34 @@ pub enum DeadSelector {
     All,
 }
 
+/// Who skips a dead message and why ([`OutboxStore::skip_dead`]): kept on
+/// the row with the time, so the decision can be traced later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SkipNote {
+    /// Who decided (an operator's name, `user@host`).
+    pub by: String,
+    /// Why, if given.
+    pub reason: Option<String>,
+}
+
+impl SkipNote {
+    /// A skip decided by `by`, with no reason given.
+    pub fn by(by: impl Into<String>) -> Self {
+        Self {
+            by: by.into(),
+            reason: None,
+        }
+    }
+
+    /// The same with `reason`.
+    #[must_use]
+    pub fn because(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
 /// Counts for dashboards and alarms. Cheap to compute however many rows
 /// the table holds: a store counts a bounded number of pending rows exactly
 /// (the oldest first) and estimates past them, never reads published rows,
@@ -283,6 +311,18 @@ pub trait OutboxStore: Send + Sync {
         &self,
         selector: DeadSelector,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Marks the dead message `id` as deliberately not published: it is kept
+    /// (with `note` and the time) but settled, so it no longer holds back its
+    /// aggregate: the next claims publish the messages behind it, in order.
+    /// Skipped messages are purged with published ones. Returns whether
+    /// `id` was dead (and is now skipped); a message that is not dead, or
+    /// does not exist, is left alone.
+    fn skip_dead(
+        &self,
+        id: MessageId,
+        note: &SkipNote,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Deletes published messages older than `older_than`, at most
     /// `batch_size` rows per statement, until none is left; returns how many.

@@ -56,7 +56,10 @@ pub use outbox_core;
 pub use outbox_core::STANDALONE;
 pub use repository::Repository;
 pub use schema::create_schema;
-pub use store::{DeadMessage, STATS_EXACT_PENDING, SeaOrmOutboxStore};
+pub use store::{
+    AggregateQueue, AggregateTypeStats, BlockedAggregate, DeadMessage, MessageState, Overview,
+    STATS_EXACT_PENDING, SeaOrmOutboxStore, StoredMessage,
+};
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};
 pub use wake::{CommitEvent, CommitListener, PgNotifications};
 

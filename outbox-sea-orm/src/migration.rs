@@ -1,6 +1,7 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
 //! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
-//! [`AddQueueIndexes`], [`AddAbandonedClaims`] and [`CreateHeldTable`]. A database migrated before a later migration
+//! [`AddQueueIndexes`], [`AddAbandonedClaims`], [`CreateHeldTable`] and
+//! [`AddSkippedMessages`]. A database migrated before a later migration
 //! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
@@ -26,7 +27,7 @@ use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 use crate::schema::{
     abandoned_column, create_held, create_inbox, create_outbox, drop_held, drop_inbox, drop_outbox,
-    queue_indexes,
+    drop_skipped_columns, queue_indexes, skipped_columns,
 };
 
 /// Where [`OutboxMigrator`] records which migrations ran.
@@ -41,6 +42,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(AddQueueIndexes::new(config)),
         Box::new(AddAbandonedClaims::new(config)),
         Box::new(CreateHeldTable::new(config)),
+        Box::new(AddSkippedMessages::new(config)),
     ]
 }
 
@@ -278,6 +280,51 @@ impl MigrationTrait for CreateHeldTable {
         execute(
             manager,
             [drop_held(dialect(manager), self.config.inbox_table())],
+        )
+        .await
+    }
+}
+
+/// The columns `skipped_at`, `skipped_by` and `skip_reason` and the index
+/// `<table>_skipped`: a dead message an operator deliberately leaves
+/// unpublished is kept with who, why and when
+/// ([`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead)).
+#[derive(Debug, Clone)]
+pub struct AddSkippedMessages {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl AddSkippedMessages {
+    /// The migration for `config`'s table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261125_000006_skipped_{}", config.table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for AddSkippedMessages {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for AddSkippedMessages {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            skipped_columns(dialect(manager), self.config.table()),
+        )
+        .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            drop_skipped_columns(dialect(manager), self.config.table()),
         )
         .await
     }

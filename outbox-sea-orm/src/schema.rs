@@ -12,6 +12,12 @@
 //! | `status` | 0 pending, 1 published, 2 dead | | |
 //! | `attempts`, `last_error`, `lease_token`, `stream_sequence` | | | |
 //! | `abandoned` (claims that ended without a settlement) | integer | integer | integer |
+//! | `skipped_at`, `skipped_by`, `skip_reason` (a dead message an operator skipped, from migration `m20261125_000006`) | `timestamptz`, `varchar(255)`, text | `DATETIME(6)`, `VARCHAR(255)`, `TEXT` | `TEXT` |
+//!
+//! A skipped message is settled without a publish: `status` 1 (so to the
+//! claim, its walk index and the purge it is as done as a published one,
+//! and its aggregate moves on), `published_at` the time of the skip,
+//! `stream_sequence` NULL, and `skipped_at` set.
 //!
 //! Indexes:
 //! - `<table>_pending`: the claim's scan. PostgreSQL and SQLite: a partial
@@ -202,6 +208,63 @@ pub(crate) fn abandoned_column(dialect: Dialect, table: &TableName) -> String {
     )
 }
 
+/// The columns and index of migration `m20261125_000006`: `skipped_at`,
+/// `skipped_by`, `skip_reason` (a dead message an operator deliberately left
+/// unpublished, see [`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead))
+/// and the index `<table>_skipped`.
+pub(crate) fn skipped_columns(dialect: Dialect, table: &TableName) -> Vec<String> {
+    let t = table.as_str();
+    let q = |ident: &str| dialect.quote(ident);
+    let (time, by, reason) = match dialect {
+        Dialect::Postgres => ("timestamptz", "varchar(255)", "text"),
+        Dialect::MySql => ("DATETIME(6)", "VARCHAR(255)", "TEXT"),
+        Dialect::Sqlite => ("TEXT", "TEXT", "TEXT"),
+    };
+    let if_not_exists = if dialect == Dialect::Postgres {
+        "IF NOT EXISTS "
+    } else {
+        ""
+    };
+    let mut statements: Vec<String> = [
+        ("skipped_at", time),
+        ("skipped_by", by),
+        ("skip_reason", reason),
+    ]
+    .iter()
+    .map(|(column, kind)| {
+        format!(
+            "ALTER TABLE {table} ADD COLUMN {if_not_exists}{column} {kind} NULL",
+            table = q(t)
+        )
+    })
+    .collect();
+    let name = q(&format!("{t}_skipped"));
+    statements.push(match dialect {
+        Dialect::MySql => format!("CREATE INDEX {name} ON {table} (skipped_at)", table = q(t)),
+        _ => format!(
+            "CREATE INDEX IF NOT EXISTS {name} ON {table} (skipped_at) WHERE skipped_at IS NOT NULL",
+            table = q(t)
+        ),
+    });
+    statements
+}
+
+/// The statements that drop what [`skipped_columns`] adds.
+#[cfg(feature = "migration")]
+pub(crate) fn drop_skipped_columns(dialect: Dialect, table: &TableName) -> Vec<String> {
+    let t = table.as_str();
+    let q = |ident: &str| dialect.quote(ident);
+    let name = q(&format!("{t}_skipped"));
+    let mut statements = vec![match dialect {
+        Dialect::MySql => format!("DROP INDEX {name} ON {}", q(t)),
+        _ => format!("DROP INDEX IF EXISTS {name}"),
+    }];
+    for column in ["skip_reason", "skipped_by", "skipped_at"] {
+        statements.push(format!("ALTER TABLE {} DROP COLUMN {column}", q(t)));
+    }
+    statements
+}
+
 /// The statements that create the inbox table and its index.
 pub(crate) fn create_inbox(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();
@@ -325,6 +388,7 @@ pub async fn create_schema(
         .into_iter()
         .chain(queue_indexes(dialect, config.table()))
         .chain([abandoned_column(dialect, config.table())])
+        .chain(skipped_columns(dialect, config.table()))
         .chain(inbox)
     {
         match db.execute_unprepared(&statement).await {

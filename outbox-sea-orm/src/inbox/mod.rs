@@ -306,6 +306,17 @@ impl Inbox {
     /// # }
     /// ```
     pub async fn purge(&self, older_than: Duration, batch_size: u32) -> Result<u64, OutboxError> {
+        self.purge_reporting(older_than, batch_size, |_| {}).await
+    }
+
+    /// [`purge`](Self::purge), calling `progress` with the running total of
+    /// deleted rows after each batch (for a progress bar).
+    pub async fn purge_reporting(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+        mut progress: impl FnMut(u64) + Send,
+    ) -> Result<u64, OutboxError> {
         let batch = batch_size.max(1);
         let mut purged = 0;
         loop {
@@ -318,11 +329,18 @@ impl Inbox {
             )
             .await?;
             purged += deleted;
+            progress(purged);
             if deleted < u64::from(batch) {
                 tracing::debug!(consumer = %self.consumer, purged, "inbox purged");
                 return Ok(purged);
             }
         }
+    }
+
+    /// How many of this consumer's inbox rows were processed more than
+    /// `older_than` ago: what [`purge`](Self::purge) would delete now.
+    pub async fn count_processed_before(&self, older_than: Duration) -> Result<u64, OutboxError> {
+        Ok(sql::count_before(self.outbox.db(), self.table(), &self.consumer, older_than).await?)
     }
 
     fn count(&self, outcome: &'static str) {

@@ -104,3 +104,25 @@ pub(super) async fn purge_batch(
     }
     Ok(db.execute_raw(sql.build()).await?.rows_affected())
 }
+
+/// Counts `consumer`'s rows processed more than `older_than` ago.
+pub(super) async fn count_before(
+    db: &impl ConnectionTrait,
+    table: &str,
+    consumer: &str,
+    older_than: Duration,
+) -> Result<u64, DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    let mut sql = Sql::new(dialect);
+    let owner = sql.param(consumer);
+    let ago = sql.param(-crate::dialect::millis(older_than));
+    sql.push(&format!(
+        "SELECT COUNT(*) AS n FROM {} WHERE consumer = {owner} AND processed_at < {}",
+        dialect.quote(table),
+        dialect.now_plus_millis(&ago)
+    ));
+    let Some(row) = db.query_one_raw(sql.build()).await? else {
+        return Ok(0);
+    };
+    Ok(u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0))
+}

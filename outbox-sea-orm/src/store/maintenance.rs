@@ -1,4 +1,5 @@
-//! Maintenance: requeue dead messages, purge old published ones, stats.
+//! Maintenance: requeue dead messages, purge old published ones (skipped
+//! ones with them), stats.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,41 +43,82 @@ pub(super) async fn requeue_dead(
     Ok(result.rows_affected())
 }
 
-/// Deletes published rows older than `older_than`, `batch_size` at a time so
-/// no statement holds many locks or runs long.
+/// Deletes published (and skipped) rows older than `older_than`,
+/// `batch_size` at a time so no statement holds many locks or runs long;
+/// calls `progress` with the running total after each batch.
 pub(super) async fn purge_published(
     store: &SeaOrmOutboxStore,
     older_than: Duration,
     batch_size: u32,
+    mut progress: impl FnMut(u64) + Send,
+) -> Result<u64, StoreError> {
+    let batch = u64::from(batch_size.max(1));
+    let mut purged = 0;
+    loop {
+        let deleted = purge_batch(store, older_than, batch).await?;
+        purged += deleted;
+        progress(purged);
+        if deleted < batch {
+            tracing::debug!(purged, "outbox purged");
+            return Ok(purged);
+        }
+    }
+}
+
+/// The filter of published rows older than `older_than` (its placeholder
+/// bound in `sql`).
+fn published_before(sql: &mut Sql, older_than: Duration) -> String {
+    let dialect = sql.dialect();
+    let ago = sql.param(-millis(older_than));
+    format!(
+        "status = 1 AND published_at < {}",
+        dialect.now_plus_millis(&ago)
+    )
+}
+
+/// Deletes up to `batch` published rows older than `older_than`.
+async fn purge_batch(
+    store: &SeaOrmOutboxStore,
+    older_than: Duration,
+    batch: u64,
 ) -> Result<u64, StoreError> {
     let dialect = store.dialect;
     let table = store.table();
-    let batch = i64::from(batch_size.max(1));
-    let mut purged = 0;
-    loop {
-        let mut sql = Sql::new(dialect);
-        let cutoff = {
-            let ago = sql.param(-millis(older_than));
-            dialect.now_plus_millis(&ago)
-        };
-        let limit = sql.param(batch);
-        let filter = format!("status = 1 AND published_at < {cutoff}");
-        sql.push(&match dialect {
-            Dialect::MySql => format!("DELETE FROM {table} WHERE {filter} ORDER BY published_at LIMIT {limit}"),
-            _ => format!(
-                "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {filter} LIMIT {limit})"
-            ),
-        });
-        let deleted = store
-            .db
-            .execute_raw(sql.build())
-            .await
-            .map_err(store_err("purging"))?
-            .rows_affected();
-        purged += deleted;
-        if deleted < batch as u64 {
-            return Ok(purged);
+    let mut sql = Sql::new(dialect);
+    let filter = published_before(&mut sql, older_than);
+    let limit = sql.param(i64::try_from(batch).unwrap_or(i64::MAX));
+    sql.push(&match dialect {
+        Dialect::MySql => {
+            format!("DELETE FROM {table} WHERE {filter} ORDER BY published_at LIMIT {limit}")
         }
+        _ => format!(
+            "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {filter} LIMIT {limit})"
+        ),
+    });
+    Ok(store
+        .db
+        .execute_raw(sql.build())
+        .await
+        .map_err(store_err("purging"))?
+        .rows_affected())
+}
+
+/// How many published (and skipped) rows are older than `older_than` (a
+/// count over the purge's index).
+pub(super) async fn count_published(
+    store: &SeaOrmOutboxStore,
+    older_than: Duration,
+) -> Result<u64, StoreError> {
+    let mut sql = Sql::new(store.dialect);
+    let filter = published_before(&mut sql, older_than);
+    sql.push(&format!(
+        "SELECT COUNT(*) AS n FROM {} WHERE {filter}",
+        store.table()
+    ));
+    let read = store_err("counting published messages");
+    match store.db.query_one_raw(sql.build()).await.map_err(&read)? {
+        Some(row) => count(&row, "n").map_err(read),
+        None => Ok(0),
     }
 }
 

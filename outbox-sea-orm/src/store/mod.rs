@@ -3,17 +3,24 @@
 
 mod claim;
 mod dead;
+mod inspect;
 mod maintenance;
+mod overview;
 mod settle;
+mod skip;
+mod state;
 
 pub use dead::DeadMessage;
+pub use inspect::{AggregateQueue, StoredMessage};
 pub use maintenance::STATS_EXACT_PENDING;
+pub use overview::{AggregateTypeStats, BlockedAggregate, Overview};
+pub use state::MessageState;
 
 use std::time::Duration;
 
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, StoreError,
+    OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
 use sea_orm::DatabaseConnection;
 
@@ -22,7 +29,8 @@ use crate::dialect::Dialect;
 
 /// The outbox table as the processor uses it: claims under leases with
 /// fencing tokens, completions, failures with backoff, and operations
-/// (requeue, purge, stats). Every time comparison uses the database clock.
+/// (requeue, skip, purge, stats; for operators also [`message`](Self::message),
+/// [`aggregate_queue`](Self::aggregate_queue) and [`overview`](Self::overview)). Every time comparison uses the database clock.
 ///
 /// How a claim keeps per-aggregate order, on every backend: it walks the
 /// aggregates that have unpublished messages, looking only at each one's
@@ -79,6 +87,75 @@ impl SeaOrmOutboxStore {
     /// `outbox dead list` command).
     pub async fn dead_messages(&self, limit: u32) -> Result<Vec<DeadMessage>, StoreError> {
         dead::dead_messages(self, limit).await
+    }
+
+    /// The message `id` as stored, in whatever state (for operators: `outbox
+    /// dead show`); `None` when the table does not hold it.
+    pub async fn message(&self, id: MessageId) -> Result<Option<StoredMessage>, StoreError> {
+        inspect::message(self, id).await
+    }
+
+    /// One aggregate's lowest `limit` unsettled messages in sequence order,
+    /// with their states, how many it has unsettled and its last settled
+    /// sequence (for operators: `outbox aggregate`);
+    /// [`AggregateQueue::blocker`] names what holds it back.
+    pub async fn aggregate_queue(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        limit: u32,
+    ) -> Result<AggregateQueue, StoreError> {
+        inspect::aggregate_queue(self, aggregate_type, aggregate_id, None, limit).await
+    }
+
+    /// What waits behind `message`: the lowest `limit` unsettled messages of
+    /// its aggregate after it, and how many there are (for operators:
+    /// `outbox dead show`).
+    pub async fn waiting_behind(
+        &self,
+        message: &StoredMessage,
+        limit: u32,
+    ) -> Result<AggregateQueue, StoreError> {
+        inspect::aggregate_queue(
+            self,
+            &message.aggregate_type,
+            &message.aggregate_id,
+            Some(message.sequence),
+            limit,
+        )
+        .await
+    }
+
+    /// The `limit` most recently skipped messages, newest first (see
+    /// [`OutboxStore::skip_dead`]).
+    pub async fn skipped_messages(&self, limit: u32) -> Result<Vec<StoredMessage>, StoreError> {
+        skip::skipped_messages(self, limit).await
+    }
+
+    /// [`stats`](OutboxStore::stats) plus what an operator looks at: skipped
+    /// messages, counts per aggregate type, and up to `blocked_limit`
+    /// aggregates held behind a dead or backing-off head (`outbox status`).
+    pub async fn overview(&self, blocked_limit: u32) -> Result<Overview, StoreError> {
+        overview::overview(self, blocked_limit).await
+    }
+
+    /// [`purge_published`](OutboxStore::purge_published), calling `progress`
+    /// with the running total of deleted rows after each batch (for a
+    /// progress bar).
+    pub async fn purge_published_reporting(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+        progress: impl FnMut(u64) + Send,
+    ) -> Result<u64, StoreError> {
+        maintenance::purge_published(self, older_than, batch_size, progress).await
+    }
+
+    /// How many published (and skipped) messages are older than
+    /// `older_than`: what [`purge_published`](OutboxStore::purge_published)
+    /// would delete now.
+    pub async fn count_published(&self, older_than: Duration) -> Result<u64, StoreError> {
+        maintenance::count_published(self, older_than).await
     }
 
     /// The quoted table name.
@@ -142,12 +219,16 @@ impl OutboxStore for SeaOrmOutboxStore {
         maintenance::requeue_dead(self, selector).await
     }
 
+    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
+        skip::skip_dead(self, id, note).await
+    }
+
     async fn purge_published(
         &self,
         older_than: Duration,
         batch_size: u32,
     ) -> Result<u64, StoreError> {
-        maintenance::purge_published(self, older_than, batch_size).await
+        maintenance::purge_published(self, older_than, batch_size, |_| {}).await
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, FailureKind, MessageId, OutboxStore, Published,
-    RetryPolicy,
+    RetryPolicy, SkipNote,
 };
 
 use super::ContractWriter;
@@ -398,6 +398,67 @@ pub async fn a_dead_message_holds_its_aggregate_until_requeued<
     let again = claim(&store, 10, LONG).await;
     assert_eq!(ids(&again), a, "a#1 then a#2; b#1 stays dead");
     assert_eq!(again.messages[0].attempts, 0, "attempts reset");
+}
+
+/// Skipping a dead message settles it unpublished: its aggregate's later
+/// messages are claimed, in order; a message that is not dead is not
+/// skipped; a skipped message is purged like a published one.
+pub async fn a_skipped_dead_message_releases_its_aggregate<
+    S: OutboxStore + Clone + 'static,
+    W: ContractWriter,
+>(
+    (store, writer): (S, W),
+) {
+    let a = writer.append("a", 3).await;
+    let b = writer.append("b", 1).await;
+    let batch = claim(&store, 10, LONG).await;
+    fail(
+        &store,
+        &batch,
+        a[0],
+        FailureKind::Permanent,
+        &RetryPolicy::default(),
+    )
+    .await;
+    release(&store, &batch, &a[1..]).await;
+    release(&store, &batch, &b).await;
+    let note = SkipNote::by("contract@test").because("a payload no broker takes");
+    let skip = |id| {
+        let store = store.clone();
+        let note = note.clone();
+        async move {
+            store
+                .skip_dead(id, &note)
+                .await
+                .unwrap_or_else(|err| panic!("skip_dead: {err}"))
+        }
+    };
+    assert!(!skip(a[1]).await, "a pending message is not skipped");
+    assert!(skip(a[0]).await, "the dead head is");
+    assert!(!skip(a[0]).await, "once");
+    let after = claim(&store, 10, LONG).await;
+    let claimed = ids(&after);
+    let of_a: Vec<MessageId> = claimed
+        .iter()
+        .copied()
+        .filter(|id| a.contains(id))
+        .collect();
+    assert_eq!(of_a, a[1..], "a#2 and a#3, in order, past the skipped a#1");
+    assert!(claimed.contains(&b[0]), "b untouched");
+    let stats = store
+        .stats()
+        .await
+        .unwrap_or_else(|err| panic!("stats: {err}"));
+    assert_eq!((stats.dead, stats.pending), (0, 3), "{stats:?}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let purged = store
+        .purge_published(Duration::from_secs(1), 100)
+        .await
+        .unwrap_or_else(|err| panic!("purge_published: {err}"));
+    assert_eq!(
+        purged, 1,
+        "the skipped message is purged with published ones"
+    );
 }
 
 /// A message sent dead after its claims were abandoned (the processor's

@@ -62,6 +62,7 @@ macro_rules! store_contract_tests {
                 a_retryable_failure_backs_off_and_holds_its_aggregate,
                 a_dead_message_holds_its_aggregate_until_requeued,
                 requeue_forgets_abandoned_claims,
+                a_skipped_dead_message_releases_its_aggregate,
                 stats_count_pending_leased_and_dead,
                 purge_removes_only_old_published_messages,
             );

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, StoreError,
+    OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
 
 use super::lock;
@@ -143,6 +143,10 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
         self.inner.requeue_dead(selector).await
+    }
+
+    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
+        self.inner.skip_dead(id, note).await
     }
 
     async fn purge_published(

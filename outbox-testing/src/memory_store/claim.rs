@@ -8,7 +8,7 @@ use std::ops::Bound;
 use chrono::{DateTime, Utc};
 use outbox_core::{ClaimedMessage, MessageId};
 
-use super::row::{RowLease, Status};
+use super::row::RowLease;
 use super::{AggregateKey, Table};
 
 impl Table {
@@ -98,11 +98,7 @@ impl Table {
         };
         sequences
             .values()
-            .filter(|id| {
-                self.rows
-                    .get(id)
-                    .is_some_and(|row| row.status != Status::Published)
-            })
+            .filter(|id| self.rows.get(id).is_some_and(|row| !row.is_settled()))
             .take_while(|id| {
                 wanted(id) && self.rows.get(id).is_some_and(|row| row.is_publishable(now))
             })

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use outbox_core::{
     ClaimedBatch, ClaimedMessage, DeadSelector, Failure, Lease, LeaseOutcome, LeaseToken,
-    MessageId, OutboxStats, OutboxStore, Published, RetryPolicy, StoreError,
+    MessageId, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
 
 use super::row::RowLease;
@@ -86,6 +86,10 @@ impl OutboxStore for MemoryStore {
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
         Ok(self.table().requeue_dead(&selector, self.clock.now()))
+    }
+
+    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
+        Ok(self.table().skip_dead(id, note, self.clock.now()))
     }
 
     async fn purge_published(

@@ -1,7 +1,7 @@
 //! One outbox row in memory, and the rules that say when it may be claimed.
 
 use chrono::{DateTime, Utc};
-use outbox_core::{ClaimedMessage, LeaseToken, OutboxMessage};
+use outbox_core::{ClaimedMessage, LeaseToken, OutboxMessage, SkipNote};
 
 /// Where a row is in its life, as the SQL stores' `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,6 +9,8 @@ pub(crate) enum Status {
     Pending,
     Published,
     Dead,
+    /// Dead, then settled unpublished by an operator.
+    Skipped,
 }
 
 /// A live or expired lease on a row.
@@ -29,7 +31,10 @@ pub(crate) struct Row {
     pub(crate) next_attempt_at: DateTime<Utc>,
     pub(crate) last_error: Option<String>,
     pub(crate) created_at: DateTime<Utc>,
-    pub(crate) published_at: Option<DateTime<Utc>>,
+    /// When it was published or skipped.
+    pub(crate) settled_at: Option<DateTime<Utc>>,
+    /// Who skipped it and why.
+    pub(crate) skip_note: Option<SkipNote>,
     pub(crate) stream_sequence: Option<u64>,
 }
 
@@ -45,9 +50,15 @@ impl Row {
             lease: None,
             last_error: None,
             created_at: now,
-            published_at: None,
+            settled_at: None,
+            skip_note: None,
             stream_sequence: None,
         }
+    }
+
+    /// Published or skipped: it no longer holds its aggregate back.
+    pub(crate) fn is_settled(&self) -> bool {
+        matches!(self.status, Status::Published | Status::Skipped)
     }
 
     /// Pending, due, and not under a live lease: a claim may take it.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use outbox_core::{
     DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId,
-    OutboxStats, Published, RetryPolicy,
+    OutboxStats, Published, RetryPolicy, SkipNote,
 };
 
 use super::Table;
@@ -52,7 +52,7 @@ impl Table {
             .collect();
         self.settle(token, published.iter().map(|p| p.id), |row| {
             row.status = Status::Published;
-            row.published_at = Some(now);
+            row.settled_at = Some(now);
             row.stream_sequence = sequences.get(&row.message.id).copied().flatten();
             row.lease = None;
         })
@@ -118,12 +118,24 @@ impl Table {
         requeued
     }
 
+    pub(super) fn skip_dead(&mut self, id: MessageId, note: &SkipNote, now: DateTime<Utc>) -> bool {
+        match self.rows.get_mut(&id) {
+            Some(row) if row.status == Status::Dead => {
+                row.status = Status::Skipped;
+                row.settled_at = Some(now);
+                row.skip_note = Some(note.clone());
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(super) fn purge_published(&mut self, before: DateTime<Utc>) -> u64 {
         let old: Vec<MessageId> = self
             .rows
             .values()
-            .filter(|row| row.status == Status::Published)
-            .filter(|row| row.published_at.is_some_and(|at| at < before))
+            .filter(|row| row.is_settled())
+            .filter(|row| row.settled_at.is_some_and(|at| at < before))
             .map(|row| row.message.id)
             .collect();
         for id in &old {
@@ -163,7 +175,7 @@ impl Table {
                         .or_insert_with(counts)
                         .dead += 1;
                 }
-                Status::Published => {}
+                Status::Published | Status::Skipped => {}
             }
         }
         stats.oldest_pending_age = oldest.map(|at| (now - at).to_std().unwrap_or_default());

@@ -1,7 +1,7 @@
 //! Reading the in-memory table back: what a test asserts on.
 
 use chrono::{DateTime, Utc};
-use outbox_core::{MessageId, OutboxMessage};
+use outbox_core::{MessageId, OutboxMessage, SkipNote};
 
 use super::MemoryStore;
 use super::row::{Row, Status};
@@ -16,6 +16,9 @@ pub enum StoredStatus {
     Published,
     /// Not retried any more; its aggregate waits behind it.
     Dead,
+    /// Dead, then settled unpublished by an operator
+    /// ([`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead)).
+    Skipped,
 }
 
 /// A stored message and its bookkeeping, as a test reads it.
@@ -38,6 +41,8 @@ pub struct StoredMessage {
     pub stream_sequence: Option<u64>,
     /// Under a lease that has not run out.
     pub leased: bool,
+    /// For a skipped message: who skipped it and why.
+    pub skip_note: Option<SkipNote>,
 }
 
 impl MemoryStore {
@@ -84,7 +89,7 @@ impl MemoryStore {
             sequences
                 .values()
                 .filter_map(|id| table.rows.get(id))
-                .find(|row| row.status != Status::Published)
+                .find(|row| !row.is_settled())
                 .is_some_and(|head| head.is_publishable(now))
         }) || table.rows.values().any(|row| row.is_leased(now))
     }
@@ -105,6 +110,7 @@ fn stored(row: &Row, now: DateTime<Utc>) -> StoredMessage {
             Status::Pending => StoredStatus::Pending,
             Status::Published => StoredStatus::Published,
             Status::Dead => StoredStatus::Dead,
+            Status::Skipped => StoredStatus::Skipped,
         },
         attempts: row.attempts,
         abandoned: row.abandoned,
@@ -112,5 +118,6 @@ fn stored(row: &Row, now: DateTime<Utc>) -> StoredMessage {
         next_attempt_at: row.next_attempt_at,
         stream_sequence: row.stream_sequence,
         leased: row.is_leased(now),
+        skip_note: row.skip_note.clone(),
     }
 }

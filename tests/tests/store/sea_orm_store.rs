@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use outbox_core::{
     AggregateChanges, AggregateRef, ClaimedBatch, DeadSelector, Failure, FailureKind, LeaseOutcome,
     LeaseToken, MessageContext, MessageId, OutboxMessage, OutboxStore, PendingMessage, Published,
-    RetryPolicy,
+    RetryPolicy, SkipNote,
 };
 use outbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
 use outbox_tests::orders::{Order, OrderPlaced};
@@ -742,6 +742,70 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
     assert_eq!(test.count(TABLE, "status <> 1").await, 0);
 }
 
+/// A skipped dead message settles without a publish: its aggregate's later
+/// messages are claimed, in order, by the walk and by id; another dead
+/// aggregate stays blocked; only dead messages can be skipped, once; the
+/// purge removes skipped rows with published ones.
+async fn skipped_dead_message_releases_only_its_aggregate(test: TestDb) {
+    let outbox = outbox_of(&test);
+    // s-000 and s-001, three events each; both heads go dead.
+    let orders = seed(&outbox, "s", 2, 3).await;
+    let store = store_on(test.db.clone());
+    let batch = store.claim(100, LONG_LEASE).await.unwrap();
+    let heads = [orders[0][0], orders[1][0]];
+    let failed = failures(&heads, FailureKind::Permanent, "poison");
+    store
+        .fail(batch.lease.token, &failed, &quick_retry(10))
+        .await
+        .unwrap();
+    let behind: Vec<MessageId> = orders.iter().flat_map(|o| o[1..].to_vec()).collect();
+    store.release(batch.lease.token, &behind).await.unwrap();
+    assert!(nothing_claimable(&store, 100).await);
+
+    let note = SkipNote::by("alice@ops").because("sent by hand");
+    assert!(store.skip_dead(heads[0], &note).await.unwrap());
+    assert!(!store.skip_dead(heads[0], &note).await.unwrap(), "once");
+    assert!(
+        !store.skip_dead(orders[1][1], &note).await.unwrap(),
+        "a pending message is not skipped"
+    );
+    let row = row_state(&test, heads[0]).await;
+    assert_eq!(row.status, 1);
+    assert_eq!(
+        test.count(
+            TABLE,
+            "skipped_by = 'alice@ops' AND skip_reason = 'sent by hand' \
+             AND skipped_at IS NOT NULL AND stream_sequence IS NULL"
+        )
+        .await,
+        1
+    );
+
+    // By id (the fast path) first: s-000's second message only.
+    let batch = store.claim_ids(&orders[0][1..2], LONG_LEASE).await.unwrap();
+    assert_eq!(ids_of(&batch), [orders[0][1]]);
+    store
+        .release(batch.lease.token, &[orders[0][1]])
+        .await
+        .unwrap();
+    // The walk: s-000's two, in order; nothing of s-001.
+    let batch = store.claim(100, LONG_LEASE).await.unwrap();
+    assert_eq!(ids_of(&batch), orders[0][1..]);
+    store
+        .complete(batch.lease.token, &published(&orders[0][1..]))
+        .await
+        .unwrap();
+    assert!(nothing_claimable(&store, 100).await);
+    assert_eq!(row_state(&test, heads[1]).await.status, 2);
+
+    // Purged with the published rows (once settled before now: SQLite
+    // keeps milliseconds).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.purge_published(Duration::ZERO, 2).await.unwrap(), 3);
+    assert_eq!(test.count(TABLE, "skipped_at IS NOT NULL").await, 0);
+    assert_eq!(test.count(TABLE, "status = 2").await, 1);
+}
+
 // ---------------------------------------------------------------------------
 // 5. release()
 // ---------------------------------------------------------------------------
@@ -1384,6 +1448,7 @@ outbox_tests::each_backend!(
     retryable_failure_backs_off,
     permanent_failure_and_exhausted_attempts_are_dead,
     dead_message_blocks_only_its_aggregate_until_requeued,
+    skipped_dead_message_releases_only_its_aggregate,
     released_messages_are_claimable_at_once_with_attempts_unchanged,
     renew_extends_the_lease,
     only_leases_that_ran_out_count_as_abandoned_claims,

@@ -1092,9 +1092,9 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(table_exists(&test, "outbox_inbox_held").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        5,
+        6,
         "the outbox table, the inbox table, the queue indexes (claim walk, dead count), \
-         the abandoned claims, the held messages"
+         the abandoned claims, the held messages, the skipped messages"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
@@ -1136,7 +1136,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 5);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 6);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
@@ -1203,9 +1203,9 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert!(!table_exists(&test, "outbox_migrations").await);
     assert_eq!(
         test.count("seaql_migrations", "1=1").await,
-        6,
+        7,
         "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count), \
-         the abandoned claims and the held messages"
+         the abandoned claims, the held messages and the skipped messages"
     );
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
@@ -1219,12 +1219,21 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 6);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 7);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
-    // The held messages go first, then the abandoned claims column, then
-    // the heads index (on MySQL/MariaDB the first schema's index comes
-    // back), then the inbox, then the outbox.
+    // The skipped columns go first, then the held messages, then the
+    // abandoned claims column, then the heads index (on MySQL/MariaDB the
+    // first schema's index comes back), then the inbox, then the outbox.
+    let skipped_column = "SELECT skipped_at FROM custom_outbox";
+    test.db.execute_unprepared(skipped_column).await.unwrap();
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(
+        test.db.execute_unprepared(skipped_column).await.is_err(),
+        "the skipped columns are gone"
+    );
+    assert!(table_exists(&test, "custom_inbox_held").await);
+    assert_eq!(test.count("custom_outbox", "1=1").await, 1);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(!table_exists(&test, "custom_inbox_held").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();

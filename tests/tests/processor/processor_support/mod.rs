@@ -16,7 +16,7 @@ use futures::StreamExt;
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
     OutboxStats, OutboxStore, ProcessorHandle, PublishAck, PublishError, Published, Publisher,
-    RetryPolicy, StoreError, wire,
+    RetryPolicy, SkipNote, StoreError, wire,
 };
 use outbox_nats::{JetStreamPublisher, StreamSpec};
 use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
@@ -142,6 +142,10 @@ impl OutboxStore for CountedStore {
 
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
         self.store.requeue_dead(selector).await
+    }
+
+    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
+        self.store.skip_dead(id, note).await
     }
 
     async fn purge_published(&self, older_than: Duration, batch: u32) -> Result<u64, StoreError> {

@@ -1,0 +1,63 @@
+//! `outbox holds` and `outbox release`: a consumer's aggregates held behind a
+//! message it could not apply.
+
+use outbox_core::Release;
+use outbox_sea_orm::{Inbox, Outbox};
+
+use crate::confirm::confirm;
+use crate::error::CliError;
+use crate::render;
+
+pub(super) async fn list(outbox: &Outbox, consumer: String, json: bool) -> Result<(), CliError> {
+    let inbox = Inbox::new(outbox, consumer)?;
+    print!("{}", render::holds(&inbox.holds().await?, json));
+    Ok(())
+}
+
+pub(super) async fn release(
+    outbox: &Outbox,
+    consumer: String,
+    aggregate_type: &str,
+    aggregate_id: &str,
+    skip: bool,
+    yes: bool,
+) -> Result<(), CliError> {
+    let how = if skip { Release::Skip } else { Release::Retry };
+    let inbox = Inbox::new(outbox, consumer.clone())?;
+    let holds = inbox.holds().await?;
+    let Some(hold) = holds
+        .iter()
+        .find(|h| h.aggregate_type == aggregate_type && h.aggregate_id == aggregate_id)
+    else {
+        return Err(CliError::NotFound(format!(
+            "{aggregate_type}/{aggregate_id} is not held for consumer {consumer}"
+        )));
+    };
+    confirm(
+        &format!(
+            "release {aggregate_type}/{aggregate_id} of consumer {consumer} ({}: {} {}, {} \
+             parked behind it)",
+            how.as_str(),
+            if skip {
+                "leave unapplied"
+            } else {
+                "apply again"
+            },
+            hold.message_id,
+            hold.waiting
+        ),
+        yes,
+    )?;
+    if inbox.release(aggregate_type, aggregate_id, how).await? {
+        println!(
+            "released {aggregate_type}/{aggregate_id} ({}): its subscriber applies what is \
+             parked within a second",
+            how.as_str()
+        );
+        Ok(())
+    } else {
+        Err(CliError::NotFound(format!(
+            "{aggregate_type}/{aggregate_id} is not held for consumer {consumer}"
+        )))
+    }
+}

@@ -1,0 +1,54 @@
+//! `outbox migrate`: the shipped migrations, for the tables named by
+//! `--table` and `--inbox-table`, recorded in `outbox_migrations`.
+
+use std::sync::OnceLock;
+
+use outbox_sea_orm::migration::{MIGRATION_TABLE, migrations};
+use outbox_sea_orm::{Outbox, OutboxConfig};
+use sea_orm_migration::sea_query::{Alias, IntoIden};
+use sea_orm_migration::{MigrationTrait, MigratorTrait};
+
+use crate::error::CliError;
+
+/// The tables `outbox migrate` was asked for (a migrator's migrations are
+/// an associated function: they cannot take them as an argument).
+static TABLES: OnceLock<OutboxConfig> = OnceLock::new();
+
+/// The outbox's migrations for [`TABLES`], with their own history table.
+struct Migrator;
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        migrations(TABLES.get_or_init(OutboxConfig::default))
+    }
+
+    fn migration_table_name() -> sea_orm::DynIden {
+        Alias::new(MIGRATION_TABLE).into_iden()
+    }
+}
+
+pub(super) async fn run(outbox: &Outbox) -> Result<(), CliError> {
+    if TABLES.set(outbox.config().clone()).is_err() {
+        return Err(CliError::Usage("migrate runs once per process".to_owned()));
+    }
+    let db = outbox.db();
+    let failed = CliError::Migration;
+    let pending = Migrator::get_pending_migrations(db).await.map_err(failed)?;
+    if pending.is_empty() {
+        println!(
+            "up to date: the {} migrations of {} and {} are applied",
+            Migrator::migrations().len(),
+            outbox.config().table(),
+            outbox.config().inbox_table()
+        );
+        return Ok(());
+    }
+    let names: Vec<String> = pending.iter().map(|m| m.name().to_owned()).collect();
+    Migrator::up(db, None).await.map_err(failed)?;
+    println!("applied {} migration(s):", names.len());
+    for name in names {
+        println!("  {name}");
+    }
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! `outbox status [--watch [SECS]]`: the store's overview, once or redrawn.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use outbox_sea_orm::Outbox;
+
+use crate::error::CliError;
+use crate::render;
+
+/// Prints the overview once, or every `watch` seconds until Ctrl-C: on a
+/// terminal the screen is cleared and redrawn in place, otherwise each
+/// snapshot follows the previous one.
+pub(super) async fn run(
+    outbox: &Outbox,
+    watch: Option<u64>,
+    blocked: u32,
+    json: bool,
+) -> Result<(), CliError> {
+    let store = outbox.store();
+    let Some(every) = watch else {
+        print!("{}", render::status(&store.overview(blocked).await?, json));
+        return Ok(());
+    };
+    let every = Duration::from_secs(every.max(1));
+    let terminal = std::io::stdout().is_terminal() && !json;
+    // The first read fails the command (a wrong URL or table); later ones
+    // are shown in place and retried.
+    let mut frame = render::status(&store.overview(blocked).await?, json);
+    loop {
+        let mut stdout = std::io::stdout().lock();
+        if terminal {
+            // Home, clear the screen, then the frame.
+            write!(
+                stdout,
+                "\x1b[H\x1b[2J{}\n\n{frame}",
+                render::watch_header(every)
+            )?;
+        } else {
+            write!(stdout, "{frame}")?;
+            if !json {
+                writeln!(stdout)?;
+            }
+        }
+        stdout.flush()?;
+        drop(stdout);
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        frame = match store.overview(blocked).await {
+            Ok(overview) => render::status(&overview, json),
+            Err(err) => format!("outbox: {}\n", CliError::from(err)),
+        };
+    }
+}
