@@ -4,6 +4,7 @@
 mod claim;
 mod dead;
 mod maintenance;
+mod reconcile;
 mod settle;
 
 pub use dead::DeadMessage;
