@@ -64,6 +64,9 @@ pub(crate) enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// verify, stream, dlq: the commands that reach NATS.
+    #[command(flatten)]
+    Broker(crate::broker::BrokerCommand),
 }
 
 /// Dead messages.
@@ -106,30 +109,22 @@ pub(crate) enum CliError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A broker command failed.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::BrokerError),
 }
 
 /// Runs `cli`; returns what to print.
 pub(crate) async fn run(cli: Cli) -> Result<String, CliError> {
     let Cli { target, command } = cli;
-    let url = target
-        .database_url
-        .as_deref()
-        .ok_or_else(|| CliError::Usage("set DATABASE_URL or --database-url".to_owned()))?;
-    let config = OutboxConfig::default()
-        .with_table(&target.table)?
-        .with_inbox_table(&target.inbox_table)?;
-    let mut options = sea_orm::ConnectOptions::new(url);
-    options
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .acquire_timeout(std::time::Duration::from_secs(5))
-        .max_connections(2)
-        .sqlx_logging(false);
-    let db = sea_orm::Database::connect(options)
-        .await
-        .map_err(CliError::Connect)?;
-    let outbox = Outbox::new(db, config.without_notify());
+    if let Command::Broker(command) = command {
+        return crate::broker::run(command, &target).await;
+    }
+    let outbox = connect(&target).await?;
     let json = target.json;
     match command {
+        // Dispatched above, before connecting to the database.
+        Command::Broker(command) => crate::broker::run(command, &target).await,
         Command::Status => Ok(render::stats(&outbox.store().stats().await?, json)),
         Command::Dead(Dead::List { limit }) => Ok(render::dead(
             &outbox.store().dead_messages(limit).await?,
@@ -192,4 +187,25 @@ pub(crate) async fn run(cli: Cli) -> Result<String, CliError> {
             }
         }
     }
+}
+
+/// Connects to the outbox `target` names.
+pub(crate) async fn connect(target: &Target) -> Result<Outbox, CliError> {
+    let url = target
+        .database_url
+        .as_deref()
+        .ok_or_else(|| CliError::Usage("set DATABASE_URL or --database-url".to_owned()))?;
+    let config = OutboxConfig::default()
+        .with_table(&target.table)?
+        .with_inbox_table(&target.inbox_table)?;
+    let mut options = sea_orm::ConnectOptions::new(url);
+    options
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .max_connections(2)
+        .sqlx_logging(false);
+    let db = sea_orm::Database::connect(options)
+        .await
+        .map_err(CliError::Connect)?;
+    Ok(Outbox::new(db, config.without_notify()))
 }
