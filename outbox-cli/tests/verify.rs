@@ -93,7 +93,9 @@ async fn verify_names_each_discrepancy(backend: Backend) {
     .unwrap();
     let outbox_handle = Outbox::new(
         test.db.clone(),
-        OutboxConfig::default().with_subject_prefix(&prefix).unwrap(),
+        OutboxConfig::default()
+            .with_subject_prefix(&prefix)
+            .unwrap(),
     );
     let processor = outbox_handle
         .processor(JetStreamPublisher::new(client.clone(), "/verify-test"))
