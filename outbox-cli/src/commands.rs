@@ -66,7 +66,7 @@ pub(crate) enum Command {
     },
     /// verify, stream, dlq: the commands that reach NATS.
     #[command(flatten)]
-    Broker(crate::broker::BrokerCommand),
+    Broker(Box<crate::broker::BrokerCommand>),
 }
 
 /// Dead messages.
@@ -118,13 +118,13 @@ pub(crate) enum CliError {
 pub(crate) async fn run(cli: Cli) -> Result<String, CliError> {
     let Cli { target, command } = cli;
     if let Command::Broker(command) = command {
-        return crate::broker::run(command, &target).await;
+        return crate::broker::run(*command, &target).await;
     }
     let outbox = connect(&target).await?;
     let json = target.json;
     match command {
         // Dispatched above, before connecting to the database.
-        Command::Broker(command) => crate::broker::run(command, &target).await,
+        Command::Broker(command) => crate::broker::run(*command, &target).await,
         Command::Status => Ok(render::stats(&outbox.store().stats().await?, json)),
         Command::Dead(Dead::List { limit }) => Ok(render::dead(
             &outbox.store().dead_messages(limit).await?,

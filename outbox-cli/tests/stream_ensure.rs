@@ -63,7 +63,7 @@ async fn creates_then_reports_fit_and_differences() {
         .await
         .unwrap()
         .clone();
-    assert_eq!(info.config.subjects, [subject.clone()]);
+    assert_eq!(info.config.subjects, std::slice::from_ref(&subject));
     assert_eq!(
         info.config.duplicate_window,
         std::time::Duration::from_secs(120)

@@ -1,29 +1,5 @@
-//! Whether a processor is making progress: for a service's health endpoint
-//! (`/health` answering 200 or 503) and its orchestrator's liveness probe.
-//!
-//! A processor is **healthy** while it runs, its claims succeed (the last
-//! one ended no longer than [`HealthThresholds::max_claim_gap`] ago; an idle
-//! processor claims at least once per `poll_interval`), and the oldest
-//! pending message, as of the last backlog refresh (`stats_interval`), is
-//! younger than [`HealthThresholds::max_oldest_pending_age`]. It is
-//! **stalled** when the database fails its claims, the broker has been away
-//! long enough that it stopped claiming, its batches hang, or messages wait
-//! longer than the threshold (e.g. stuck behind a dead message of their
-//! aggregate, or more pending than it keeps up with).
-//!
-//! ```no_run
-//! # use outbox_core::{OutboxStore, Publisher};
-//! # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
-//! use std::time::Duration;
-//! use outbox_core::processor::{HealthThresholds, Processor};
-//!
-//! let processor = Processor::builder(store, publisher).build()?.spawn();
-//! let probe = processor.health();
-//! let thresholds = HealthThresholds::default().max_oldest_pending_age(Duration::from_secs(30));
-//! let health = probe.check(&thresholds);
-//! let status = if health.healthy { 200 } else { 503 };
-//! # let _ = status; Ok(()) }
-//! ```
+//! The processor's [`HealthProbe`]: whether it makes progress, for a
+//! service's health endpoint.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -87,6 +63,32 @@ pub struct Health {
 /// [`check`](Self::check) (no I/O). From
 /// [`Processor::health`](super::Processor::health) or
 /// [`ProcessorHandle::health`](super::ProcessorHandle::health).
+/// For a service's health endpoint (`/health` answering 200 or 503) and
+/// its orchestrator's liveness probe.
+///
+/// A processor is **healthy** while it runs, its claims succeed (the last
+/// one ended no longer than [`HealthThresholds::max_claim_gap`] ago; an idle
+/// processor claims at least once per `poll_interval`), and the oldest
+/// pending message, as of the last backlog refresh (`stats_interval`), is
+/// younger than [`HealthThresholds::max_oldest_pending_age`]. It is
+/// **stalled** when the database fails its claims, the broker has been away
+/// long enough that it stopped claiming, its batches hang, or messages wait
+/// longer than the threshold (e.g. stuck behind a dead message of their
+/// aggregate, or more pending than it keeps up with).
+///
+/// ```no_run
+/// # use outbox_core::{OutboxStore, Publisher};
+/// # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use outbox_core::processor::{HealthThresholds, Processor};
+///
+/// let processor = Processor::builder(store, publisher).build()?.spawn();
+/// let probe = processor.health();
+/// let thresholds = HealthThresholds::default().max_oldest_pending_age(Duration::from_secs(30));
+/// let health = probe.check(&thresholds);
+/// let status = if health.healthy { 200 } else { 503 };
+/// # let _ = status; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct HealthProbe {
     inner: Arc<Inner>,

@@ -146,7 +146,7 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         &self.config
     }
 
-    /// Its [`HealthProbe`]: whether it makes progress (see [`health`]).
+    /// Its [`HealthProbe`]: whether it makes progress.
     pub fn health(&self) -> HealthProbe {
         self.health.clone()
     }

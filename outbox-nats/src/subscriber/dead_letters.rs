@@ -3,7 +3,7 @@
 //! through the `outbox dlq` command.
 //!
 //! A replay publishes the original message back to its subject (the
-//! [`SUBJECT`](super::dead_letter::SUBJECT) header) once its cause is fixed:
+//! [`super::dead_letter::SUBJECT`] header) once its cause is fixed:
 //! the original body and headers, the `Outbox-Dead-*` headers removed, with
 //! a **new message id** (`ce-id` and `Nats-Msg-Id`, so neither the stream's
 //! duplicate window nor a consumer's inbox takes it for the original) and a
