@@ -31,7 +31,7 @@ use outbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix,
     wire,
 };
-use outbox_nats::subscriber::Subscriber;
+use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
 use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, create_schema};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database};
 use serde::{Deserialize, Serialize};
@@ -134,6 +134,8 @@ async fn run(
     let started = Instant::now();
     let running = Subscriber::builder(js.clone(), "typed")
         .stream(stream)
+        // Nothing fails here; no dead-letter stream to litter the server with.
+        .dead_letter(DeadLetterPolicy::terminate())
         .max_in_flight(256)
         .on(|_: Step, _| async { Ok(()) })
         .build()
@@ -158,6 +160,8 @@ async fn run(
     let started = Instant::now();
     let running = Subscriber::builder(js.clone(), "inbox")
         .stream(stream)
+        // Nothing fails here; no dead-letter stream to litter the server with.
+        .dead_letter(DeadLetterPolicy::terminate())
         .max_in_flight(64)
         .on(inbox.handler_boxed(|_: Step, _, _| Box::pin(async { Ok(()) })))
         .build()

@@ -86,6 +86,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .stream("SHOP")
         .ignore_unhandled()
         .keep_order(inbox.clone()) // per-aggregate order, across restarts
+        .dead_letter_stream(StreamSpec::new("BILLING_DLQ", ["dlq.billing"])) // its dead letters
         .on(inbox.handler(on_paid))
         .build()
         .await?

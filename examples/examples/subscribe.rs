@@ -72,6 +72,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
             Duration::from_secs(5),
         ))
         .dead_letter(DeadLetterPolicy::publish_to("dlq.example-welcome-mails"))
+        // A stream must keep the dead letters; the subscriber creates it.
+        .dead_letter_stream(StreamSpec::new(
+            "EXAMPLE_DLQ",
+            ["dlq.example-welcome-mails"],
+        ))
         .on(welcome)
         .build()
         .await?

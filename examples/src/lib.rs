@@ -5,7 +5,9 @@
 //! `OrderPlaced`, `OrderPaid`, `OrderShipped` and `OrderCancelled`, stored
 //! through [`orders_table`] and read back by consumers into
 //! [`read_model`]. [`support`] finds (or starts) the database and NATS.
+//! [`ops_http`] serves a service's `/metrics` and `/health`.
 
+pub mod ops_http;
 pub mod orders;
 pub mod orders_table;
 pub mod read_model;

@@ -5,9 +5,9 @@
 
 use chrono::Utc;
 use outbox_core::{Delivery, HandlerError};
-use outbox_nats::Subscriber;
 use outbox_nats::async_nats::jetstream;
 use outbox_nats::subscriber::{Backoff, SubscriberBuilder};
+use outbox_nats::{StreamSpec, Subscriber};
 use outbox_sea_orm::{Inbox, UnitOfWork};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use std::time::Duration;
@@ -45,6 +45,9 @@ pub mod entity {
 /// The durable consumer's name, also the inbox's consumer name.
 pub const CONSUMER: &str = "order-summaries";
 
+/// The stream the subscriber creates for its dead letters.
+pub const DEAD_LETTER_STREAM: &str = "ORDER_SUMMARIES_DLQ";
+
 /// Creates the `order_summaries` table if it does not exist, on any backend.
 pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
     crate::support::create_entity_table(db, entity::Entity).await
@@ -78,6 +81,11 @@ pub fn subscriber(
     Subscriber::builder(jetstream, CONSUMER)
         .stream(stream)
         .filter_subject(filter_subject)
+        // Dead letters (`dlq.order-summaries`) are kept: `outbox dlq list`.
+        .dead_letter_stream(StreamSpec::new(
+            DEAD_LETTER_STREAM,
+            [format!("dlq.{CONSUMER}")],
+        ))
         .backoff(Backoff::exponential(
             Duration::from_millis(100),
             Duration::from_secs(5),

@@ -52,6 +52,9 @@ pub(crate) enum CliError {
     /// Writing to the terminal failed.
     #[error("terminal: {0}")]
     Io(#[from] std::io::Error),
+    /// A broker command (verify, stream, dlq) failed.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::BrokerError),
 }
 
 impl CliError {
@@ -126,6 +129,12 @@ fn missing_table(text: &str) -> Option<String> {
         .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '"' | '`'))
         .collect();
     Some(name.trim_matches(['"', '`']).to_owned())
+}
+
+impl From<outbox_nats::subscriber::dead_letters::DeadLetterError> for CliError {
+    fn from(err: outbox_nats::subscriber::dead_letters::DeadLetterError) -> Self {
+        CliError::Broker(err.into())
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,12 @@
 //! outbox release --consumer NAME TYPE ID [--skip] [--yes]
 //! outbox migrate                        create or upgrade the tables
 //! outbox completions SHELL
+//! outbox verify --stream NAME [--since 1h] [--pending-older-than 5m]
+//!                                       the table against the stream; exit 1 on a discrepancy
+//! outbox stream ensure --stream NAME --subjects 'events.>' [--replicas N] [--duplicate-window 2m]
+//! outbox dlq list --consumer NAME       a consumer's dead letters
+//! outbox dlq show --consumer NAME SEQ
+//! outbox dlq replay --consumer NAME SEQ... [--yes]
 //! ```
 //!
 //! Connects with `DATABASE_URL` (PostgreSQL, MariaDB/MySQL, SQLite);
@@ -20,12 +26,20 @@
 //! read command. Commands that change something ask on a terminal, and need
 //! `--yes` elsewhere. Each command is a thin layer over a library call of
 //! `outbox-sea-orm` (`SeaOrmOutboxStore`, `Inbox`).
+//! The broker commands connect with `NATS_URL` (and `NATS_CREDS`,
+//! `NATS_NKEY`, `NATS_TOKEN`, `NATS_USER`/`NATS_PASSWORD`, `--nats-tls`,
+//! `NATS_CA`, `NATS_CERT`/`NATS_KEY`).
 
+mod broker;
 mod commands;
 mod confirm;
+mod dlq;
 mod error;
 mod help;
+mod nats;
 mod render;
+mod stream;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -39,6 +53,9 @@ async fn main() -> ExitCode {
     match commands::run(cli).await {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(err) => {
+            if let Some(output) = err.output() {
+                print!("{output}");
+            }
             eprintln!("outbox: {err}");
             err.exit_code()
         }

@@ -97,6 +97,7 @@ mod registry;
 pub mod store;
 mod subject;
 mod trace;
+pub mod verify;
 pub mod wire;
 
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};

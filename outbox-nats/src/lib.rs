@@ -8,6 +8,8 @@
 //!   outage never spends a message's attempts.
 //! - [`StreamSpec`]: creates the stream or verifies the existing one
 //!   (subjects, a duplicate window longer than the processor's lease).
+//! - [`stream_read`]: reads back what a stream stored (headers only, from a
+//!   time) and single messages, for reconciliation with the outbox table.
 //! - [`NatsConnect`]: credentials file, nkey, token, user/password, TLS, or
 //!   the application's own `ConnectOptions` as the base.
 //! - [`Subscriber`]: typed handlers (`on::<OrderPlaced>(..)`) on a durable
@@ -38,12 +40,16 @@ mod publisher;
 mod reconnects;
 mod run_window;
 mod stream;
+pub mod stream_read;
 pub mod subscriber;
 
 pub use connect::{Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, NatsConnect, Tls};
 pub use jetstream_of::IntoJetStream;
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
-pub use stream::{DEFAULT_DUPLICATE_WINDOW, StreamError, StreamSpec};
+pub use stream::{
+    DEAD_LETTER_STREAM, DEFAULT_DUPLICATE_WINDOW, Ensured, StreamDifference, StreamError,
+    StreamSpec,
+};
 pub use subscriber::{RunningSubscriber, Subscriber};
 
 pub use async_nats;

@@ -8,6 +8,9 @@ use async_nats::jetstream::{
     stream::{Config, StorageType},
 };
 
+/// The name of [`StreamSpec::dead_letters`].
+pub const DEAD_LETTER_STREAM: &str = "DLQ";
+
 /// JetStream's default duplicate window.
 pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
@@ -72,6 +75,13 @@ impl StreamSpec {
         self
     }
 
+    /// One stream for every consumer's dead letters: `DLQ`, capturing
+    /// `dlq.>` (the default dead-letter subjects are `dlq.<durable>`),
+    /// file-backed, messages kept 30 days.
+    pub fn dead_letters() -> Self {
+        Self::new(DEAD_LETTER_STREAM, ["dlq.>"]).max_age(Duration::from_secs(30 * 24 * 3600))
+    }
+
     /// The stream's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -104,6 +114,17 @@ impl StreamSpec {
         jetstream: &jetstream::Context,
         lease: Duration,
     ) -> Result<jetstream::stream::Info, StreamError> {
+        Ok(self.ensure_reporting(jetstream, lease).await?.info)
+    }
+
+    /// [`ensure`](Self::ensure), telling what it did: whether it created
+    /// the stream, and how an existing one differs from this spec where it
+    /// may (kept as it is, each difference also logged as a warning).
+    pub async fn ensure_reporting(
+        &self,
+        jetstream: &jetstream::Context,
+        lease: Duration,
+    ) -> Result<Ensured, StreamError> {
         if self.duplicate_window <= lease {
             return Err(StreamError::WindowTooShort {
                 stream: self.name.clone(),
@@ -126,7 +147,11 @@ impl StreamSpec {
             return match jetstream.create_stream(self.config()).await {
                 Ok(mut stream) => {
                     tracing::info!(stream = %self.name, subjects = ?self.subjects, "outbox stream created");
-                    Ok(stream.info().await.map_err(|e| self.failed(e))?.clone())
+                    Ok(Ensured {
+                        info: stream.info().await.map_err(|e| self.failed(e))?.clone(),
+                        created: true,
+                        differences: Vec::new(),
+                    })
                 }
                 Err(err) if err.kind() == CreateStreamErrorKind::JetStreamUnavailable => {
                     Err(StreamError::JetStreamUnavailable(err.to_string()))
@@ -134,11 +159,19 @@ impl StreamSpec {
                 Err(err) => Err(self.failed(err)),
             };
         };
-        self.verify(&info.config, lease)?;
-        Ok(info)
+        let differences = self.verify(&info.config, lease)?;
+        Ok(Ensured {
+            info,
+            created: false,
+            differences,
+        })
     }
 
-    fn verify(&self, actual: &Config, lease: Duration) -> Result<(), StreamError> {
+    fn verify(
+        &self,
+        actual: &Config,
+        lease: Duration,
+    ) -> Result<Vec<StreamDifference>, StreamError> {
         let missing: Vec<String> = self
             .subjects
             .iter()
@@ -159,19 +192,134 @@ impl StreamSpec {
                 lease,
             });
         }
-        if actual.duplicate_window != self.duplicate_window {
-            tracing::warn!(stream = %self.name, existing = ?actual.duplicate_window, configured = ?self.duplicate_window, "outbox stream has another duplicate window; keeping the existing one");
+        let differences = StreamDifference::between(&self.config(), actual);
+        for difference in &differences {
+            tracing::warn!(stream = %self.name, %difference, "outbox stream differs from the configuration; keeping it as it is");
         }
-        if actual.storage != self.storage || actual.num_replicas != self.replicas {
-            tracing::warn!(stream = %self.name, storage = ?actual.storage, replicas = actual.num_replicas, "outbox stream differs in storage or replicas from the configuration; keeping it as it is");
-        }
-        Ok(())
+        Ok(differences)
     }
 
     fn failed(&self, err: impl std::error::Error + Send + Sync + 'static) -> StreamError {
         StreamError::Request {
             stream: self.name.clone(),
             source: Box::new(err),
+        }
+    }
+}
+
+/// What [`StreamSpec::ensure_reporting`] did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Ensured {
+    /// The stream as it is now.
+    pub info: jetstream::stream::Info,
+    /// It did not exist and was created.
+    pub created: bool,
+    /// How the existing stream differs from the spec (kept as it is).
+    pub differences: Vec<StreamDifference>,
+}
+
+/// One way an existing stream differs from its [`StreamSpec`], where it may
+/// (the subjects it must capture and the duplicate window it must keep are
+/// checked, not reported here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamDifference {
+    /// It captures subjects the spec does not name.
+    ExtraSubjects(Vec<String>),
+    /// Another duplicate window (long enough).
+    DuplicateWindow {
+        /// The stream's.
+        existing: Duration,
+        /// The spec's.
+        configured: Duration,
+    },
+    /// Another storage type.
+    Storage {
+        /// The stream's.
+        existing: StorageType,
+        /// The spec's.
+        configured: StorageType,
+    },
+    /// Another replica count.
+    Replicas {
+        /// The stream's.
+        existing: usize,
+        /// The spec's.
+        configured: usize,
+    },
+    /// Another age limit (zero: none).
+    MaxAge {
+        /// The stream's.
+        existing: Duration,
+        /// The spec's.
+        configured: Duration,
+    },
+}
+
+impl StreamDifference {
+    fn between(wanted: &Config, actual: &Config) -> Vec<Self> {
+        let mut out = Vec::new();
+        let extra: Vec<String> = actual
+            .subjects
+            .iter()
+            .filter(|s| !wanted.subjects.contains(s))
+            .cloned()
+            .collect();
+        if !extra.is_empty() {
+            out.push(Self::ExtraSubjects(extra));
+        }
+        if actual.duplicate_window != wanted.duplicate_window {
+            out.push(Self::DuplicateWindow {
+                existing: actual.duplicate_window,
+                configured: wanted.duplicate_window,
+            });
+        }
+        if actual.storage != wanted.storage {
+            out.push(Self::Storage {
+                existing: actual.storage,
+                configured: wanted.storage,
+            });
+        }
+        if actual.num_replicas != wanted.num_replicas {
+            out.push(Self::Replicas {
+                existing: actual.num_replicas,
+                configured: wanted.num_replicas,
+            });
+        }
+        if actual.max_age != wanted.max_age {
+            out.push(Self::MaxAge {
+                existing: actual.max_age,
+                configured: wanted.max_age,
+            });
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for StreamDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ExtraSubjects(extra) => write!(f, "it also captures {extra:?}"),
+            Self::DuplicateWindow {
+                existing,
+                configured,
+            } => write!(f, "duplicate window is {existing:?}, not {configured:?}"),
+            Self::Storage {
+                existing,
+                configured,
+            } => write!(f, "storage is {existing:?}, not {configured:?}"),
+            Self::Replicas {
+                existing,
+                configured,
+            } => write!(f, "replicas are {existing}, not {configured}"),
+            Self::MaxAge {
+                existing,
+                configured,
+            } => write!(
+                f,
+                "max age is {existing:?}, not {configured:?} (zero: no limit)"
+            ),
         }
     }
 }

@@ -234,3 +234,9 @@ pub async fn until_stdin_closes() -> Result<(), tokio::task::JoinError> {
     })
     .await
 }
+
+/// The dead-letter stream `outbox-test-consumer` creates for the test
+/// publishing under `subject_prefix`.
+pub fn dead_letter_stream(subject_prefix: &str) -> String {
+    format!("DLQ_{subject_prefix}")
+}

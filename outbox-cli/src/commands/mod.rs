@@ -128,6 +128,9 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// verify, stream, dlq: the commands that reach NATS.
+    #[command(flatten)]
+    Broker(Box<crate::broker::BrokerCommand>),
 }
 
 /// Dead messages.
@@ -208,15 +211,12 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         completions::print(shell);
         return Ok(());
     }
-    let config = OutboxConfig::default()
-        .with_table(&target.table)?
-        .with_inbox_table(&target.inbox_table)?;
-    let url = target
-        .database_url
-        .as_deref()
-        .ok_or_else(|| CliError::Usage("set DATABASE_URL or --database-url".to_owned()))?;
-    let db = connect(url).await?;
-    let outbox = Outbox::new(db, config.without_notify());
+    if let Command::Broker(command) = command {
+        // The broker commands connect to the database only if they need it.
+        print!("{}", crate::broker::run(*command, &target).await?);
+        return Ok(());
+    }
+    let outbox = connect_outbox(&target).await?;
     let json = target.json;
     match command {
         Command::Status { watch, blocked } => status::run(&outbox, watch, blocked, json).await,
@@ -236,8 +236,21 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
             yes,
         } => holds::release(&outbox, consumer, &aggregate_type, &aggregate_id, skip, yes).await,
         Command::Migrate => migrate::run(&outbox).await,
-        Command::Completions { .. } => Ok(()), // handled above
+        Command::Completions { .. } | Command::Broker(_) => Ok(()), // handled above
     }
+}
+
+/// The outbox `target` names: its tables, on a small pool to its database.
+pub(crate) async fn connect_outbox(target: &Target) -> Result<Outbox, CliError> {
+    let config = OutboxConfig::default()
+        .with_table(&target.table)?
+        .with_inbox_table(&target.inbox_table)?;
+    let url = target
+        .database_url
+        .as_deref()
+        .ok_or_else(|| CliError::Usage("set DATABASE_URL or --database-url".to_owned()))?;
+    let db = connect(url).await?;
+    Ok(Outbox::new(db, config.without_notify()))
 }
 
 /// A small pool to `url`, failing fast when the database is unreachable.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{BuildError, ProcessorConfig};
+use super::health::HealthProbe;
 use super::wake::{WakeHandle, WakeSource};
 use super::{Processor, SourceTask};
 use crate::publisher::Publisher;
@@ -138,6 +139,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
             config: self.config,
             wake: self.wake,
             sources: self.sources,
+            health: HealthProbe::default(),
         })
     }
 }

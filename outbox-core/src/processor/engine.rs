@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::batch::{self, BatchContext, BatchReport};
 use super::handover::Handover;
+use super::health::HealthProbe;
 use super::metrics;
 use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
 use super::{Processor, ProcessorReport};
@@ -84,7 +85,9 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         config,
         wake,
         sources,
+        health,
     } = processor;
+    let _running = health.started();
     // Sources may now offer leases at commit; whatever way this task ends,
     // no writer enters an offer afterwards.
     wake.serve(config.lease);
@@ -94,7 +97,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         background.spawn(source);
     }
     if let Some(interval) = config.stats_interval {
-        background.spawn(refresh_gauges(Arc::clone(&store), interval));
+        background.spawn(refresh_gauges(Arc::clone(&store), interval, health.clone()));
     }
     let abort = CancellationToken::new();
     let mut engine = Engine {
@@ -179,7 +182,11 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             continue;
         };
         let leased_at = claim.leased_at();
-        match engine.claim(claim, leased_at, &wake).await {
+        let claimed = engine.claim(claim, leased_at, &wake).await;
+        if claimed.is_ok() {
+            health.claimed();
+        }
+        match claimed {
             Ok(Some(claimed)) => {
                 engine.report.batches += 1;
                 let ctx = Arc::clone(&engine.ctx);
@@ -530,12 +537,15 @@ fn metrics_unavailable() {
     ::metrics::counter!(metrics::BROKER_UNAVAILABLE).increment(1);
 }
 
-async fn refresh_gauges<S: OutboxStore>(store: Arc<S>, interval: Duration) {
+async fn refresh_gauges<S: OutboxStore>(store: Arc<S>, interval: Duration, health: HealthProbe) {
     let mut ticks = tokio::time::interval(interval);
     loop {
         ticks.tick().await;
         match store.stats().await {
-            Ok(stats) => metrics::gauges(&stats),
+            Ok(stats) => {
+                metrics::gauges(&stats);
+                health.oldest_pending(stats.oldest_pending_age);
+            }
             Err(err) => tracing::warn!(error = %err, "outbox stats failed"),
         }
     }

@@ -60,6 +60,7 @@ mod builder;
 mod config;
 mod engine;
 mod handover;
+mod health;
 pub mod metrics;
 mod sync;
 mod wake;
@@ -68,6 +69,7 @@ pub use abandoned::ABANDONED_LIMIT;
 pub use builder::ProcessorBuilder;
 pub use config::{BuildError, DEFAULT_LEASE, ProcessorConfig};
 pub use handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};
+pub use health::{Health, HealthProbe, HealthThresholds};
 pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
 
 use std::future::Future;
@@ -91,6 +93,7 @@ pub struct Processor<S, P> {
     config: ProcessorConfig,
     wake: WakeHandle,
     sources: Vec<SourceTask>,
+    health: HealthProbe,
 }
 
 impl<S, P> std::fmt::Debug for Processor<S, P> {
@@ -143,6 +146,11 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         &self.config
     }
 
+    /// Its [`HealthProbe`]: whether it makes progress.
+    pub fn health(&self) -> HealthProbe {
+        self.health.clone()
+    }
+
     /// Runs until `shutdown` is cancelled, then stops gracefully (see the
     /// [module docs](self)).
     pub async fn run(self, shutdown: CancellationToken) -> ProcessorReport {
@@ -153,10 +161,12 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
     pub fn spawn(self) -> ProcessorHandle {
         let shutdown = CancellationToken::new();
         let wake = self.wake.clone();
+        let health = self.health.clone();
         let task = tokio::spawn(self.run(shutdown.clone()));
         ProcessorHandle {
             shutdown,
             wake,
+            health,
             task: Some(task),
         }
     }
@@ -171,6 +181,7 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
 pub struct ProcessorHandle {
     shutdown: CancellationToken,
     wake: WakeHandle,
+    health: HealthProbe,
     task: Option<JoinHandle<ProcessorReport>>,
 }
 
@@ -193,6 +204,11 @@ impl ProcessorHandle {
     /// Wakes the processor (see [`Processor::wake_handle`]).
     pub fn wake_handle(&self) -> WakeHandle {
         self.wake.clone()
+    }
+
+    /// Its [`HealthProbe`] (see [`Processor::health`]).
+    pub fn health(&self) -> HealthProbe {
+        self.health.clone()
     }
 
     /// Whether the processor's task has ended.

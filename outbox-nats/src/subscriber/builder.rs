@@ -13,6 +13,8 @@ use outbox_core::{
 };
 use tokio::sync::Semaphore;
 
+use async_nats::jetstream::context::GetStreamByNameErrorKind;
+
 use super::Subscriber;
 use super::backoff::Backoff;
 use super::consumer;
@@ -21,6 +23,7 @@ use super::error::BuildError;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
 use super::shared::Shared;
+use crate::StreamSpec;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
 /// or verifies its durable consumer.
@@ -36,6 +39,7 @@ use super::shared::Shared;
 /// | [`ack_wait`](Self::ack_wait) | 30 s |
 /// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]), each nak delay jittered into `[d/2, d]` |
 /// | [`dead_letter`](Self::dead_letter) | publish to `dlq.<durable>` |
+/// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | [`ignore_unhandled`](Self::ignore_unhandled) | off: unhandled events are dead-lettered |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
 /// | [`shutdown_timeout`](Self::shutdown_timeout) | 30 s |
@@ -52,6 +56,7 @@ pub struct SubscriberBuilder {
     ack_wait: Duration,
     backoff: Backoff,
     dead_letter: DeadLetterPolicy,
+    dead_letter_stream: Option<StreamSpec>,
     ignore_unhandled: bool,
     applied: Option<Arc<dyn AppliedMessages>>,
     held: Option<Arc<dyn HeldMessages>>,
@@ -89,6 +94,7 @@ impl SubscriberBuilder {
             ack_wait: Duration::from_secs(30),
             backoff: Backoff::default(),
             dead_letter: DeadLetterPolicy::default(),
+            dead_letter_stream: None,
             ignore_unhandled: false,
             applied: None,
             held: None,
@@ -183,6 +189,30 @@ impl SubscriberBuilder {
     /// [`dead_letter`](super::dead_letter)).
     pub fn dead_letter(mut self, policy: DeadLetterPolicy) -> Self {
         self.dead_letter = policy;
+        self
+    }
+
+    /// Creates (or verifies) this stream for the dead letters at
+    /// [`build`](Self::build); it must capture the dead-letter subject
+    /// (`dlq.<durable>` by default).
+    ///
+    /// Without it, `build` checks that some stream already captures the
+    /// subject and fails with [`BuildError::DeadLettersUncaptured`]
+    /// otherwise: a dead letter nobody stores cannot be published, and the
+    /// message would be nakked again and again instead. One stream for every
+    /// consumer's dead letters is [`StreamSpec::dead_letters`] (`DLQ`,
+    /// capturing `dlq.>`).
+    ///
+    /// ```no_run
+    /// # async fn run(jetstream: outbox_nats::async_nats::jetstream::Context) {
+    /// use outbox_nats::{StreamSpec, Subscriber};
+    /// let builder = Subscriber::builder(jetstream, "billing")
+    ///     .stream("EVENTS")
+    ///     .dead_letter_stream(StreamSpec::dead_letters());
+    /// # let _ = builder; }
+    /// ```
+    pub fn dead_letter_stream(mut self, spec: StreamSpec) -> Self {
+        self.dead_letter_stream = Some(spec);
         self
     }
 
@@ -327,6 +357,13 @@ impl SubscriberBuilder {
                      which this consumer reads unfiltered: dead letters would come back to it"
                 )));
             }
+            ensure_dead_letters_stored(
+                &self.context,
+                &self.durable,
+                self.dead_letter_stream.as_ref(),
+                &subject,
+            )
+            .await?;
         }
         let max_deliver = i64::try_from(self.max_deliver).unwrap_or(i64::MAX);
         let consumer = consumer::ensure(
@@ -414,6 +451,46 @@ impl SubscriberBuilder {
             ));
         }
         Ok(stream)
+    }
+}
+
+/// Provisions the dead-letter stream if one was given, else checks that
+/// a stream captures `subject`.
+async fn ensure_dead_letters_stored(
+    context: &jetstream::Context,
+    durable: &str,
+    dead_letter_stream: Option<&StreamSpec>,
+    subject: &str,
+) -> Result<(), BuildError> {
+    if let Some(spec) = dead_letter_stream {
+        if !spec
+            .subjects()
+            .iter()
+            .any(|pattern| subject_matches(pattern, subject))
+        {
+            return Err(BuildError::InvalidConfig(format!(
+                "the dead-letter stream `{}` captures {:?}, not the dead-letter subject \
+                 `{subject}`",
+                spec.name(),
+                spec.subjects()
+            )));
+        }
+        // Dead letters are published once each: no lease to outlast.
+        spec.ensure(context, Duration::ZERO).await?;
+        return Ok(());
+    }
+    match context.stream_by_subject(subject).await {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
+            Err(BuildError::DeadLettersUncaptured {
+                subject: subject.to_owned(),
+                consumer: durable.to_owned(),
+            })
+        }
+        Err(err) => Err(BuildError::Consumer {
+            consumer: durable.to_owned(),
+            source: Box::new(err),
+        }),
     }
 }
 

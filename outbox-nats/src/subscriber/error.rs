@@ -46,6 +46,25 @@ pub enum BuildError {
         #[source]
         source: GetStreamError,
     },
+    /// The dead-letter policy publishes to `subject`, but no stream
+    /// captures it: dead-lettering would fail and the message be nakked
+    /// again and again.
+    #[error(
+        "no stream captures the dead-letter subject `{subject}` of consumer `{consumer}`: create \
+         one (e.g. `outbox stream ensure --stream DLQ --subjects 'dlq.>'`), let the subscriber \
+         create it with `dead_letter_stream(StreamSpec::dead_letters())`, or choose another \
+         `DeadLetterPolicy`"
+    )]
+    DeadLettersUncaptured {
+        /// The dead-letter subject.
+        subject: String,
+        /// The durable name.
+        consumer: String,
+    },
+    /// The dead-letter stream given with `dead_letter_stream` could not be
+    /// created or does not fit.
+    #[error("dead-letter stream: {0}")]
+    DeadLetterStream(#[from] crate::StreamError),
     /// The durable consumer exists with settings other than this
     /// subscriber's. Change the settings, or delete the consumer (it then
     /// starts again from its deliver policy).

@@ -165,6 +165,7 @@ mod backoff;
 mod builder;
 mod consumer;
 pub mod dead_letter;
+pub mod dead_letters;
 mod dispatch;
 mod error;
 mod fetch;

@@ -6,6 +6,7 @@ mod dead;
 mod inspect;
 mod maintenance;
 mod overview;
+mod reconcile;
 mod settle;
 mod skip;
 mod state;

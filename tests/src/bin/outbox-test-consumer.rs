@@ -18,9 +18,12 @@
 use std::time::Duration;
 
 use outbox_core::{Delivery, HandlerError};
-use outbox_nats::Subscriber;
+use outbox_nats::async_nats::jetstream::stream::StorageType;
+use outbox_nats::subscriber::DeadLetterPolicy;
+use outbox_nats::{StreamSpec, Subscriber};
 use outbox_sea_orm::{Inbox, UnitOfWork};
 use outbox_tests::orders::{OrderAmended, OrderPlaced};
+use outbox_tests::process::dead_letter_stream;
 use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
 use sea_orm::ConnectionTrait;
 use tokio_util::sync::CancellationToken;
@@ -72,8 +75,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outbox = common.outbox().await?;
     let inbox = Inbox::new(&outbox, args.durable.clone())?;
     let client = async_nats::connect(&common.nats).await?;
+    // Dead letters go to a subject and a memory stream of this test's own
+    // (by its subject prefix: tests running at once share durable names),
+    // which the test deletes.
+    let dead_letter_subject = format!("dlq.{}.{}", common.subject_prefix, args.durable);
+    let dead_letters = StreamSpec::new(
+        dead_letter_stream(&common.subject_prefix),
+        [dead_letter_subject.clone()],
+    )
+    .storage(StorageType::Memory)
+    .max_age(Duration::from_secs(600));
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
         .stream(&args.stream)
+        .dead_letter(DeadLetterPolicy::publish_to(dead_letter_subject))
+        .dead_letter_stream(dead_letters)
         .ack_wait(args.ack_wait)
         .on(inbox.handler_boxed(|_: OrderAmended, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery).await })

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_nats::subscriber::{Backoff, BuildError, Subscriber};
+use outbox_nats::subscriber::{Backoff, BuildError, DeadLetterPolicy, Subscriber};
 use outbox_tests::subscriber::{SubscriberFixture, eventually};
 use serde::{Deserialize, Serialize};
 
@@ -328,6 +328,8 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
     Subscriber::builder(fx.jetstream.clone(), legacy)
         .stream(&fx.stream)
         .ack_wait(Duration::from_secs(2))
+        // The fixture's dead-letter stream captures the fixture's durable only.
+        .dead_letter(DeadLetterPolicy::terminate())
         .on(handler(
             &Calls::default(),
             |_, _, _| false,

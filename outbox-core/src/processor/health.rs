@@ -1,0 +1,244 @@
+//! The processor's [`HealthProbe`]: whether it makes progress, for a
+//! service's health endpoint.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The limits a [`HealthProbe::check`] holds a processor to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthThresholds {
+    max_claim_gap: Duration,
+    max_oldest_pending_age: Duration,
+}
+
+impl Default for HealthThresholds {
+    /// Claims at most 10 s apart; the oldest pending message younger than
+    /// 60 s.
+    fn default() -> Self {
+        Self {
+            max_claim_gap: Duration::from_secs(10),
+            max_oldest_pending_age: Duration::from_secs(60),
+        }
+    }
+}
+
+impl HealthThresholds {
+    /// The longest time since the last successful claim (default 10 s).
+    /// Keep it above the processor's `poll_interval` (1 s by default).
+    pub fn max_claim_gap(mut self, gap: Duration) -> Self {
+        self.max_claim_gap = gap;
+        self
+    }
+
+    /// The oldest a pending message may be (default 60 s).
+    pub fn max_oldest_pending_age(mut self, age: Duration) -> Self {
+        self.max_oldest_pending_age = age;
+        self
+    }
+}
+
+/// What a [`HealthProbe::check`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// No problem.
+    pub healthy: bool,
+    /// The processor's task is running.
+    pub running: bool,
+    /// Time since the last successful claim (since the processor started,
+    /// if it has not claimed yet).
+    pub since_last_claim: Duration,
+    /// The oldest pending message's age at the last backlog refresh, if
+    /// there was one (none without `stats_interval`) and anything was
+    /// pending.
+    pub oldest_pending_age: Option<Duration>,
+    /// Why it is not healthy, one line each.
+    pub problems: Vec<String>,
+}
+
+/// A processor's progress, shared with the processor; cheap to clone and to
+/// [`check`](Self::check) (no I/O). From
+/// [`Processor::health`](super::Processor::health) or
+/// [`ProcessorHandle::health`](super::ProcessorHandle::health).
+/// For a service's health endpoint (`/health` answering 200 or 503) and
+/// its orchestrator's liveness probe.
+///
+/// A processor is **healthy** while it runs, its claims succeed (the last
+/// one ended no longer than [`HealthThresholds::max_claim_gap`] ago; an idle
+/// processor claims at least once per `poll_interval`), and the oldest
+/// pending message, as of the last backlog refresh (`stats_interval`), is
+/// younger than [`HealthThresholds::max_oldest_pending_age`]. It is
+/// **stalled** when the database fails its claims, the broker has been away
+/// long enough that it stopped claiming, its batches hang, or messages wait
+/// longer than the threshold (e.g. stuck behind a dead message of their
+/// aggregate, or more pending than it keeps up with).
+///
+/// ```no_run
+/// # use outbox_core::{OutboxStore, Publisher};
+/// # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use outbox_core::processor::{HealthThresholds, Processor};
+///
+/// let processor = Processor::builder(store, publisher).build()?.spawn();
+/// let probe = processor.health();
+/// let thresholds = HealthThresholds::default().max_oldest_pending_age(Duration::from_secs(30));
+/// let health = probe.check(&thresholds);
+/// let status = if health.healthy { 200 } else { 503 };
+/// # let _ = status; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct HealthProbe {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    created: Instant,
+    running: AtomicBool,
+    started: AtomicBool,
+    progress: Mutex<Progress>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    started_at: Option<Instant>,
+    last_claim: Option<Instant>,
+    oldest_pending_age: Option<Duration>,
+}
+
+impl Default for HealthProbe {
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                created: Instant::now(),
+                running: AtomicBool::new(false),
+                started: AtomicBool::new(false),
+                progress: Mutex::new(Progress::default()),
+            }),
+        }
+    }
+}
+
+impl HealthProbe {
+    /// Checks the processor against `thresholds`.
+    pub fn check(&self, thresholds: &HealthThresholds) -> Health {
+        let now = Instant::now();
+        let running = self.inner.running.load(Ordering::Acquire);
+        let started = self.inner.started.load(Ordering::Acquire);
+        let (since_last_claim, oldest_pending_age) = {
+            let progress = self.progress();
+            let since = progress
+                .last_claim
+                .or(progress.started_at)
+                .unwrap_or(self.inner.created);
+            (
+                now.saturating_duration_since(since),
+                progress.oldest_pending_age,
+            )
+        };
+        let mut problems = Vec::new();
+        if !running {
+            problems.push(if started {
+                "the processor has stopped".to_owned()
+            } else {
+                "the processor has not started".to_owned()
+            });
+        } else if since_last_claim > thresholds.max_claim_gap {
+            problems.push(format!(
+                "no successful claim for {:.1} s (limit {:.1} s): the database or the broker is \
+                 failing, or batches hang",
+                since_last_claim.as_secs_f64(),
+                thresholds.max_claim_gap.as_secs_f64()
+            ));
+        }
+        if let Some(age) = oldest_pending_age
+            && age > thresholds.max_oldest_pending_age
+        {
+            problems.push(format!(
+                "the oldest pending message is {:.1} s old (limit {:.1} s)",
+                age.as_secs_f64(),
+                thresholds.max_oldest_pending_age.as_secs_f64()
+            ));
+        }
+        Health {
+            healthy: problems.is_empty(),
+            running,
+            since_last_claim,
+            oldest_pending_age,
+            problems,
+        }
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
+        // A panic while holding the lock leaves plain data: keep using it.
+        self.inner
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The processor's task started; returns a guard that marks it stopped
+    /// when dropped, however the task ends.
+    pub(super) fn started(&self) -> RunningGuard {
+        self.progress().started_at = Some(Instant::now());
+        self.inner.started.store(true, Ordering::Release);
+        self.inner.running.store(true, Ordering::Release);
+        RunningGuard(self.clone())
+    }
+
+    /// A claim (or a hand-over) succeeded.
+    pub(super) fn claimed(&self) {
+        self.progress().last_claim = Some(Instant::now());
+    }
+
+    /// The backlog was refreshed.
+    pub(super) fn oldest_pending(&self, age: Option<Duration>) {
+        self.progress().oldest_pending_age = age;
+    }
+}
+
+/// Marks the processor stopped when its task ends.
+pub(super) struct RunningGuard(HealthProbe);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.inner.running.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn claims_and_backlog_decide() {
+        let probe = HealthProbe::default();
+        let limits = HealthThresholds::default()
+            .max_claim_gap(Duration::from_secs(5))
+            .max_oldest_pending_age(Duration::from_secs(30));
+        assert!(!probe.check(&limits).healthy, "not started");
+        let guard = probe.started();
+        assert!(probe.check(&limits).healthy);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let stalled = probe.check(&limits);
+        assert!(!stalled.healthy && stalled.problems[0].contains("no successful claim"));
+        probe.claimed();
+        assert!(probe.check(&limits).healthy);
+        probe.oldest_pending(Some(Duration::from_secs(31)));
+        let old = probe.check(&limits);
+        assert!(
+            !old.healthy && old.problems[0].contains("oldest pending"),
+            "{old:?}"
+        );
+        probe.oldest_pending(None);
+        assert!(probe.check(&limits).healthy);
+        drop(guard);
+        assert_eq!(
+            probe.check(&limits).problems,
+            ["the processor has stopped".to_owned()]
+        );
+    }
+}
