@@ -244,6 +244,30 @@ macro_rules! each_backend {
     };
 }
 
+/// Per-backend test wrappers with names of their own: each `name =>
+/// Backend` becomes a `#[tokio::test]` (two worker threads) that runs
+/// `test(Backend::...)`, for an `async fn test(backend: Backend)` that makes
+/// its own setup:
+///
+/// ```ignore
+/// async fn shutdown_leaves_no_lease(backend: Backend) { ... }
+/// outbox_tests::backend_tests!(shutdown_leaves_no_lease:
+///     shutdown_leaves_no_lease_on_postgres => Postgres,
+///     shutdown_leaves_no_lease_on_mariadb => MySql,
+/// );
+/// ```
+#[macro_export]
+macro_rules! backend_tests {
+    ($test:ident: $($name:ident => $backend:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $test($crate::Backend::$backend).await;
+            }
+        )+
+    };
+}
+
 /// A claimed batch as `(aggregate id, sequence)` pairs, sorted: what a test
 /// compares with the messages it expects the claim to take.
 pub fn claimed_positions(batch: &outbox_core::ClaimedBatch) -> Vec<(String, u64)> {

@@ -11,7 +11,7 @@ use outbox_core::wire;
 use outbox_tests::Backend;
 use outbox_tests::jetstream::TestStream;
 use outbox_tests::orders::Order;
-use processor_support::{Setup, save_new_order, shared_setup, spawn_processor};
+use processor_support::{save_new_order, shared_setup, spawn_processor};
 
 async fn wait_for(stream: &TestStream, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -25,28 +25,14 @@ async fn wait_for(stream: &TestStream, count: u64) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order_on_mariadb() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order_on_sqlite() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::Sqlite).await;
-}
+outbox_tests::backend_tests!(saved_events_reach_the_stream_once_in_order_on:
+    saved_events_reach_the_stream_once_in_order => Postgres,
+    saved_events_reach_the_stream_once_in_order_on_mariadb => MySql,
+    saved_events_reach_the_stream_once_in_order_on_sqlite => Sqlite,
+);
 
 async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(backend).await;
+    let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();
     let client = stream.jetstream.client();
     let processor = spawn_processor(&outbox, client, "/orders-test");
 
@@ -111,28 +97,14 @@ async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
     stream.delete().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract() {
-    headers_carry_the_wire_contract_on(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract_on_mariadb() {
-    headers_carry_the_wire_contract_on(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract_on_sqlite() {
-    headers_carry_the_wire_contract_on(Backend::Sqlite).await;
-}
+outbox_tests::backend_tests!(headers_carry_the_wire_contract_on:
+    headers_carry_the_wire_contract => Postgres,
+    headers_carry_the_wire_contract_on_mariadb => MySql,
+    headers_carry_the_wire_contract_on_sqlite => Sqlite,
+);
 
 async fn headers_carry_the_wire_contract_on(backend: Backend) {
-    let Setup {
-        test: _test,
-        stream,
-        outbox,
-        table: _,
-    } = shared_setup(backend).await;
+    let (_test, stream, outbox, _) = shared_setup(backend).await.into_parts();
     let processor = spawn_processor(&outbox, stream.jetstream.client(), "/orders-test");
     save_new_order(&outbox, "o-h", 7).await;
     wait_for(&stream, 1).await;

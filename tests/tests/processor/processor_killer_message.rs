@@ -16,31 +16,22 @@ use outbox_core::processor::ABANDONED_LIMIT;
 use outbox_tests::Backend;
 use outbox_tests::orders::Order;
 use processor_support::{
-    Setup, assert_once_in_order, processor_process, read_all, row_ids, shared_setup, wait_until,
-    write_orders,
+    assert_once_in_order, processor_process, read_all, row_ids, save_order, shared_setup,
+    wait_until, write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
     let setup = shared_setup(Backend::Postgres).await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = &setup;
+    let (test, stream, outbox, table) = setup.parts();
     write_orders(outbox, "a", 300, 3, 100).await;
     // The killer order: placed, then two amendments; the first amendment
     // (sequence 2) kills whoever publishes it.
     let mut killer = Order::place("killer", 1).expect("record");
     killer.amend(2).expect("record");
     killer.amend(3).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut killer)
-        .await
-        .expect("save");
+    save_order(outbox, &mut killer).await;
     write_orders(outbox, "b", 300, 3, 100).await;
     let total = test.count(table, "1=1").await;
 

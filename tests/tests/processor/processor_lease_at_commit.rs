@@ -9,9 +9,10 @@ mod processor_support;
 use std::time::Duration;
 
 use outbox_nats::JetStreamPublisher;
-use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use processor_support::{Gated, Setup, save_new_order, shared_setup};
+use processor_support::{
+    BuildAndSpawn, Gated, Setup, begin_with_order, save_new_order, shared_setup,
+};
 use sea_orm::{ConnectionTrait, Statement};
 
 /// For each outbox row of `order` (by sequence): whether it is leased, and
@@ -53,9 +54,7 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
         .processor(publisher.clone())
         .batches_in_flight(1)
         .shutdown_timeout(Duration::from_millis(300))
-        .build()
-        .expect("valid settings")
-        .spawn();
+        .build_and_spawn();
     processor_support::wait_until(
         Duration::from_secs(10),
         "the processor takes commits leased",
@@ -67,16 +66,8 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
-    let (
-        Setup {
-            test,
-            stream,
-            outbox,
-            table,
-        },
-        publisher,
-        processor,
-    ) = gated_setup().await;
+    let (setup, publisher, processor) = gated_setup().await;
+    let (test, stream, outbox, table) = setup.into_parts();
 
     save_new_order(&outbox, "o-1", 100).await;
     publisher.wait_for_waiting(1).await;
@@ -88,12 +79,7 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
     // The order's next event waits behind the unpublished first one: it is
     // written unleased, and no claim may take it while the first is out.
-    let mut uow = outbox.begin();
-    let mut order = uow
-        .load::<Order>("o-1".to_owned())
-        .await
-        .expect("load")
-        .expect("exists");
+    let (mut uow, mut order) = begin_with_order(&outbox, "o-1").await;
     order.amend(150).expect("record");
     uow.save(&mut order).await.expect("save");
     uow.commit().await.expect("commit");
@@ -115,16 +101,8 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_processor_gives_back_what_it_was_handed() {
-    let (
-        Setup {
-            test,
-            outbox,
-            table,
-            ..
-        },
-        publisher,
-        processor,
-    ) = gated_setup().await;
+    let (setup, publisher, processor) = gated_setup().await;
+    let (test, _, outbox, table) = setup.into_parts();
 
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.

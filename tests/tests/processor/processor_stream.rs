@@ -9,34 +9,35 @@ mod processor_support;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::Config, stream::StorageType};
-use outbox_nats::{JetStreamPublisher, StreamError, StreamSpec};
+use outbox_nats::{StreamError, StreamSpec};
 use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::nats::NatsServer;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, assert_stream_matches_outbox, outbox_for, private_setup, quick_retry, save_new_order,
-    wait_until,
+    assert_stream_matches_outbox, outbox_for, private_server_setup, quick_retry, save_new_order,
+    spawn_tuned, wait_all_published_within, wait_until,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
 const LEASE: Duration = Duration::from_secs(30);
+/// The processors' poll interval.
+const QUICK_POLL: Duration = Duration::from_millis(100);
 
 fn tag() -> String {
     uuid::Uuid::now_v7().simple().to_string()[16..].to_owned()
 }
 
-/// A memory stream created directly (not through `StreamSpec`), with
-/// `config` on top of its name and subjects, deleted at the end.
+/// A memory stream `name` capturing `subject`, created directly (not
+/// through `StreamSpec`) with `duplicate_window`.
 async fn raw_stream(
     jetstream: &jetstream::Context,
     name: &str,
-    subjects: &[String],
+    subject: &str,
     duplicate_window: Duration,
 ) {
     jetstream
         .create_stream(Config {
             name: name.to_owned(),
-            subjects: subjects.to_vec(),
+            subjects: vec![subject.to_owned()],
             duplicate_window,
             storage: StorageType::Memory,
             max_age: Duration::from_secs(600),
@@ -76,7 +77,7 @@ async fn ensure_refuses_a_stream_without_the_subjects() {
     raw_stream(
         &jetstream,
         &name,
-        &[format!("e{t}.orders.>")],
+        &format!("e{t}.orders.>"),
         Duration::from_secs(120),
     )
     .await;
@@ -122,7 +123,7 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
     );
 
     // An existing stream with a short window: refused, left as it is.
-    raw_stream(&jetstream, &name, &subjects, Duration::from_secs(10)).await;
+    raw_stream(&jetstream, &name, &subjects[0], Duration::from_secs(10)).await;
     let result = StreamSpec::new(&name, subjects)
         .ensure(&jetstream, LEASE)
         .await;
@@ -177,13 +178,9 @@ async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let prefix = format!("nostream{}", tag()); // no stream captures it
     let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(quick_retry(2))
-        .poll_interval(Duration::from_millis(100))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_tuned(&outbox, client, "/stream-test", |builder| {
+        builder.retry(quick_retry(2)).poll_interval(QUICK_POLL)
+    });
     save_new_order(&outbox, "o-1", 1).await;
 
     wait_until(Duration::from_secs(10), "the message is dead", || async {
@@ -208,13 +205,9 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let prefix = format!("late{}", tag());
     let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client.clone(), "/stream-test"))
-        .retry(quick_retry(100))
-        .poll_interval(Duration::from_millis(100))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_tuned(&outbox, client.clone(), "/stream-test", |builder| {
+        builder.retry(quick_retry(100)).poll_interval(QUICK_POLL)
+    });
     save_new_order(&outbox, "o-1", 1).await;
     wait_until(
         Duration::from_secs(10),
@@ -228,7 +221,7 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
     raw_stream(
         &jetstream,
         &name,
-        &[format!("{prefix}.>")],
+        &format!("{prefix}.>"),
         Duration::from_secs(120),
     )
     .await;
@@ -252,24 +245,14 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_is_down_spends_no_attempt() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "down").await;
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/stream-test",
-        ))
-        .retry(quick_retry(1)) // one spent attempt would kill it
-        .poll_interval(Duration::from_millis(100))
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let (mut server, setup) = private_server_setup("down").await;
+    let (test, stream, outbox, table) = setup.into_parts();
+    let processor = spawn_tuned(&outbox, server.connect().await, "/stream-test", |builder| {
+        builder
+            .retry(quick_retry(1)) // one spent attempt would kill it
+            .poll_interval(QUICK_POLL)
+            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
     server.kill();
     save_new_order(&outbox, "o-1", 1).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -322,14 +305,12 @@ async fn a_full_stream_spends_no_attempt() {
         prefix: prefix.clone(),
     };
     let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(quick_retry(2))
-        .poll_interval(Duration::from_millis(100))
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_tuned(&outbox, client, "/stream-test", |builder| {
+        builder
+            .retry(quick_retry(2))
+            .poll_interval(QUICK_POLL)
+            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
     processor_support::write_orders(&outbox, "o", 5, 2, 5).await;
     wait_until(Duration::from_secs(10), "the stream is full", || async {
         stream.count().await == 3
@@ -350,12 +331,7 @@ async fn a_full_stream_spends_no_attempt() {
         })
         .await
         .expect("raise the limit");
-    wait_until(
-        Duration::from_secs(10),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await == 10 },
-    )
-    .await;
+    wait_all_published_within(&test, &table, 10, Duration::from_secs(10)).await;
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!((report.failed, report.dead), (0, 0), "{report:?}");
     assert_stream_matches_outbox(&stream, &test, &table).await;
