@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use outbox_tests::Backend;
 use outbox_tests::nats::NatsServer;
-use processor_support::{private_setup, spawn_tuned, wait_until, write_orders};
+use processor_support::{private_setup, spawn_tuned, wait_for_rows, wait_until, write_orders};
 
 /// An account whose streams may keep 16 KiB on disk: a few dozen events.
 const SMALL_ACCOUNT: &str = "
@@ -73,10 +73,13 @@ async fn an_account_over_its_limits_spends_no_attempts() {
             }
         })
     };
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        200,
         Duration::from_secs(60),
         "every event is published",
-        || async { test.count(&table, "status = 1").await == 200 },
     )
     .await;
     purger.abort();

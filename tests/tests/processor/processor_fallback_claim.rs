@@ -16,7 +16,7 @@ use outbox_sea_orm::Outbox;
 use outbox_tests::Backend;
 use processor_support::{
     assert_stream_matches_outbox, save_new_order, shared_setup, spawn_tuned,
-    wait_all_published_within, wait_until, write_orders,
+    wait_all_published_within, wait_for_rows, write_orders,
 };
 
 const POLL: Duration = Duration::from_millis(300);
@@ -58,14 +58,13 @@ async fn foreign_rows_are_found_while_local_traffic_goes_on(backend: Backend) {
     );
     let foreign_rows = write_orders(&foreign, "foreign", 20, 2, 5).await;
     let written_at = Instant::now();
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id LIKE 'foreign-%' AND status = 1",
+        foreign_rows as i64,
         Duration::from_secs(5),
         "the other writer's rows are published while local traffic goes on",
-        || async {
-            test.count(&table, "aggregate_id LIKE 'foreign-%' AND status = 1")
-                .await as usize
-                == foreign_rows
-        },
     )
     .await;
     let found_after = written_at.elapsed();

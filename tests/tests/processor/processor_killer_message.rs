@@ -17,7 +17,7 @@ use outbox_tests::Backend;
 use outbox_tests::orders::Order;
 use processor_support::{
     assert_once_in_order, processor_process, read_all, row_ids, save_order, shared_setup,
-    wait_until, write_orders,
+    wait_for_rows, write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -76,10 +76,13 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
 
     // Everything else is published by the surviving processor; the killer
     // order's last event waits behind its dead one, untried.
-    wait_until(
+    wait_for_rows(
+        &test,
+        table,
+        "status = 1",
+        total - 2,
         Duration::from_secs(60),
         "every other message is published",
-        || async { test.count(table, "status = 1").await == total - 2 },
     )
     .await;
     assert_eq!(

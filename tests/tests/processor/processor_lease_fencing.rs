@@ -19,7 +19,7 @@ use outbox_tests::{Backend, TestDb};
 use processor_support::{
     BuildAndSpawn, Builder, Gated, RoundWriter, Setup, amend_order, assert_all_published_cleanly,
     assert_stream_matches_outbox, begin_with_order, private_server_setup, save_new_order,
-    shared_setup, stop_writing_and_check, wait_all_published, wait_until,
+    shared_setup, stop_writing_and_check, wait_all_published, wait_for_rows, wait_until,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, Statement, TransactionTrait};
 
@@ -86,11 +86,14 @@ async fn a_batch_stops_when_part_of_it_is_taken_over(backend: Backend) {
 
     gated.open();
     // The batch ends (b#1 completed: settlement comes after every publish).
-    wait_until(Duration::from_secs(10), "b#1 is completed", || async {
-        test.count(&table, "aggregate_id = 'b' AND status = 1")
-            .await
-            == 1
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id = 'b' AND status = 1",
+        1,
+        Duration::from_secs(10),
+        "b#1 is completed",
+    )
     .await;
     let published: Vec<(String, u64)> = stream
         .messages()
@@ -220,24 +223,26 @@ async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
     assert!(commit.await.expect_err("aborted").is_cancelled());
     blocker.commit().await.expect("unlock");
     let committed_at = Instant::now();
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id = 'x' AND sequence = 2",
+        1,
         Duration::from_secs(10),
         "the cancelled commit's event is committed",
-        || async {
-            test.count(&table, "aggregate_id = 'x' AND sequence = 2")
-                .await
-                == 1
-        },
     )
     .await;
 
     // Published within the lease and a claim, whatever traffic goes on.
     let bound = LEASE + POLL * 2 + Duration::from_secs(2);
-    wait_until(bound, "x#2 is published", || async {
-        test.count(&table, "aggregate_id = 'x' AND sequence = 2 AND status = 1")
-            .await
-            == 1
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id = 'x' AND sequence = 2 AND status = 1",
+        1,
+        bound,
+        "x#2 is published",
+    )
     .await;
     println!(
         "x#2 published {:?} after its commit",
@@ -305,14 +310,13 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
 
     // Other aggregates publish again while the writer still waits.
     save_new_order(&outbox, "w", 100).await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id = 'w' AND status = 1",
+        1,
         Duration::from_secs(10),
         "w is published while z's writer is stuck",
-        || async {
-            test.count(&table, "aggregate_id = 'w' AND status = 1")
-                .await
-                == 1
-        },
     )
     .await;
 

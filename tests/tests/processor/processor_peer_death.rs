@@ -15,7 +15,7 @@ use outbox_tests::process::ProcessorProcess;
 use processor_support::{
     RoundWriter, Setup, assert_all_published_cleanly, assert_stream_matches_outbox, drain_all,
     processor_process, row_ids, shared_setup, spawn_processor, stop_writing_and_check,
-    wait_mid_batch, wait_until, write_orders,
+    wait_for_rows, wait_mid_batch, wait_until, write_orders,
 };
 
 /// The peer's lease: short, so the tests are quick; the survivor uses the
@@ -69,11 +69,14 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
 
     // Every aggregate of the dead peer moves again.
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
-    wait_until(bound, "every row the peer wrote is published", || async {
-        test.count(table, "aggregate_id LIKE 'peer-%' AND status = 0")
-            .await
-            == 0
-    })
+    wait_for_rows(
+        &test,
+        table,
+        "aggregate_id LIKE 'peer-%' AND status = 0",
+        0,
+        bound,
+        "every row the peer wrote is published",
+    )
     .await;
     let took = killed.elapsed();
     println!(
@@ -101,10 +104,13 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
     let ids: Vec<String> = held.iter().map(|id| format!("'{id}'")).collect();
     let still_held = format!("status = 0 AND id IN ({})", ids.join(", "));
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
-    wait_until(
+    wait_for_rows(
+        &test,
+        table,
+        &still_held,
+        0,
         bound,
         "every row the dead peer held is published",
-        || async { test.count(table, &still_held).await == 0 },
     )
     .await;
     println!(
@@ -128,14 +134,13 @@ async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_ou
     // peer's rows over once their lease runs out.
     let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
     let writer = RoundWriter::spawn(outbox);
-    wait_until(
+    wait_for_rows(
+        &test,
+        table,
+        "aggregate_id LIKE 'b-%' AND status = 0",
+        0,
         Duration::from_secs(30),
         "the backlog is published without the peer",
-        || async {
-            test.count(table, "aggregate_id LIKE 'b-%' AND status = 0")
-                .await
-                == 0
-        },
     )
     .await;
     println!(

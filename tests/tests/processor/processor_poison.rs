@@ -16,7 +16,7 @@ use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
     AttachmentAdded, BuildAndSpawn, CountedStore, amend_order, assert_once_in_order, poison_server,
-    private_setup, read_all, row_ids, save_order, wait_until, write_orders,
+    private_setup, read_all, row_ids, save_order, wait_for_rows, wait_until, write_orders,
 };
 use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
@@ -52,14 +52,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     write_orders(&outbox, "after", 10, 2, 5).await;
 
     let poison = "aggregate_id = 'poisoned' AND sequence = 2";
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        &format!("{poison} AND status = 2"),
+        1,
         Duration::from_secs(15),
         "the poison message is dead",
-        || async {
-            test.count(&table, &format!("{poison} AND status = 2"))
-                .await
-                == 1
-        },
     )
     .await;
     assert_eq!(
@@ -75,10 +74,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     );
 
     // Everyone else is published: 40 messages and the poisoned order's first.
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        41,
         Duration::from_secs(15),
         "the other aggregates are published",
-        || async { test.count(&table, "status = 1").await == 41 },
     )
     .await;
     assert_eq!(
@@ -94,10 +96,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     // while new work of other aggregates flows.
     amend_order(&outbox, "poisoned", 1).await;
     write_orders(&outbox, "later", 5, 2, 5).await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        51,
         Duration::from_secs(15),
         "later work is published",
-        || async { test.count(&table, "status = 1").await == 51 },
     )
     .await;
     // Several ordinary claims after the later work was committed: none of

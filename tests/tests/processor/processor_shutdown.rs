@@ -11,7 +11,7 @@ use outbox_tests::Backend;
 use outbox_tests::jetstream::nats_url;
 use processor_support::{
     assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, spawn_tuned,
-    wait_mid_batch, wait_until, write_orders,
+    wait_for_rows, wait_mid_batch, write_orders,
 };
 use uuid::Uuid;
 
@@ -69,9 +69,14 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
         async_nats::connect(nats_url()).await.expect("nats"),
         "/shutdown-test",
     );
-    wait_until(Duration::from_secs(30), "the rest is published", || async {
-        test.count(&table, "status = 1").await == TOTAL as i64
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        TOTAL as i64,
+        Duration::from_secs(30),
+        "the rest is published",
+    )
     .await;
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!(report.published, pending as u64);

@@ -14,7 +14,7 @@ use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
     assert_stream_matches_outbox, outbox_for, private_server_setup, quick_retry, save_new_order,
-    spawn_tuned, wait_all_published_within, wait_until,
+    spawn_tuned, wait_all_published_within, wait_for_rows, wait_until,
 };
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -183,9 +183,14 @@ async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
     });
     save_new_order(&outbox, "o-1", 1).await;
 
-    wait_until(Duration::from_secs(10), "the message is dead", || async {
-        test.count(&table, "status = 2").await == 1
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 2",
+        1,
+        Duration::from_secs(10),
+        "the message is dead",
+    )
     .await;
     let (_, attempts, error, leased) = row(&test, &table).await;
     assert_eq!(attempts, 2, "each rejection spent an attempt");
@@ -209,10 +214,13 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
         builder.retry(quick_retry(100)).poll_interval(QUICK_POLL)
     });
     save_new_order(&outbox, "o-1", 1).await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "attempts >= 1",
+        1,
         Duration::from_secs(10),
         "a rejection is recorded",
-        || async { test.count(&table, "attempts >= 1").await == 1 },
     )
     .await;
 
@@ -230,10 +238,13 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
         name,
         prefix,
     };
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        1,
         Duration::from_secs(10),
         "the message is published",
-        || async { test.count(&table, "status = 1").await == 1 },
     )
     .await;
     assert_eq!(stream.count().await, 1);
@@ -263,10 +274,13 @@ async fn a_broker_that_is_down_spends_no_attempt() {
     );
 
     server.restart().await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        1,
         Duration::from_secs(15),
         "the message is published",
-        || async { test.count(&table, "status = 1").await == 1 },
     )
     .await;
     assert_eq!(row(&test, &table).await.1, 0, "no attempt spent");

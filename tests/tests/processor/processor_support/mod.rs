@@ -428,8 +428,22 @@ pub(crate) async fn wait_all_published_within(
     total: i64,
     timeout: Duration,
 ) {
-    wait_until(timeout, "every row is published", || async {
-        test.count(table, "status = 1").await == total
+    let what = "every row is published";
+    wait_for_rows(test, table, "status = 1", total, timeout, what).await;
+}
+
+/// Polls every 50 ms until exactly `rows` rows of `table` match `filter`
+/// (an SQL condition); panics with `what` after `timeout`.
+pub(crate) async fn wait_for_rows(
+    test: &TestDb,
+    table: &str,
+    filter: &str,
+    rows: i64,
+    timeout: Duration,
+    what: &str,
+) {
+    wait_until(timeout, what, || async {
+        test.count(table, filter).await == rows
     })
     .await;
 }
