@@ -42,8 +42,9 @@ async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
 }
 
 /// A PostgreSQL setup and a running processor in the writers' process whose
-/// publishes wait at a closed gate (one batch in flight at a time).
-async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
+/// publishes wait at a closed gate (one batch in flight at a time), with
+/// new order `first` saved and its publish held at the gate.
+async fn gated_setup(first: &str) -> (Setup, Gated, outbox_core::ProcessorHandle) {
     let setup = shared_setup(Backend::Postgres).await;
     let publisher = Gated::closed(JetStreamPublisher::new(
         setup.stream.jetstream.client(),
@@ -61,16 +62,15 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
         || async { setup.outbox.processor_takes_commits() },
     )
     .await;
+    save_new_order(&setup.outbox, first, 100).await;
+    publisher.wait_for_waiting(1).await;
     (setup, publisher, processor)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
-    let (setup, publisher, processor) = gated_setup().await;
+    let (setup, publisher, processor) = gated_setup("o-1").await;
     let (test, stream, outbox, table) = setup.into_parts();
-
-    save_new_order(&outbox, "o-1", 100).await;
-    publisher.wait_for_waiting(1).await;
     assert_eq!(
         rows_of(&test, &table, "o-1").await,
         vec![(true, true)],
@@ -101,13 +101,10 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_processor_gives_back_what_it_was_handed() {
-    let (setup, publisher, processor) = gated_setup().await;
-    let (test, _, outbox, table) = setup.into_parts();
-
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.
-    save_new_order(&outbox, "o-0", 100).await;
-    publisher.wait_for_waiting(1).await;
+    let (setup, _publisher, processor) = gated_setup("o-0").await;
+    let (test, _, outbox, table) = setup.into_parts();
     for i in 1..5 {
         save_new_order(&outbox, &format!("o-{i}"), 100).await;
     }

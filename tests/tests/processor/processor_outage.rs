@@ -8,21 +8,18 @@ mod processor_support;
 use std::time::{Duration, Instant};
 
 use processor_support::{
-    RoundWriter, assert_all_published_cleanly, assert_stream_matches_outbox, private_server_setup,
-    spawn_outage_processor, wait_all_published, wait_until, write_orders,
+    assert_all_published_cleanly, assert_stream_matches_outbox, traffic_on_private_server,
+    wait_all_published, wait_until, write_orders,
 };
 
 const OUTAGE: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_loses_nothing_and_keeps_order() {
-    let (mut server, setup) = private_server_setup("outage").await;
-    let (test, stream, outbox, table) = setup.into_parts();
-    let processor = spawn_outage_processor(&outbox, server.connect().await, "/outage-test");
-
     // Writers: new orders (2 events each), and more events on earlier
     // orders, so aggregates' histories span the outage.
-    let writer = RoundWriter::spawn(&outbox);
+    let (mut server, setup, processor, writer) = traffic_on_private_server("outage").await;
+    let (test, stream, outbox, table) = setup.into_parts();
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     // A burst on top, so the server dies with publishes in flight.

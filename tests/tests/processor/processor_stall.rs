@@ -9,9 +9,9 @@ mod processor_support;
 use std::time::{Duration, Instant};
 
 use processor_support::{
-    RoundWriter, assert_all_published_cleanly, assert_stream_matches_outbox, drain_all,
-    private_server_setup, spawn_outage_processor, spawn_processor, spawn_tuned, wait_all_published,
-    wait_mid_batch, write_orders,
+    assert_all_published_cleanly, assert_stream_matches_outbox, drain_all, private_server_setup,
+    spawn_processor, spawn_tuned, traffic_on_private_server, wait_all_published, wait_mid_batch,
+    write_orders,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,10 +64,8 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
-    let (mut server, setup) = private_server_setup("stall").await;
-    let (test, stream, outbox, table) = setup.into_parts();
-    let processor = spawn_outage_processor(&outbox, server.connect().await, "/stall-test");
-    let writer = RoundWriter::spawn(&outbox);
+    let (mut server, setup, processor, writer) = traffic_on_private_server("stall").await;
+    let (test, stream, _outbox, table) = setup.into_parts();
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Longer than the publisher's 5 s ack timeout.
     server.pause();

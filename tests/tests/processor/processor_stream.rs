@@ -19,6 +19,8 @@ use processor_support::{
 use sea_orm::{ConnectionTrait, Statement};
 
 const LEASE: Duration = Duration::from_secs(30);
+/// A duplicate window longer than [`LEASE`], as `StreamSpec` wants.
+const WINDOW: Duration = Duration::from_secs(120);
 /// The processors' poll interval.
 const QUICK_POLL: Duration = Duration::from_millis(100);
 
@@ -74,13 +76,7 @@ async fn ensure_refuses_a_stream_without_the_subjects() {
     let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
     let t = tag();
     let name = format!("E_{t}");
-    raw_stream(
-        &jetstream,
-        &name,
-        &format!("e{t}.orders.>"),
-        Duration::from_secs(120),
-    )
-    .await;
+    raw_stream(&jetstream, &name, &format!("e{t}.orders.>"), WINDOW).await;
     let result = StreamSpec::new(&name, [format!("e{t}.orders.>"), format!("e{t}.>")])
         .ensure(&jetstream, LEASE)
         .await;
@@ -172,27 +168,55 @@ async fn row(test: &TestDb, table: &str) -> (i16, i32, Option<String>, bool) {
     )
 }
 
+/// A message with no stream to go to: a fresh PostgreSQL schema, an outbox
+/// publishing under `<name><tag>` (no stream captures it), a processor on
+/// it retrying quickly, and order `o-1` saved.
+struct Unstreamed {
+    test: TestDb,
+    table: String,
+    prefix: String,
+    /// The processor's connection.
+    client: async_nats::Client,
+    processor: outbox_core::ProcessorHandle,
+    _outbox: outbox_sea_orm::Outbox,
+}
+
+impl Unstreamed {
+    /// The processor gives up after `max_attempts` rejections.
+    async fn saved(name: &str, max_attempts: u32) -> Self {
+        let test = TestDb::with_schema(Backend::Postgres).await;
+        let client = async_nats::connect(nats_url()).await.expect("nats");
+        let prefix = format!("{name}{}", tag());
+        let (outbox, table) = outbox_for(&test, &prefix);
+        let processor = spawn_tuned(&outbox, client.clone(), "/stream-test", |builder| {
+            builder
+                .retry(quick_retry(max_attempts))
+                .poll_interval(QUICK_POLL)
+        });
+        save_new_order(&outbox, "o-1", 1).await;
+        Self {
+            test,
+            table,
+            prefix,
+            client,
+            processor,
+            _outbox: outbox,
+        }
+    }
+
+    /// Waits (up to 10 s) until the row matches `filter`; panics with `what`.
+    async fn wait_until_row(&self, filter: &str, what: &str) {
+        let timeout = Duration::from_secs(10);
+        wait_for_rows(&self.test, &self.table, filter, 1, timeout, what).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let prefix = format!("nostream{}", tag()); // no stream captures it
-    let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = spawn_tuned(&outbox, client, "/stream-test", |builder| {
-        builder.retry(quick_retry(2)).poll_interval(QUICK_POLL)
-    });
-    save_new_order(&outbox, "o-1", 1).await;
-
-    wait_for_rows(
-        &test,
-        &table,
-        "status = 2",
-        1,
-        Duration::from_secs(10),
-        "the message is dead",
-    )
-    .await;
-    let (_, attempts, error, leased) = row(&test, &table).await;
+    let run = Unstreamed::saved("nostream", 2).await;
+    run.wait_until_row("status = 2", "the message is dead")
+        .await;
+    let (_, attempts, error, leased) = row(&run.test, &run.table).await;
     assert_eq!(attempts, 2, "each rejection spent an attempt");
     assert!(!leased);
     let error = error.expect("the reason is kept");
@@ -200,55 +224,29 @@ async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
         error.contains("no JetStream stream captures subject"),
         "{error}"
     );
-    let report = processor.shutdown().await.expect("clean stop");
+    let report = run.processor.shutdown().await.expect("clean stop");
     assert_eq!((report.failed, report.dead, report.published), (2, 1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_message_is_published_once_its_stream_exists() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let prefix = format!("late{}", tag());
-    let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = spawn_tuned(&outbox, client.clone(), "/stream-test", |builder| {
-        builder.retry(quick_retry(100)).poll_interval(QUICK_POLL)
-    });
-    save_new_order(&outbox, "o-1", 1).await;
-    wait_for_rows(
-        &test,
-        &table,
-        "attempts >= 1",
-        1,
-        Duration::from_secs(10),
-        "a rejection is recorded",
-    )
-    .await;
+    let run = Unstreamed::saved("late", 100).await;
+    run.wait_until_row("attempts >= 1", "a rejection is recorded")
+        .await;
 
+    let prefix = run.prefix.clone();
     let name = format!("L_{prefix}");
-    let jetstream = jetstream::new(client);
-    raw_stream(
-        &jetstream,
-        &name,
-        &format!("{prefix}.>"),
-        Duration::from_secs(120),
-    )
-    .await;
+    let jetstream = jetstream::new(run.client.clone());
+    raw_stream(&jetstream, &name, &format!("{prefix}.>"), WINDOW).await;
     let stream = TestStream {
         jetstream,
         name,
         prefix,
     };
-    wait_for_rows(
-        &test,
-        &table,
-        "status = 1",
-        1,
-        Duration::from_secs(10),
-        "the message is published",
-    )
-    .await;
+    run.wait_until_row("status = 1", "the message is published")
+        .await;
     assert_eq!(stream.count().await, 1);
-    let report = processor.shutdown().await.expect("clean stop");
+    let report = run.processor.shutdown().await.expect("clean stop");
     assert!(report.failed >= 1 && report.dead == 0, "{report:?}");
     assert_eq!(report.published, 1);
     stream.delete().await;

@@ -236,6 +236,20 @@ pub(crate) async fn private_server_setup(prefix: &str) -> (NatsServer, Setup) {
     (server, setup)
 }
 
+/// Writes going on across broker trouble: a [`private_server_setup`] (the
+/// test kills or pauses its server), a processor made for outages
+/// ([`spawn_outage_processor`], source `/<prefix>-test`) and a
+/// [`RoundWriter`].
+pub(crate) async fn traffic_on_private_server(
+    prefix: &str,
+) -> (NatsServer, Setup, ProcessorHandle, RoundWriter) {
+    let (server, setup) = private_server_setup(prefix).await;
+    let source = format!("/{prefix}-test");
+    let processor = spawn_outage_processor(&setup.outbox, server.connect().await, &source);
+    let writer = RoundWriter::spawn(&setup.outbox);
+    (server, setup, processor, writer)
+}
+
 /// A fresh schema on `backend`, a file stream capturing `<prefix>.>` on the
 /// private `server`, and an outbox for them.
 pub(crate) async fn private_setup(server: &NatsServer, backend: Backend, prefix: &str) -> Setup {
