@@ -19,7 +19,6 @@ use processor_support::{
     assert_once_in_order, processor_process, read_all, row_ids, save_order, shared_setup,
     wait_for_rows, write_orders,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
@@ -77,7 +76,7 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
     // Everything else is published by the surviving processor; the killer
     // order's last event waits behind its dead one, untried.
     wait_for_rows(
-        &test,
+        test,
         table,
         "status = 1",
         total - 2,
@@ -101,17 +100,11 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
         "the rest of the aggregate waits behind the dead message"
     );
     let row = test
-        .db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT last_error, abandoned FROM {table} \
-                 WHERE aggregate_id = 'killer' AND sequence = 2"
-            ),
+        .row(&format!(
+            "SELECT last_error, abandoned FROM {table} \
+             WHERE aggregate_id = 'killer' AND sequence = 2"
         ))
-        .await
-        .expect("select")
-        .expect("the row");
+        .await;
     let error: String = row.try_get("", "last_error").expect("last_error");
     let abandoned: i32 = row.try_get("", "abandoned").expect("abandoned");
     assert!(error.contains("ended without settling it"), "{error}");

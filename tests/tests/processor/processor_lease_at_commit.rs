@@ -13,24 +13,18 @@ use outbox_tests::{Backend, TestDb};
 use processor_support::{
     BuildAndSpawn, Gated, Setup, begin_with_order, save_new_order, shared_setup,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 /// For each outbox row of `order` (by sequence): whether it is leased, and
 /// whether the transaction that wrote the order row wrote its current
 /// version (so no claim has updated it since).
 async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
     let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT m.lease_token IS NOT NULL AS leased, m.xmin::text = o.xmin::text AS same_txn \
-                 FROM {table} m JOIN orders o ON o.id = m.aggregate_id \
-                 WHERE m.aggregate_id = '{order}' ORDER BY m.sequence"
-            ),
+        .rows(&format!(
+            "SELECT m.lease_token IS NOT NULL AS leased, m.xmin::text = o.xmin::text AS same_txn \
+             FROM {table} m JOIN orders o ON o.id = m.aggregate_id \
+             WHERE m.aggregate_id = '{order}' ORDER BY m.sequence"
         ))
-        .await
-        .expect("select rows");
+        .await;
     rows.iter()
         .map(|row| {
             (

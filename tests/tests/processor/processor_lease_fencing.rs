@@ -142,19 +142,13 @@ async fn wait_blocked_by(test: &TestDb, pid: i32) {
         Duration::from_secs(10),
         "the writer waits for the row lock",
         || async {
-            test.db
-                .query_one_raw(Statement::from_string(
-                    test.db_backend(),
-                    format!(
-                        "SELECT count(*) AS n FROM pg_stat_activity \
-                         WHERE {pid} = ANY(pg_blocking_pids(pid))"
-                    ),
-                ))
-                .await
-                .expect("pg_stat_activity")
-                .expect("a row")
-                .try_get::<i64>("", "n")
-                .expect("n")
+            test.row(&format!(
+                "SELECT count(*) AS n FROM pg_stat_activity \
+                 WHERE {pid} = ANY(pg_blocking_pids(pid))"
+            ))
+            .await
+            .try_get::<i64>("", "n")
+            .expect("n")
                 > 0
         },
     )
@@ -224,8 +218,8 @@ async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
     blocker.commit().await.expect("unlock");
     let committed_at = Instant::now();
     wait_for_rows(
-        &test,
-        &table,
+        test,
+        table,
         "aggregate_id = 'x' AND sequence = 2",
         1,
         Duration::from_secs(10),
@@ -236,8 +230,8 @@ async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
     // Published within the lease and a claim, whatever traffic goes on.
     let bound = LEASE + POLL * 2 + Duration::from_secs(2);
     wait_for_rows(
-        &test,
-        &table,
+        test,
+        table,
         "aggregate_id = 'x' AND sequence = 2 AND status = 1",
         1,
         bound,
@@ -281,7 +275,7 @@ async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
     commit.await.expect("task").expect("the commit succeeds");
     assert_eq!(
         test.count(
-            &table,
+            table,
             "aggregate_id = 'y' AND sequence = 2 AND status = 0 AND lease_token IS NULL"
         )
         .await,
@@ -309,10 +303,10 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
     server.restart().await;
 
     // Other aggregates publish again while the writer still waits.
-    save_new_order(&outbox, "w", 100).await;
+    save_new_order(outbox, "w", 100).await;
     wait_for_rows(
-        &test,
-        &table,
+        test,
+        table,
         "aggregate_id = 'w' AND status = 1",
         1,
         Duration::from_secs(10),
@@ -322,8 +316,8 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
 
     blocker.commit().await.expect("unlock");
     commit.await.expect("task").expect("the commit succeeds");
-    wait_all_published(&test, &table, 3).await;
-    assert_all_published_cleanly(&test, &table).await;
-    assert_stream_matches_outbox(&stream, &test, &table).await;
+    wait_all_published(test, table, 3).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
     processor.shutdown().await.expect("clean shutdown");
 }

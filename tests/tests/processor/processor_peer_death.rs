@@ -70,7 +70,7 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
     // Every aggregate of the dead peer moves again.
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
     wait_for_rows(
-        &test,
+        test,
         table,
         "aggregate_id LIKE 'peer-%' AND status = 0",
         0,
@@ -105,7 +105,7 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
     let still_held = format!("status = 0 AND id IN ({})", ids.join(", "));
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
     wait_for_rows(
-        &test,
+        test,
         table,
         &still_held,
         0,
@@ -135,7 +135,7 @@ async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_ou
     let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
     let writer = RoundWriter::spawn(outbox);
     wait_for_rows(
-        &test,
+        test,
         table,
         "aggregate_id LIKE 'b-%' AND status = 0",
         0,

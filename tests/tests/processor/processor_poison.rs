@@ -18,7 +18,6 @@ use processor_support::{
     AttachmentAdded, BuildAndSpawn, CountedStore, amend_order, assert_once_in_order, poison_server,
     private_setup, read_all, row_ids, save_order, wait_for_rows, wait_until, write_orders,
 };
-use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
 
 const MAX_ATTEMPTS: u32 = 3;
@@ -135,14 +134,8 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
 }
 
 async fn last_error(test: &TestDb, table: &str, filter: &str) -> String {
-    test.db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!("SELECT last_error FROM {table} WHERE {filter}"),
-        ))
+    test.row(&format!("SELECT last_error FROM {table} WHERE {filter}"))
         .await
-        .expect("select")
-        .expect("the row")
         .try_get::<Option<String>>("", "last_error")
         .expect("last_error")
         .unwrap_or_default()

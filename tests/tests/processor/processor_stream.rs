@@ -16,7 +16,6 @@ use processor_support::{
     assert_stream_matches_outbox, outbox_for, private_server_setup, quick_retry, save_new_order,
     spawn_tuned, wait_all_published_within, wait_for_rows, wait_until,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 const LEASE: Duration = Duration::from_secs(30);
 /// A duplicate window longer than [`LEASE`], as `StreamSpec` wants.
@@ -149,17 +148,11 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
 
 async fn row(test: &TestDb, table: &str) -> (i16, i32, Option<String>, bool) {
     let row = test
-        .db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT status, attempts, last_error, \
-                 CASE WHEN lease_token IS NULL THEN 0 ELSE 1 END AS leased FROM {table}"
-            ),
+        .row(&format!(
+            "SELECT status, attempts, last_error, \
+             CASE WHEN lease_token IS NULL THEN 0 ELSE 1 END AS leased FROM {table}"
         ))
-        .await
-        .expect("select")
-        .expect("one row");
+        .await;
     (
         row.try_get("", "status").expect("status"),
         row.try_get("", "attempts").expect("attempts"),

@@ -24,7 +24,6 @@ use outbox_tests::jetstream::{TestStream, decode_stored, nats_url};
 use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
 
 /// An event whose payload is as large as its `data`: over a
@@ -536,13 +535,8 @@ pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
 /// The ids of the outbox rows matching `filter` (an SQL condition).
 pub(crate) async fn row_ids(test: &TestDb, table: &str, filter: &str) -> HashSet<Uuid> {
     let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!("SELECT id FROM {table} WHERE {filter}"),
-        ))
-        .await
-        .expect("select ids");
+        .rows(&format!("SELECT id FROM {table} WHERE {filter}"))
+        .await;
     rows.iter()
         .map(|row| row.try_get::<Uuid>("", "id").expect("id"))
         .collect()
