@@ -55,17 +55,18 @@ async fn seed(outbox: &Outbox, prefix: &str, orders: usize, events: usize) -> Ve
 }
 
 /// An SQL literal of a message id, for filters in `TestDb::count`.
-/// The test's outbox, and the ids of `orders` new orders (named
-/// `<prefix>-000`, ...) of `events` events each, in one list.
+/// The test's outbox, the ids of `orders` new orders (named
+/// `<prefix>-000`, ...) of `events` events each, in one list, and a store
+/// on the test's connection.
 async fn seeded(
     test: &TestDb,
     prefix: &str,
     orders: usize,
     events: usize,
-) -> (Outbox, Vec<MessageId>) {
+) -> (Outbox, Vec<MessageId>, SeaOrmOutboxStore) {
     let outbox = outbox_of(test);
     let ids = seed(&outbox, prefix, orders, events).await.concat();
-    (outbox, ids)
+    (outbox, ids, store_on(test.db.clone()))
 }
 
 fn id_literal(backend: Backend, id: MessageId) -> String {
@@ -519,9 +520,8 @@ async fn order_survives_retryable_failures_and_releases(test: TestDb) {
 
 async fn retryable_failure_backs_off(test: TestDb) {
     // r-000: six events; the first fails, the others wait behind it.
-    let (outbox, ids) = seeded(&test, "r", 1, 6).await;
+    let (outbox, ids, store) = seeded(&test, "r", 1, 6).await;
     let id = ids[0];
-    let store = store_on(test.db.clone());
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
 
@@ -573,9 +573,8 @@ async fn retryable_failure_backs_off(test: TestDb) {
 }
 
 async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "d", 3, 1).await;
+    let (_outbox, ids, store) = seeded(&test, "d", 3, 1).await;
     let (permanent, exhausted, last_chance) = (ids[0], ids[1], ids[2]);
-    let store = store_on(test.db.clone());
     let policy = quick_retry(2);
 
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
@@ -745,8 +744,7 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
 // ---------------------------------------------------------------------------
 
 async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "rel", 1, 3).await;
-    let first = store_on(test.db.clone());
+    let (_outbox, ids, first) = seeded(&test, "rel", 1, 3).await;
     let second = store_on(test.connect_again().await);
 
     // Spend one attempt on each, so "unchanged" means 1, not 0.
@@ -794,24 +792,19 @@ async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: T
 /// Only a claim that takes over a lease that ran out counts as abandoned;
 /// a release, like every settlement, ends the lease cleanly.
 async fn only_leases_that_ran_out_count_as_abandoned_claims(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "ab", 1, 1).await;
-    let store = store_on(test.db.clone());
+    let (_outbox, ids, store) = seeded(&test, "ab", 1, 1).await;
     let claimed =
         |batch: &ClaimedBatch| -> Vec<u32> { batch.messages.iter().map(|m| m.abandoned).collect() };
 
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(claimed(&batch), [0]);
     store.release(batch.lease.token, &ids).await.unwrap();
-    let batch = store
-        .claim_ids(&ids, Duration::from_millis(200))
-        .await
-        .unwrap();
+    // By id, for a lease that runs out before the next claim.
+    let short = Duration::from_millis(200);
+    let batch = store.claim_ids(&ids, short).await.unwrap();
     assert_eq!(claimed(&batch), [0], "released, not abandoned");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let batch = store
-        .claim_ids(&ids, Duration::from_millis(200))
-        .await
-        .unwrap();
+    let batch = store.claim_ids(&ids, short).await.unwrap();
     assert_eq!(claimed(&batch), [1], "by id, too");
     tokio::time::sleep(Duration::from_millis(350)).await;
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
@@ -819,8 +812,7 @@ async fn only_leases_that_ran_out_count_as_abandoned_claims(test: TestDb) {
 }
 
 async fn renew_extends_the_lease(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "ren", 1, 2).await;
-    let holder = store_on(test.db.clone());
+    let (_outbox, ids, holder) = seeded(&test, "ren", 1, 2).await;
     let other = store_on(test.connect_again().await);
 
     let batch = holder.claim(10, Duration::from_millis(400)).await.unwrap();
@@ -843,30 +835,16 @@ async fn renew_extends_the_lease(test: TestDb) {
         outcome(0, 2)
     );
     assert!(nothing_claimable(&other, 10).await);
+    let token = batch.lease.token;
     // One message settled: a renewal of both notices that one is no longer
     // held (a partial loss), and renews only the other.
-    assert_eq!(
-        complete_ids(&holder, batch.lease.token, &ids[..1]).await,
-        outcome(1, 0)
-    );
-    assert_eq!(
-        renew_ids(&holder, batch.lease.token, &ids).await,
-        outcome(1, 1)
-    );
+    assert_eq!(complete_ids(&holder, token, &ids[..1]).await, outcome(1, 0));
+    assert_eq!(renew_ids(&holder, token, &ids).await, outcome(1, 1));
     // Only the ids asked for are renewed, even under a shared token.
-    assert_eq!(
-        renew_ids(&holder, batch.lease.token, &[]).await,
-        outcome(0, 0)
-    );
-    assert_eq!(
-        complete_ids(&holder, batch.lease.token, &ids[1..]).await,
-        outcome(1, 0)
-    );
+    assert_eq!(renew_ids(&holder, token, &[]).await, outcome(0, 0));
+    assert_eq!(complete_ids(&holder, token, &ids[1..]).await, outcome(1, 0));
     // Renewing settled messages renews nothing.
-    assert_eq!(
-        renew_ids(&holder, batch.lease.token, &ids).await,
-        outcome(0, 2)
-    );
+    assert_eq!(renew_ids(&holder, token, &ids).await, outcome(0, 2));
 }
 
 // ---------------------------------------------------------------------------
@@ -874,8 +852,7 @@ async fn renew_extends_the_lease(test: TestDb) {
 // ---------------------------------------------------------------------------
 
 async fn complete_keeps_published_rows_by_default(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "keep", 1, 3).await;
-    let store = store_on(test.db.clone());
+    let (_outbox, ids, store) = seeded(&test, "keep", 1, 3).await;
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
     // The lease runs for about the 30 s asked (database clock vs this
@@ -938,7 +915,7 @@ async fn complete_keeps_published_rows_by_default(test: TestDb) {
 }
 
 async fn complete_deletes_rows_with_delete_retention(test: TestDb) {
-    let (_outbox, ids) = seeded(&test, "del", 2, 2).await;
+    let (_outbox, ids, _) = seeded(&test, "del", 2, 2).await;
     let store = SeaOrmOutboxStore::new(
         test.db.clone(),
         OutboxConfig::default().with_retention(Retention::Delete),
