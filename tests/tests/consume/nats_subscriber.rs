@@ -352,23 +352,20 @@ async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
     let fx = fixture_with_steps(&[(1, "a", 1), (2, "b", 1), (3, "c", 1)]).await;
 
     let handled: Log<(u64, u64)> = log();
-    let running = fx
-        .subscriber()
-        .on(logging_handler(&handled, |step, delivery, seen| {
-            if step.n == 3 && delivery.delivery_count() == 1 {
-                panic!("boom, before the handler's future exists");
+    let handler = logging_handler(&handled, |step, delivery, seen| {
+        if step.n == 3 && delivery.delivery_count() == 1 {
+            panic!("boom, before the handler's future exists");
+        }
+        async move {
+            record_step(&seen, &step, &delivery);
+            match (step.n, delivery.delivery_count()) {
+                (1, _) => Err(HandlerError::permanent("order o-1 does not exist")),
+                (_, 1) => panic!("boom"),
+                _ => Ok(()),
             }
-            async move {
-                record_step(&seen, &step, &delivery);
-                match (step.n, delivery.delivery_count()) {
-                    (1, _) => Err(HandlerError::permanent("order o-1 does not exist")),
-                    (_, 1) => panic!("boom"),
-                    _ => Ok(()),
-                }
-            }
-        }))
-        .start()
-        .await;
+        }
+    });
+    let running = fx.subscriber().on(handler).start().await;
     let dead = fx.dead_letters(1).await;
     fx.settle_and_shut_down(running).await;
 

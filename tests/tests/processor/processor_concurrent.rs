@@ -12,7 +12,7 @@ use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
     amend_order, assert_stream_matches_outbox, shut_down_all, spawn_separate_processors,
-    wait_all_published, write_orders,
+    spawn_writers, wait_all_published, write_orders,
 };
 
 const PROCESSORS: usize = 3;
@@ -54,24 +54,19 @@ async fn three_processors_share_one_outbox(backend: Backend) {
     )
     .await;
     let started = Instant::now();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let outbox = writer_outbox.clone();
-            tokio::spawn(async move {
-                let mut written = 0;
-                for round in 0..ROUNDS {
-                    written += write_orders(&outbox, &format!("w{w}-r{round}"), 10, 2, 10).await;
-                    if round > 0 {
-                        for n in 0..5 {
-                            amend_order(&outbox, &format!("w{w}-r{}-{n}", round - 1), 3).await;
-                            written += 3;
-                        }
-                    }
+    let writers = spawn_writers(&writer_outbox, WRITERS, |w, outbox| async move {
+        let mut written = 0;
+        for round in 0..ROUNDS {
+            written += write_orders(&outbox, &format!("w{w}-r{round}"), 10, 2, 10).await;
+            if round > 0 {
+                for n in 0..5 {
+                    amend_order(&outbox, &format!("w{w}-r{}-{n}", round - 1), 3).await;
+                    written += 3;
                 }
-                written
-            })
-        })
-        .collect();
+            }
+        }
+        written
+    });
     let mut total = backlog;
     for writer in writers {
         total += writer.await.expect("writer");

@@ -7,11 +7,12 @@ mod processor_support;
 
 use std::time::Duration;
 
+use outbox_core::ProcessorHandle;
 use outbox_core::wire;
 use outbox_tests::Backend;
 use outbox_tests::jetstream::TestStream;
 use outbox_tests::orders::Order;
-use processor_support::{save_new_order, shared_setup, spawn_processor};
+use processor_support::{Setup, save_new_order, shared_setup, spawn_processor};
 
 async fn wait_for(stream: &TestStream, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -31,10 +32,18 @@ outbox_tests::backend_tests!(saved_events_reach_the_stream_once_in_order_on:
     saved_events_reach_the_stream_once_in_order_on_sqlite => Sqlite,
 );
 
+/// A [`shared_setup`] on `backend` and a processor with default settings
+/// publishing as `/orders-test`.
+async fn orders_processor(backend: Backend) -> (Setup, ProcessorHandle) {
+    let setup = shared_setup(backend).await;
+    let client = setup.stream.jetstream.client();
+    let processor = spawn_processor(&setup.outbox, client, "/orders-test");
+    (setup, processor)
+}
+
 async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
-    let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();
-    let client = stream.jetstream.client();
-    let processor = spawn_processor(&outbox, client, "/orders-test");
+    let (setup, processor) = orders_processor(backend).await;
+    let (test, stream, outbox, table) = setup.into_parts();
 
     let repository = outbox.repository::<Order>();
     for i in 0..20 {
@@ -104,8 +113,8 @@ outbox_tests::backend_tests!(headers_carry_the_wire_contract_on:
 );
 
 async fn headers_carry_the_wire_contract_on(backend: Backend) {
-    let (_test, stream, outbox, _) = shared_setup(backend).await.into_parts();
-    let processor = spawn_processor(&outbox, stream.jetstream.client(), "/orders-test");
+    let (setup, processor) = orders_processor(backend).await;
+    let (_test, stream, outbox, _) = setup.into_parts();
     save_new_order(&outbox, "o-h", 7).await;
     wait_for(&stream, 1).await;
 

@@ -17,7 +17,7 @@ use outbox_tests::Backend;
 use processor_support::{
     AttachmentAdded, amend_order, assert_once_in_order, begin_with_order, poison_server,
     private_setup, quick_retry, read_all, row_ids, shut_down_all, spawn_separate_processors,
-    wait_until, write_orders,
+    spawn_writers, wait_until, write_orders,
 };
 
 const PROCESSORS: usize = 3;
@@ -73,22 +73,17 @@ async fn hot_aggregates_keep_their_order(backend: Backend) {
     // Writers go on while the processors drain: each owns half the
     // aggregates and gives each of them a unit of work per round.
     let started = Instant::now();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let outbox = outbox.clone();
-            tokio::spawn(async move {
-                for unit in 1..UNITS {
-                    for n in (w..AGGREGATES).step_by(WRITERS) {
-                        if n == POISONED && unit == POISON_UNIT {
-                            amend_with_poison(&outbox, &order_id(n)).await;
-                        } else {
-                            amend_order(&outbox, &order_id(n), PER_UNIT).await;
-                        }
-                    }
+    let writers = spawn_writers(&outbox, WRITERS, |w, outbox| async move {
+        for unit in 1..UNITS {
+            for n in (w..AGGREGATES).step_by(WRITERS) {
+                if n == POISONED && unit == POISON_UNIT {
+                    amend_with_poison(&outbox, &order_id(n)).await;
+                } else {
+                    amend_order(&outbox, &order_id(n), PER_UNIT).await;
                 }
-            })
-        })
-        .collect();
+            }
+        }
+    });
     for writer in writers {
         writer.await.expect("writer");
     }

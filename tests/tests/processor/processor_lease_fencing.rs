@@ -238,10 +238,8 @@ async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
         "x#2 is published",
     )
     .await;
-    println!(
-        "x#2 published {:?} after its commit",
-        committed_at.elapsed()
-    );
+    let took = committed_at.elapsed();
+    println!("x#2 published {took:?} after its commit");
 
     stop_writing_and_check(&setup, writer, processor).await;
 }

@@ -327,6 +327,22 @@ pub(crate) async fn spawn_separate_processors(
     processors
 }
 
+/// Spawns `count` writer tasks, each running `write` with its number and a
+/// handle on `outbox` of its own.
+pub(crate) fn spawn_writers<T, Fut>(
+    outbox: &Outbox,
+    count: usize,
+    write: impl Fn(usize, Outbox) -> Fut,
+) -> Vec<tokio::task::JoinHandle<T>>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    (0..count)
+        .map(|w| tokio::spawn(write(w, outbox.clone())))
+        .collect()
+}
+
 /// Shuts each of `processors` down, in turn; their reports.
 pub(crate) async fn shut_down_all(processors: Vec<ProcessorHandle>) -> Vec<ProcessorReport> {
     let mut reports = Vec::with_capacity(processors.len());
