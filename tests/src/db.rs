@@ -9,7 +9,10 @@
 use std::time::Duration;
 
 use outbox_sea_orm::{OutboxConfig, create_schema};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, QueryResult,
+    Statement,
+};
 
 /// A backend under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,16 +158,33 @@ impl TestDb {
 
     /// Counts rows of `table` matching `filter` (an SQL condition, or `1=1`).
     pub async fn count(&self, table: &str, filter: &str) -> i64 {
-        let row = self
-            .db
-            .query_one_raw(sea_orm::Statement::from_string(
-                self.db_backend(),
-                format!("SELECT COUNT(*) AS n FROM {table} WHERE {filter}"),
-            ))
+        self.row(&format!("SELECT COUNT(*) AS n FROM {table} WHERE {filter}"))
             .await
-            .expect("count query")
-            .expect("one row");
-        row.try_get("", "n").expect("count")
+            .try_get("", "n")
+            .expect("count")
+    }
+
+    /// The rows the query `sql` returns.
+    ///
+    /// # Panics
+    /// When the query fails.
+    pub async fn rows(&self, sql: &str) -> Vec<QueryResult> {
+        self.db
+            .query_all_raw(Statement::from_string(self.db_backend(), sql))
+            .await
+            .expect("query")
+    }
+
+    /// The first row the query `sql` returns.
+    ///
+    /// # Panics
+    /// When the query fails or returns no row.
+    pub async fn row(&self, sql: &str) -> QueryResult {
+        self.db
+            .query_one_raw(Statement::from_string(self.db_backend(), sql))
+            .await
+            .expect("query")
+            .expect("a row")
     }
 }
 
@@ -241,6 +261,30 @@ macro_rules! each_backend {
                 }
             )*
         }
+    };
+}
+
+/// Per-backend test wrappers with names of their own: each `name =>
+/// Backend` becomes a `#[tokio::test]` (two worker threads) that runs
+/// `test(Backend::...)`, for an `async fn test(backend: Backend)` that makes
+/// its own setup:
+///
+/// ```ignore
+/// async fn shutdown_leaves_no_lease(backend: Backend) { ... }
+/// outbox_tests::backend_tests!(shutdown_leaves_no_lease:
+///     shutdown_leaves_no_lease_on_postgres => Postgres,
+///     shutdown_leaves_no_lease_on_mariadb => MySql,
+/// );
+/// ```
+#[macro_export]
+macro_rules! backend_tests {
+    ($test:ident: $($name:ident => $backend:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $test($crate::Backend::$backend).await;
+            }
+        )+
     };
 }
 

@@ -2,6 +2,7 @@
 //! stream of the test's own (unique name and subject prefix, deleted on
 //! drop) and reading back what it stored.
 
+use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream::StorageType};
 use outbox_core::{OutboxMessage, wire};
 use outbox_nats::StreamSpec;
@@ -68,18 +69,10 @@ impl TestStream {
             let Ok(raw) = stream.get_raw_message(sequence).await else {
                 continue; // deleted
             };
-            let headers: Vec<(String, String)> = raw
-                .headers
-                .iter()
-                .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
-                .collect();
-            let message = wire::decode(
-                &raw.subject,
-                headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                &raw.payload,
-            )
-            .expect("every stored message is an envelope");
-            out.push((sequence, message));
+            out.push((
+                sequence,
+                decode_stored(&raw.subject, Some(&raw.headers), &raw.payload),
+            ));
         }
         out
     }
@@ -92,6 +85,25 @@ impl TestStream {
         let mut stream = self.jetstream.get_stream(&self.name).await.expect("stream");
         stream.info().await.expect("stream info").state.messages
     }
+}
+
+/// A message the stream stored (its subject, headers and payload), decoded
+/// as the envelope the processor published.
+///
+/// # Panics
+/// When it is not a valid envelope.
+pub fn decode_stored(subject: &str, headers: Option<&HeaderMap>, payload: &[u8]) -> OutboxMessage {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .flat_map(|h| h.iter())
+        .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
+        .collect();
+    wire::decode(
+        subject,
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        payload,
+    )
+    .expect("every stored message is an envelope")
 }
 
 impl TestStream {

@@ -14,7 +14,9 @@ use outbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix,
     wire,
 };
-use outbox_nats::subscriber::{Backoff, Subscriber, SubscriberBuilder};
+use outbox_nats::subscriber::{
+    Backoff, BuildError, RunningSubscriber, Subscriber, SubscriberBuilder,
+};
 
 /// A stream capturing `<prefix>.>`, a dead-letter stream capturing
 /// `dlq.<durable>`, and a durable name, all unique to one test; deleted by
@@ -196,6 +198,19 @@ impl SubscriberFixture {
         .await;
     }
 
+    /// Waits (up to 5 s) until every message is acked, then shuts `running`
+    /// down.
+    ///
+    /// # Panics
+    /// When it does not settle, or the subscriber ended with an error.
+    pub async fn settle_and_shut_down(&self, running: RunningSubscriber) {
+        self.settled(Duration::from_secs(5)).await;
+        running
+            .shutdown()
+            .await
+            .expect("the subscriber stops cleanly");
+    }
+
     /// Deletes both streams.
     pub async fn delete(&self) {
         let _ = self.jetstream.delete_stream(&self.stream).await;
@@ -217,6 +232,31 @@ impl Drop for SubscriberFixture {
             });
         }
     }
+}
+
+/// Builds a subscriber from the settings a test chose and runs it.
+pub trait StartSubscriber {
+    /// `build()` (the test's settings are valid, so a refusal panics), then
+    /// `spawn()`.
+    fn start(self) -> impl Future<Output = RunningSubscriber> + Send;
+}
+
+impl StartSubscriber for SubscriberBuilder {
+    async fn start(self) -> RunningSubscriber {
+        self.build().await.expect("the subscriber builds").spawn()
+    }
+}
+
+/// Asserts that a build was refused because the durable consumer's
+/// `setting` differs from the subscriber's.
+///
+/// # Panics
+/// When `error` is anything else.
+pub fn assert_consumer_mismatch(error: &BuildError, setting: &str) {
+    assert!(
+        matches!(error, BuildError::ConsumerMismatch { setting: differs, .. } if *differs == setting),
+        "{error}"
+    );
 }
 
 /// The value of header `name` of a stored message.

@@ -17,8 +17,8 @@ use outbox_core::{HandlerError, IntegrationEvent, OutboxMessage, Release};
 use outbox_nats::subscriber::RunningSubscriber;
 use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use outbox_tests::TestDb;
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
-use sea_orm::{ConnectionTrait, Statement};
+use outbox_tests::subscriber::{StartSubscriber, SubscriberFixture, eventually};
+use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
@@ -78,10 +78,8 @@ async fn subscribe(fixture: &SubscriberFixture, inbox: &Inbox, world: &World) ->
                 })
             }),
         )
-        .build()
+        .start()
         .await
-        .unwrap()
-        .spawn()
 }
 
 async fn publish(
@@ -96,15 +94,18 @@ async fn publish(
 }
 
 /// The steps applied for `aggregate`, in the order they were applied.
+/// Publishes `A/1` (a good step), then `A/2`, a poison step: returns `A/2`.
+async fn publish_good_then_poison(fixture: &SubscriberFixture) -> OutboxMessage {
+    publish(fixture, "A", 1, false).await;
+    publish(fixture, "A", 2, true).await
+}
+
 async fn applied(test: &TestDb, aggregate: &str) -> Vec<i64> {
     let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db.get_database_backend(),
-            format!("SELECT step FROM steps WHERE aggregate_id = '{aggregate}' ORDER BY position"),
+        .rows(&format!(
+            "SELECT step FROM steps WHERE aggregate_id = '{aggregate}' ORDER BY position"
         ))
-        .await
-        .unwrap();
+        .await;
     rows.iter()
         .map(|row| row.try_get::<i64>("", "step").unwrap())
         .collect()
@@ -145,8 +146,7 @@ async fn a_dead_message_holds_its_aggregate_until_released(test: TestDb) {
     let (fixture, inbox) = setup(&test).await;
     let world = World::default();
     let subscriber = subscribe(&fixture, &inbox, &world).await;
-    publish(&fixture, "A", 1, false).await;
-    let dead = publish(&fixture, "A", 2, true).await;
+    let dead = publish_good_then_poison(&fixture).await;
     for step in 3..=4 {
         publish(&fixture, "A", step, false).await;
     }
@@ -196,8 +196,7 @@ async fn a_skipped_message_is_never_applied(test: TestDb) {
     let (fixture, inbox) = setup(&test).await;
     let world = World::default();
     let subscriber = subscribe(&fixture, &inbox, &world).await;
-    publish(&fixture, "A", 1, false).await;
-    let dead = publish(&fixture, "A", 2, true).await;
+    let dead = publish_good_then_poison(&fixture).await;
     publish(&fixture, "A", 3, false).await;
     wait_holds(&inbox, &[("A", 1)]).await;
 

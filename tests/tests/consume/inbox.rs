@@ -362,19 +362,25 @@ impl Probe {
             self.calls.load(Ordering::SeqCst) == calls
         })
         .await;
-        fx.settled(Duration::from_secs(5)).await;
-        running.shutdown().await.unwrap();
+        fx.settle_and_shut_down(running).await;
     }
+}
+
+/// The `effects` table, a fixture on the shared server, the inbox of its
+/// durable, and payment `p-1` (of order `o-1`) published: the message.
+async fn payment_published(test: &TestDb) -> (SubscriberFixture, Inbox, OutboxMessage) {
+    create_effects(test).await;
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox(test), &fx.durable).unwrap();
+    let m = fx.message(&payment("o-1"), "p-1", 1);
+    fx.publish(&m).await;
+    (fx, inbox, m)
 }
 
 /// The same message id published twice past JetStream's deduplication
 /// (the second copy without `Nats-Msg-Id`): delivered twice, applied once.
 async fn a_message_published_twice_is_applied_once(test: TestDb) {
-    create_effects(&test).await;
-    let fx = SubscriberFixture::shared().await;
-    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
-    let m = fx.message(&payment("o-1"), "p-1", 1);
-    fx.publish(&m).await;
+    let (fx, inbox, m) = payment_published(&test).await;
     let bypass: Vec<(String, String)> = wire::encode(&m, "/tests")
         .into_iter()
         .filter(|(k, _)| k != wire::NATS_MSG_ID)
@@ -399,11 +405,7 @@ async fn a_message_published_twice_is_applied_once(test: TestDb) {
 /// The handler's transaction commits, then the subscriber dies before its
 /// ack: JetStream redelivers, and the inbox acks without applying again.
 async fn a_redelivery_after_a_lost_ack_is_applied_once(test: TestDb) {
-    create_effects(&test).await;
-    let fx = SubscriberFixture::shared().await;
-    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
-    let m = fx.message(&payment("o-1"), "p-1", 1);
-    fx.publish(&m).await;
+    let (fx, inbox, m) = payment_published(&test).await;
 
     // First subscriber: commits through the inbox, then never returns, so
     // it never acks; it is then killed.

@@ -13,8 +13,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Delivery, HandlerError, IntegrationEvent, wire};
-use outbox_nats::subscriber::{BuildError, DeadLetterPolicy, RunningSubscriber, dead_letter};
-use outbox_tests::subscriber::{SubscriberFixture, eventually, header};
+use outbox_nats::subscriber::{
+    BuildError, DeadLetterPolicy, RunningSubscriber, SubscriberBuilder, dead_letter,
+};
+use outbox_tests::subscriber::{
+    StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually, header,
+};
 use sample_events::{OrderPlaced, OrderPlacedV1, OrderPlacedV2};
 use serde::{Deserialize, Serialize};
 
@@ -65,17 +69,46 @@ async fn publish_step(fx: &SubscriberFixture, n: u64, aggregate: &str, sequence:
         .await;
 }
 
+/// A fixture on the shared server holding `steps`: `Step { n }` as message
+/// `sequence` of `aggregate` for each `(n, aggregate, sequence)`, in order.
+async fn fixture_with_steps(steps: &[(u64, &str, u64)]) -> SubscriberFixture {
+    let fx = SubscriberFixture::shared().await;
+    for &(n, aggregate, sequence) in steps {
+        publish_step(&fx, n, aggregate, sequence).await;
+    }
+    fx
+}
+
+/// A `Step` handler that calls `body` with each step, its delivery and a
+/// handle on `log` (for the future `body` returns to record into).
+fn logging_handler<T: Send + 'static, Fut>(
+    log: &Log<T>,
+    body: impl Fn(Step, Delivery, Log<T>) -> Fut + Send + Sync + 'static,
+) -> impl Fn(Step, Delivery) -> Fut + Send + Sync + 'static
+where
+    Fut: std::future::Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    let log = Arc::clone(log);
+    move |step, delivery| body(step, delivery, Arc::clone(&log))
+}
+
+/// Shuts `running` down, which must take under 2 s: the handler in flight
+/// is waited for only up to the shutdown deadline.
+async fn shut_down_promptly(running: RunningSubscriber) {
+    let stopping = Instant::now();
+    running.shutdown().await.unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        stopping.elapsed()
+    );
+}
+
 /// Records a step's number with its delivery count.
 fn record_step(seen: &Log<(u64, u64)>, step: &Step, delivery: &Delivery) {
     seen.lock()
         .unwrap()
         .push((step.n, delivery.delivery_count()));
-}
-
-/// Waits (up to 5 s) until every message is acked, then shuts `running` down.
-async fn settle_and_shut_down(fx: &SubscriberFixture, running: RunningSubscriber) {
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
 }
 
 // ------------------------------------------------------------- dispatch
@@ -127,15 +160,13 @@ async fn dispatches_by_type_and_version_with_upcasts() {
         .subscriber()
         .on(recorder::<OrderPlaced>(&placed))
         .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     eventually("all four handled", Duration::from_secs(10), || async {
         len(&placed) == 3 && len(&payments) == 1
     })
     .await;
-    settle_and_shut_down(&fx, running).await;
+    fx.settle_and_shut_down(running).await;
 
     let mut placed = placed.lock().unwrap().clone();
     placed.sort_by_key(|(_, delivery)| delivery.stream_sequence());
@@ -202,38 +233,31 @@ async fn dispatches_by_type_and_version_with_upcasts() {
 /// A handler that fails twice then succeeds is retried with growing delays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_handler_is_retried_with_growing_delays() {
-    let fx = SubscriberFixture::shared().await;
-    publish_step(&fx, 1, "a", 1).await;
+    let fx = fixture_with_steps(&[(1, "a", 1)]).await;
 
     let attempts: Log<(u64, Instant)> = log();
-    let seen = Arc::clone(&attempts);
     let running = fx
         .subscriber()
         .backoff(outbox_nats::subscriber::Backoff::exponential(
             Duration::from_millis(300),
             Duration::from_secs(5),
         ))
-        .on(move |_: Step, delivery: Delivery| {
-            let seen = Arc::clone(&seen);
-            async move {
-                seen.lock()
-                    .unwrap()
-                    .push((delivery.delivery_count(), Instant::now()));
-                if delivery.delivery_count() < 3 {
-                    return Err(HandlerError::retry("ledger not ready"));
-                }
-                Ok(())
+        .on(logging_handler(&attempts, |_, delivery, seen| async move {
+            seen.lock()
+                .unwrap()
+                .push((delivery.delivery_count(), Instant::now()));
+            if delivery.delivery_count() < 3 {
+                return Err(HandlerError::retry("ledger not ready"));
             }
-        })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+            Ok(())
+        }))
+        .start()
+        .await;
     eventually("a third attempt", Duration::from_secs(10), || async {
         len(&attempts) == 3
     })
     .await;
-    settle_and_shut_down(&fx, running).await;
+    fx.settle_and_shut_down(running).await;
 
     let attempts = attempts.lock().unwrap().clone();
     let deliveries: Vec<u64> = attempts.iter().map(|(n, _)| *n).collect();
@@ -276,15 +300,12 @@ async fn an_always_failing_handler_is_dead_lettered_after_max_deliver() {
                 )))
             }
         })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     let dead = fx.dead_letters(1).await;
     // Terminated and settled: JetStream delivers it no more, and shutdown
     // waits for any handler still running, so the count below is final.
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    fx.settle_and_shut_down(running).await;
 
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -328,35 +349,25 @@ async fn an_always_failing_handler_is_dead_lettered_after_max_deliver() {
 /// future, or before it) is retried like an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
-    let fx = SubscriberFixture::shared().await;
-    publish_step(&fx, 1, "a", 1).await;
-    publish_step(&fx, 2, "b", 1).await;
-    publish_step(&fx, 3, "c", 1).await;
+    let fx = fixture_with_steps(&[(1, "a", 1), (2, "b", 1), (3, "c", 1)]).await;
 
     let handled: Log<(u64, u64)> = log();
-    let seen = Arc::clone(&handled);
-    let running = fx
-        .subscriber()
-        .on(move |step: Step, delivery: Delivery| {
-            if step.n == 3 && delivery.delivery_count() == 1 {
-                panic!("boom, before the handler's future exists");
+    let handler = logging_handler(&handled, |step, delivery, seen| {
+        if step.n == 3 && delivery.delivery_count() == 1 {
+            panic!("boom, before the handler's future exists");
+        }
+        async move {
+            record_step(&seen, &step, &delivery);
+            match (step.n, delivery.delivery_count()) {
+                (1, _) => Err(HandlerError::permanent("order o-1 does not exist")),
+                (_, 1) => panic!("boom"),
+                _ => Ok(()),
             }
-            let seen = Arc::clone(&seen);
-            async move {
-                record_step(&seen, &step, &delivery);
-                match (step.n, delivery.delivery_count()) {
-                    (1, _) => Err(HandlerError::permanent("order o-1 does not exist")),
-                    (_, 1) => panic!("boom"),
-                    _ => Ok(()),
-                }
-            }
-        })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        }
+    });
+    let running = fx.subscriber().on(handler).start().await;
     let dead = fx.dead_letters(1).await;
-    settle_and_shut_down(&fx, running).await;
+    fx.settle_and_shut_down(running).await;
 
     assert_eq!(header(&dead[0], dead_letter::KIND), Some("rejected"));
     assert_eq!(
@@ -451,10 +462,8 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     let running = fx
         .subscriber()
         .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     let dead = fx.dead_letters(5).await;
     eventually("the good message", Duration::from_secs(5), || async {
         len(&payments) == 1
@@ -548,12 +557,10 @@ async fn ignore_unhandled_acks_unwanted_events_only() {
         .subscriber()
         .ignore_unhandled()
         .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     let dead = fx.dead_letters(1).await;
-    settle_and_shut_down(&fx, running).await;
+    fx.settle_and_shut_down(running).await;
     assert_eq!(
         header(&dead[0], dead_letter::KIND),
         Some("invalid-envelope")
@@ -575,11 +582,9 @@ async fn the_terminate_policy_publishes_no_copy() {
         .subscriber()
         .dead_letter(DeadLetterPolicy::terminate())
         .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    settle_and_shut_down(&fx, running).await;
+        .start()
+        .await;
+    fx.settle_and_shut_down(running).await;
     let mut dlq = fx.jetstream.get_stream(&fx.dead_letters).await.unwrap();
     assert_eq!(dlq.info().await.unwrap().state.messages, 0);
     assert_eq!(handled_counts(&fx.durable).get("terminated"), Some(&1));
@@ -631,10 +636,8 @@ async fn each_aggregate_is_handled_in_order_with_concurrency() {
                 Ok(())
             }
         })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     eventually("all steps", Duration::from_secs(20), || async {
         len(&handled) == (AGGREGATES * STEPS) as usize
     })
@@ -670,30 +673,21 @@ async fn each_aggregate_is_handled_in_order_with_concurrency() {
 /// waiting for a slot: `nats_subscriber_failure_paths.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_handlers_are_kept_alive_with_progress_acks() {
-    let fx = SubscriberFixture::shared().await;
-    publish_step(&fx, 1, "a", 1).await;
-    publish_step(&fx, 2, "a", 2).await;
-    publish_step(&fx, 3, "b", 1).await;
+    let fx = fixture_with_steps(&[(1, "a", 1), (2, "a", 2), (3, "b", 1)]).await;
     let calls: Log<(u64, u64)> = log();
-    let seen = Arc::clone(&calls);
     let running = fx
         .subscriber()
         .ack_wait(Duration::from_millis(1200))
         .max_in_flight(2)
-        .on(move |step: Step, delivery: Delivery| {
-            let seen = Arc::clone(&seen);
-            async move {
-                record_step(&seen, &step, &delivery);
-                // Well past the ack wait, which is kept long enough that a
-                // busy machine's late progress ack is still in time.
-                tokio::time::sleep(Duration::from_millis(3000)).await;
-                Ok(())
-            }
-        })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .on(logging_handler(&calls, |step, delivery, seen| async move {
+            record_step(&seen, &step, &delivery);
+            // Well past the ack wait, which is kept long enough that a
+            // busy machine's late progress ack is still in time.
+            tokio::time::sleep(Duration::from_millis(3000)).await;
+            Ok(())
+        }))
+        .start()
+        .await;
     eventually("all handled", Duration::from_secs(20), || async {
         len(&calls) == 3 && fx.consumer_info().await.num_ack_pending == 0
     })
@@ -717,36 +711,26 @@ async fn long_handlers_are_kept_alive_with_progress_acks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
     snapshotter();
-    let fx = SubscriberFixture::shared().await;
-    for n in 1..=6 {
-        publish_step(&fx, n, "a", n).await;
-    }
+    let steps: Vec<_> = (1..=6).map(|n| (n, "a", n)).collect();
+    let fx = fixture_with_steps(&steps).await;
     let handled: Log<(u64, u64)> = log();
     let started = Arc::new(tokio::sync::Notify::new());
-    let (seen, signal) = (Arc::clone(&handled), Arc::clone(&started));
+    let signal = Arc::clone(&started);
     let running = fx
         .subscriber()
-        .on(move |step: Step, delivery: Delivery| {
-            let (seen, signal) = (Arc::clone(&seen), Arc::clone(&signal));
+        .on(logging_handler(&handled, move |step, delivery, seen| {
+            let signal = Arc::clone(&signal);
             async move {
                 signal.notify_one();
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 record_step(&seen, &step, &delivery);
                 Ok(())
             }
-        })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        }))
+        .start()
+        .await;
     started.notified().await;
-    let stopping = Instant::now();
-    running.shutdown().await.unwrap();
-    assert!(
-        stopping.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        stopping.elapsed()
-    );
+    shut_down_promptly(running).await;
     assert_eq!(
         handled.lock().unwrap().clone(),
         [(1, 1)],
@@ -760,21 +744,14 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
     );
 
     let rest = log();
-    let again = fx
-        .subscriber()
-        .on(recorder::<Step>(&rest))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+    let again = fx.subscriber().on(recorder::<Step>(&rest)).start().await;
     eventually("the other five", Duration::from_secs(6), || async {
         let steps: std::collections::BTreeSet<u64> =
             rest.lock().unwrap().iter().map(|(s, _)| s.n).collect();
         steps == (2..=6).collect()
     })
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    again.shutdown().await.unwrap();
+    fx.settle_and_shut_down(again).await;
     assert!(
         rest.lock().unwrap().iter().all(|(s, _)| s.n != 1),
         "the finished one was acked"
@@ -786,8 +763,7 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
 /// message nakked: it comes back at once, long before the ack wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_abandons_handlers_at_the_deadline() {
-    let fx = SubscriberFixture::shared().await;
-    publish_step(&fx, 1, "a", 1).await;
+    let fx = fixture_with_steps(&[(1, "a", 1)]).await;
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
     let running = fx
@@ -802,28 +778,18 @@ async fn shutdown_abandons_handlers_at_the_deadline() {
                 Ok(())
             }
         })
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     started.notified().await;
-    let stopping = Instant::now();
-    running.shutdown().await.unwrap();
-    assert!(
-        stopping.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        stopping.elapsed()
-    );
+    shut_down_promptly(running).await;
 
     let again = log();
     let next = fx
         .subscriber()
         .ack_wait(Duration::from_secs(30))
         .on(recorder::<Step>(&again))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     // Long before the ack wait (its delivery count may read 1 or 2: see
     // the nats-server 2.9 note in the subscriber's shutdown docs).
     eventually(
@@ -864,39 +830,29 @@ async fn build_creates_then_verifies_the_consumer() {
         .await
         .expect("the same settings verify");
 
-    let mismatch = fx
-        .subscriber()
-        .max_deliver(4)
-        .ack_wait(Duration::from_secs(3))
-        .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            &mismatch,
-            BuildError::ConsumerMismatch {
-                setting: "ack_wait",
-                ..
-            }
-        ),
-        "{mismatch}"
-    );
+    // Settings that cannot work, with the payments handler: refused.
+    let refused = async |settings: SubscriberBuilder| {
+        settings
+            .on(recorder::<Paid>(&payments))
+            .build()
+            .await
+            .unwrap_err()
+    };
+    let mismatch = refused(
+        fx.subscriber()
+            .max_deliver(4)
+            .ack_wait(Duration::from_secs(3)),
+    )
+    .await;
+    assert_consumer_mismatch(&mismatch, "ack_wait");
 
-    let missing = fx
-        .subscriber()
-        .stream("NO_SUCH_STREAM_EVER")
-        .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap_err();
+    let missing = refused(fx.subscriber().stream("NO_SUCH_STREAM_EVER")).await;
     assert!(matches!(missing, BuildError::Stream { .. }), "{missing}");
 
-    let (v1, v3) = (log(), log());
     let twice = fx
         .subscriber()
-        .on(recorder::<OrderPlacedV1>(&v1))
-        .on(recorder::<OrderPlaced>(&v3))
+        .on(recorder::<OrderPlacedV1>(&log()))
+        .on(recorder::<OrderPlaced>(&log()))
         .build()
         .await
         .unwrap_err();
@@ -911,13 +867,8 @@ async fn build_creates_then_verifies_the_consumer() {
         "{twice}"
     );
 
-    let looping = fx
-        .subscriber()
-        .dead_letter(DeadLetterPolicy::publish_to(format!("{}.dead", fx.prefix)))
-        .on(recorder::<Paid>(&payments))
-        .build()
-        .await
-        .unwrap_err();
+    let dead_letters_to_itself = DeadLetterPolicy::publish_to(format!("{}.dead", fx.prefix));
+    let looping = refused(fx.subscriber().dead_letter(dead_letters_to_itself)).await;
     assert!(matches!(looping, BuildError::InvalidConfig(_)), "{looping}");
     fx.delete().await;
 }

@@ -18,8 +18,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_nats::subscriber::{Backoff, BuildError, DeadLetterPolicy, Subscriber};
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
+use outbox_nats::subscriber::{
+    Backoff, BuildError, DeadLetterPolicy, Subscriber, SubscriberBuilder,
+};
+use outbox_tests::subscriber::{
+    StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
@@ -100,6 +104,37 @@ fn handler(
     }
 }
 
+/// A [`handler`] whose calls all succeed at once.
+fn quick_handler(
+    calls: &Calls,
+) -> impl Fn(Step, Delivery) -> futures::future::BoxFuture<'static, Result<(), HandlerError>>
++ Send
++ Sync
++ 'static {
+    handler(calls, |_, _, _| false, |_| Duration::ZERO)
+}
+
+/// Runs a subscriber from `builder` with a [`handler`] (`fails`, `work`)
+/// until `expected` calls have succeeded (within `timeout`) and the consumer
+/// has settled, then shuts it down; returns every call.
+async fn run_until_handled(
+    fx: &SubscriberFixture,
+    builder: SubscriberBuilder,
+    expected: usize,
+    timeout: Duration,
+    fails: impl Fn(&str, u64, u64) -> bool + Send + Sync + 'static,
+    work: impl Fn(&str) -> Duration + Send + Sync + 'static,
+) -> Vec<Call> {
+    let calls: Calls = Arc::default();
+    let running = builder.on(handler(&calls, fails, work)).start().await;
+    eventually("every message handled", timeout, || async {
+        successes(&calls) == expected
+    })
+    .await;
+    fx.settle_and_shut_down(running).await;
+    calls.lock().unwrap().clone()
+}
+
 fn successes(calls: &Calls) -> usize {
     calls.lock().unwrap().iter().filter(|c| c.ok).count()
 }
@@ -150,28 +185,16 @@ async fn a_failing_aggregate_is_held_without_spending_deliveries() {
             publish_step(&fx, "b", b).await;
         }
     }
-    let calls: Calls = Arc::default();
-    let running = fx
-        .subscriber()
-        .max_in_flight(4)
-        .max_deliver(4)
-        .on(handler(
-            &calls,
-            |aggregate, n, attempt| aggregate == "a" && (attempt == 1 || (n == 1 && attempt <= 3)),
-            |_| Duration::ZERO,
-        ))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("every message handled", Duration::from_secs(15), || async {
-        successes(&calls) == (STEPS + 3) as usize
-    })
+    let calls = run_until_handled(
+        &fx,
+        fx.subscriber().max_in_flight(4).max_deliver(4),
+        (STEPS + 3) as usize,
+        Duration::from_secs(15),
+        |aggregate, n, attempt| aggregate == "a" && (attempt == 1 || (n == 1 && attempt <= 3)),
+        |_| Duration::ZERO,
+    )
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
 
-    let calls = calls.lock().unwrap().clone();
     let order = handled_in_order(&calls);
     assert_eq!(order["a"], (1..=STEPS).collect::<Vec<_>>(), "{calls:#?}");
     assert_eq!(order["b"], [1, 2, 3]);
@@ -236,10 +259,8 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
             |aggregate, n, attempt| aggregate == "a" && n == 1 && attempt <= 3,
             |_| Duration::from_millis(5),
         ))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+        .start()
+        .await;
     let most_pending = Arc::new(Mutex::new(0));
     eventually("every message handled", Duration::from_secs(20), || async {
         let pending = fx.consumer_info().await.num_ack_pending;
@@ -248,8 +269,7 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
         successes(&calls) == (A + B) as usize
     })
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    fx.settle_and_shut_down(running).await;
 
     let calls = calls.lock().unwrap().clone();
     let order = handled_in_order(&calls);
@@ -270,40 +290,22 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
     let info = fx.consumer_info().await;
     assert_eq!(info.config.max_ack_pending, 8);
 
-    let mismatch = builder()
-        .max_ack_pending(9)
-        .on(handler(
-            &Calls::default(),
-            |_, _, _| false,
-            |_| Duration::ZERO,
-        ))
-        .build()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            &mismatch,
-            BuildError::ConsumerMismatch {
-                setting: "max_ack_pending",
-                ..
-            }
-        ),
-        "{mismatch}"
-    );
+    // The same subscriber with another `max_ack_pending`: refused.
+    let refused = async |max_ack_pending| {
+        builder()
+            .max_ack_pending(max_ack_pending)
+            .on(quick_handler(&Calls::default()))
+            .build()
+            .await
+            .unwrap_err()
+    };
+    let mismatch = refused(9).await;
+    assert_consumer_mismatch(&mismatch, "max_ack_pending");
     assert!(
         mismatch.to_string().contains("max_ack_pending = 8"),
         "{mismatch}"
     );
-    let too_small = builder()
-        .max_ack_pending(2)
-        .on(handler(
-            &Calls::default(),
-            |_, _, _| false,
-            |_| Duration::ZERO,
-        ))
-        .build()
-        .await
-        .unwrap_err();
+    let too_small = refused(2).await;
     assert!(
         matches!(too_small, BuildError::InvalidConfig(ref why) if why.contains("max_ack_pending")),
         "{too_small}"
@@ -330,11 +332,7 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
         .ack_wait(Duration::from_secs(2))
         // The fixture's dead-letter stream captures the fixture's durable only.
         .dead_letter(DeadLetterPolicy::terminate())
-        .on(handler(
-            &Calls::default(),
-            |_, _, _| false,
-            |_| Duration::ZERO,
-        ))
+        .on(quick_handler(&Calls::default()))
         .build()
         .await
         .expect("the default max_ack_pending verifies against the server's");
@@ -356,28 +354,18 @@ async fn messages_waiting_for_a_handler_slot_are_kept_alive() {
     for aggregate in 0..AGGREGATES {
         publish_step(&fx, &format!("g{aggregate}"), 1).await;
     }
-    let calls: Calls = Arc::default();
-    let running = fx
-        .subscriber()
-        .ack_wait(Duration::from_secs(1))
-        .max_in_flight(2)
-        .on(handler(
-            &calls,
-            |_, _, _| false,
-            |_| Duration::from_millis(1200),
-        ))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("every message handled", Duration::from_secs(15), || async {
-        successes(&calls) == AGGREGATES as usize
-    })
+    let calls = run_until_handled(
+        &fx,
+        fx.subscriber()
+            .ack_wait(Duration::from_secs(1))
+            .max_in_flight(2),
+        AGGREGATES as usize,
+        Duration::from_secs(15),
+        |_, _, _| false,
+        |_| Duration::from_millis(1200),
+    )
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
 
-    let calls = calls.lock().unwrap().clone();
     assert_eq!(
         calls.len(),
         AGGREGATES as usize,
@@ -408,35 +396,24 @@ async fn a_returning_message_waits_for_a_slot_and_keeps_its_place() {
     publish_step(&fx, "a", 2).await;
     publish_step(&fx, "b", 1).await;
     publish_step(&fx, "c", 1).await;
-    let calls: Calls = Arc::default();
-    let running = fx
-        .subscriber()
-        .ack_wait(Duration::from_secs(1))
-        .max_in_flight(2)
-        .on(handler(
-            &calls,
-            |aggregate, n, attempt| (aggregate, n, attempt) == ("a", 1, 1),
-            |aggregate| {
-                if aggregate == "a" {
-                    Duration::ZERO
-                } else {
-                    // Far longer than a/1's 100 ms backoff plus its 1 s ack wait.
-                    Duration::from_millis(2500)
-                }
-            },
-        ))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
-    eventually("every message handled", Duration::from_secs(15), || async {
-        successes(&calls) == 4
-    })
+    let calls = run_until_handled(
+        &fx,
+        fx.subscriber()
+            .ack_wait(Duration::from_secs(1))
+            .max_in_flight(2),
+        4,
+        Duration::from_secs(15),
+        |aggregate, n, attempt| (aggregate, n, attempt) == ("a", 1, 1),
+        |aggregate| {
+            if aggregate == "a" {
+                Duration::ZERO
+            } else {
+                // Far longer than a/1's 100 ms backoff plus its 1 s ack wait.
+                Duration::from_millis(2500)
+            }
+        },
+    )
     .await;
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
-
-    let calls = calls.lock().unwrap().clone();
     let a: Vec<(u64, u64, bool)> = calls
         .iter()
         .filter(|c| c.aggregate == "a")
@@ -489,13 +466,7 @@ async fn a_message_without_readable_metadata_is_terminated() {
     client.flush().await.unwrap();
 
     let calls: Calls = Arc::default();
-    let running = fx
-        .subscriber()
-        .on(handler(&calls, |_, _, _| false, |_| Duration::ZERO))
-        .build()
-        .await
-        .unwrap()
-        .spawn();
+    let running = fx.subscriber().on(quick_handler(&calls)).start().await;
     let pull = tokio::time::timeout(Duration::from_secs(5), pulls.next())
         .await
         .expect("the subscriber pulls")
@@ -521,7 +492,6 @@ async fn a_message_without_readable_metadata_is_terminated() {
     })
     .await;
     assert!(!running.is_finished());
-    fx.settled(Duration::from_secs(5)).await;
-    running.shutdown().await.unwrap();
+    fx.settle_and_shut_down(running).await;
     fx.delete().await;
 }

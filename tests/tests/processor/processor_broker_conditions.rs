@@ -7,10 +7,9 @@ mod processor_support;
 
 use std::time::Duration;
 
-use outbox_nats::JetStreamPublisher;
 use outbox_tests::Backend;
 use outbox_tests::nats::NatsServer;
-use processor_support::{Setup, private_setup, wait_until, write_orders};
+use processor_support::{private_setup, spawn_tuned, wait_for_rows, wait_until, write_orders};
 
 /// An account whose streams may keep 16 KiB on disk: a few dozen events.
 const SMALL_ACCOUNT: &str = "
@@ -26,21 +25,16 @@ no_auth_user: small
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_account_over_its_limits_spends_no_attempts() {
     let server = NatsServer::builder().config(SMALL_ACCOUNT).start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "fullaccount").await;
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/full-account",
-        ))
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let setup = private_setup(&server, Backend::Postgres, "fullaccount").await;
+    let (test, stream, outbox, table) = setup.into_parts();
+    let processor = spawn_tuned(
+        &outbox,
+        server.connect().await,
+        "/full-account",
+        |builder| {
+            builder.unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        },
+    );
 
     // 100 orders of 2 events: far more than the account can hold.
     write_orders(&outbox, "full", 100, 2, 100).await;
@@ -79,10 +73,13 @@ async fn an_account_over_its_limits_spends_no_attempts() {
             }
         })
     };
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        200,
         Duration::from_secs(60),
         "every event is published",
-        || async { test.count(&table, "status = 1").await == 200 },
     )
     .await;
     purger.abort();

@@ -7,11 +7,13 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::{Backend, TestDb};
-use processor_support::{amend_order, assert_stream_matches_outbox, wait_until, write_orders};
+use processor_support::{
+    amend_order, assert_stream_matches_outbox, shut_down_all, spawn_separate_processors,
+    spawn_writers, wait_all_published, write_orders,
+};
 
 const PROCESSORS: usize = 3;
 const WRITERS: usize = 2;
@@ -19,15 +21,10 @@ const WRITERS: usize = 2;
 /// amends 5 earlier ones (3 events each).
 const ROUNDS: usize = 60;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_processors_share_one_outbox_under_load() {
-    three_processors_share_one_outbox(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_processors_share_one_outbox_under_load_on_mariadb() {
-    three_processors_share_one_outbox(Backend::MySql).await;
-}
+outbox_tests::backend_tests!(three_processors_share_one_outbox:
+    three_processors_share_one_outbox_under_load => Postgres,
+    three_processors_share_one_outbox_under_load_on_mariadb => MySql,
+);
 
 async fn three_processors_share_one_outbox(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -43,57 +40,42 @@ async fn three_processors_share_one_outbox(backend: Backend) {
 
     // A backlog to start with, then writers while the processors run.
     let backlog = write_orders(&writer_outbox, "b", 500, 4, 100).await;
-    let mut processors = Vec::new();
-    for _ in 0..PROCESSORS {
-        // Each with its own pool and its own NATS connection, like a process.
-        let outbox = Outbox::new(test.connect_again().await, config.clone());
-        let client = async_nats::connect(nats_url()).await.expect("nats");
-        processors.push(
-            outbox
-                .processor(JetStreamPublisher::new(client, "/concurrency-test"))
+    let processors = spawn_separate_processors(
+        &test,
+        &config,
+        PROCESSORS,
+        async || async_nats::connect(nats_url()).await.expect("nats"),
+        "/concurrency-test",
+        |builder| {
+            builder
                 .batch_size(100)
                 .poll_interval(Duration::from_millis(200))
-                .build()
-                .expect("valid settings")
-                .spawn(),
-        );
-    }
+        },
+    )
+    .await;
     let started = Instant::now();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let outbox = writer_outbox.clone();
-            tokio::spawn(async move {
-                let mut written = 0;
-                for round in 0..ROUNDS {
-                    written += write_orders(&outbox, &format!("w{w}-r{round}"), 10, 2, 10).await;
-                    if round > 0 {
-                        for n in 0..5 {
-                            amend_order(&outbox, &format!("w{w}-r{}-{n}", round - 1), 3).await;
-                            written += 3;
-                        }
-                    }
+    let writers = spawn_writers(&writer_outbox, WRITERS, |w, outbox| async move {
+        let mut written = 0;
+        for round in 0..ROUNDS {
+            written += write_orders(&outbox, &format!("w{w}-r{round}"), 10, 2, 10).await;
+            if round > 0 {
+                for n in 0..5 {
+                    amend_order(&outbox, &format!("w{w}-r{}-{n}", round - 1), 3).await;
+                    written += 3;
                 }
-                written
-            })
-        })
-        .collect();
+            }
+        }
+        written
+    });
     let mut total = backlog;
     for writer in writers {
         total += writer.await.expect("writer");
     }
     let wrote_for = started.elapsed();
-    wait_until(
-        Duration::from_secs(30),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await as usize == total },
-    )
-    .await;
+    wait_all_published(&test, &table, total as i64).await;
     let drained_after = started.elapsed();
 
-    let mut reports = Vec::new();
-    for processor in processors {
-        reports.push(processor.shutdown().await.expect("clean stop"));
-    }
+    let reports = shut_down_all(processors).await;
     println!(
         "{backend:?}: {total} events, written in {wrote_for:?}, all published after {drained_after:?}; \
          published per processor: {:?}",

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use outbox_tests::process::{ProcessorProcess, report_field};
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, assert_once_in_order, processor_process, read_all, row_ids, shared_setup,
-    wait_for_count, wait_until, write_orders,
+    assert_once_in_order, processor_process, read_all, row_ids, shared_setup,
+    wait_all_published_within, wait_mid_batch, write_orders,
 };
 use uuid::Uuid;
 
@@ -30,12 +30,7 @@ async fn start_processor(test: &TestDb, prefix: &str) -> ProcessorProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_processor_process_loses_and_duplicates_nothing() {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(Backend::Postgres).await;
+    let (test, stream, outbox, table) = shared_setup(Backend::Postgres).await.into_parts();
     let written = write_orders(&outbox, "c", ORDERS, EVENTS_PER_ORDER, 250).await;
     assert_eq!(written, TOTAL);
 
@@ -43,17 +38,7 @@ async fn a_killed_processor_process_loses_and_duplicates_nothing() {
     let mut first = start_processor(&test, &stream.prefix).await;
     // Killed while a batch is half published: past a fifth of the backlog,
     // at a count that is not a whole number of (500-message) batches.
-    wait_for_count(
-        &stream,
-        Duration::from_secs(30),
-        "a moment mid-batch to kill the processor at",
-        |count| {
-            let count = count as usize;
-            assert!(count < TOTAL, "drained before a moment mid-batch came");
-            count >= TOTAL / 5 && !count.is_multiple_of(500)
-        },
-    )
-    .await;
+    wait_mid_batch(&stream, TOTAL, TOTAL / 5, 500).await;
     first.kill();
     // A statement the dead process had sent may still finish on the server.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -92,12 +77,7 @@ async fn a_killed_processor_process_loses_and_duplicates_nothing() {
     // The second process takes over once the dead one's leases run out.
     let started = Instant::now();
     let second = start_processor(&test, &stream.prefix).await;
-    wait_until(
-        Duration::from_secs(40),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await as usize == TOTAL },
-    )
-    .await;
+    wait_all_published_within(&test, &table, TOTAL as i64, Duration::from_secs(40)).await;
     let report = second.stop();
     println!(
         "second process drained the rest in {:?}: {}",

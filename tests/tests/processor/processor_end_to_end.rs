@@ -7,6 +7,7 @@ mod processor_support;
 
 use std::time::Duration;
 
+use outbox_core::ProcessorHandle;
 use outbox_core::wire;
 use outbox_tests::Backend;
 use outbox_tests::jetstream::TestStream;
@@ -25,30 +26,24 @@ async fn wait_for(stream: &TestStream, count: u64) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::Postgres).await;
-}
+outbox_tests::backend_tests!(saved_events_reach_the_stream_once_in_order_on:
+    saved_events_reach_the_stream_once_in_order => Postgres,
+    saved_events_reach_the_stream_once_in_order_on_mariadb => MySql,
+    saved_events_reach_the_stream_once_in_order_on_sqlite => Sqlite,
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order_on_mariadb() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saved_events_reach_the_stream_once_in_order_on_sqlite() {
-    saved_events_reach_the_stream_once_in_order_on(Backend::Sqlite).await;
+/// A [`shared_setup`] on `backend` and a processor with default settings
+/// publishing as `/orders-test`.
+async fn orders_processor(backend: Backend) -> (Setup, ProcessorHandle) {
+    let setup = shared_setup(backend).await;
+    let client = setup.stream.jetstream.client();
+    let processor = spawn_processor(&setup.outbox, client, "/orders-test");
+    (setup, processor)
 }
 
 async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(backend).await;
-    let client = stream.jetstream.client();
-    let processor = spawn_processor(&outbox, client, "/orders-test");
+    let (setup, processor) = orders_processor(backend).await;
+    let (test, stream, outbox, table) = setup.into_parts();
 
     let repository = outbox.repository::<Order>();
     for i in 0..20 {
@@ -111,29 +106,15 @@ async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
     stream.delete().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract() {
-    headers_carry_the_wire_contract_on(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract_on_mariadb() {
-    headers_carry_the_wire_contract_on(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_carry_the_wire_contract_on_sqlite() {
-    headers_carry_the_wire_contract_on(Backend::Sqlite).await;
-}
+outbox_tests::backend_tests!(headers_carry_the_wire_contract_on:
+    headers_carry_the_wire_contract => Postgres,
+    headers_carry_the_wire_contract_on_mariadb => MySql,
+    headers_carry_the_wire_contract_on_sqlite => Sqlite,
+);
 
 async fn headers_carry_the_wire_contract_on(backend: Backend) {
-    let Setup {
-        test: _test,
-        stream,
-        outbox,
-        table: _,
-    } = shared_setup(backend).await;
-    let processor = spawn_processor(&outbox, stream.jetstream.client(), "/orders-test");
+    let (setup, processor) = orders_processor(backend).await;
+    let (_test, stream, outbox, _) = setup.into_parts();
     save_new_order(&outbox, "o-h", 7).await;
     wait_for(&stream, 1).await;
 

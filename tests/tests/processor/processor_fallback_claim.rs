@@ -15,27 +15,20 @@ use std::time::{Duration, Instant};
 use outbox_sea_orm::Outbox;
 use outbox_tests::Backend;
 use processor_support::{
-    Setup, assert_stream_matches_outbox, save_new_order, shared_setup, wait_until, write_orders,
+    assert_stream_matches_outbox, save_new_order, shared_setup, spawn_tuned,
+    wait_all_published_within, wait_for_rows, write_orders,
 };
 
 const POLL: Duration = Duration::from_millis(300);
 
 async fn foreign_rows_are_found_while_local_traffic_goes_on(backend: Backend) {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(backend).await;
-    let processor = outbox
-        .processor(outbox_nats::JetStreamPublisher::new(
-            stream.jetstream.client(),
-            "/fallback-test",
-        ))
-        .poll_interval(POLL)
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();
+    let processor = spawn_tuned(
+        &outbox,
+        stream.jetstream.client(),
+        "/fallback-test",
+        |builder| builder.poll_interval(POLL),
+    );
 
     // Steady local traffic: a new order every 10 ms until told to stop.
     let stop = Arc::new(AtomicBool::new(false));
@@ -65,14 +58,13 @@ async fn foreign_rows_are_found_while_local_traffic_goes_on(backend: Backend) {
     );
     let foreign_rows = write_orders(&foreign, "foreign", 20, 2, 5).await;
     let written_at = Instant::now();
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id LIKE 'foreign-%' AND status = 1",
+        foreign_rows as i64,
         Duration::from_secs(5),
         "the other writer's rows are published while local traffic goes on",
-        || async {
-            test.count(&table, "aggregate_id LIKE 'foreign-%' AND status = 1")
-                .await as usize
-                == foreign_rows
-        },
     )
     .await;
     let found_after = written_at.elapsed();
@@ -86,13 +78,8 @@ async fn foreign_rows_are_found_while_local_traffic_goes_on(backend: Backend) {
     println!(
         "{backend:?}: {foreign_rows} foreign rows published {found_after:?} after their commit, with {before_stop} local orders written meanwhile"
     );
-    let total = test.count(&table, "1=1").await as usize;
-    wait_until(
-        Duration::from_secs(10),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await as usize == total },
-    )
-    .await;
+    let total = test.count(&table, "1=1").await;
+    wait_all_published_within(&test, &table, total, Duration::from_secs(10)).await;
     processor.shutdown().await.expect("clean stop");
     assert_stream_matches_outbox(&stream, &test, &table).await;
     stream.delete().await;

@@ -12,13 +12,12 @@ mod processor_support;
 use std::time::{Duration, Instant};
 
 use outbox_core::AggregateRoot;
-use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::Outbox;
 use outbox_tests::Backend;
-use outbox_tests::orders::Order;
 use processor_support::{
-    AttachmentAdded, Setup, amend_order, assert_once_in_order, poison_server, private_setup,
-    quick_retry, read_all, row_ids, wait_until, write_orders,
+    AttachmentAdded, amend_order, assert_once_in_order, begin_with_order, poison_server,
+    private_setup, quick_retry, read_all, row_ids, shut_down_all, spawn_separate_processors,
+    spawn_writers, wait_until, write_orders,
 };
 
 const PROCESSORS: usize = 3;
@@ -39,12 +38,7 @@ fn order_id(n: usize) -> String {
 /// One unit of work on `id` with `PER_UNIT` events, the poison in the
 /// middle of them.
 async fn amend_with_poison(outbox: &Outbox, id: &str) {
-    let mut uow = outbox.begin();
-    let mut order = uow
-        .load::<Order>(id.to_owned())
-        .await
-        .expect("load")
-        .expect("the order exists");
+    let (mut uow, mut order) = begin_with_order(outbox, id).await;
     for k in 0..PER_UNIT - 1 {
         if k == PER_UNIT / 2 {
             order.record(AttachmentAdded::poison()).expect("record");
@@ -57,48 +51,39 @@ async fn amend_with_poison(outbox: &Outbox, id: &str) {
 
 async fn hot_aggregates_keep_their_order(backend: Backend) {
     let server = poison_server().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, backend, "hot").await;
+    let (test, stream, outbox, table) = private_setup(&server, backend, "hot").await.into_parts();
     // The first unit of each aggregate, before any processor runs.
     write_orders(&outbox, "hot", AGGREGATES, PER_UNIT, AGGREGATES).await;
 
-    let mut processors = Vec::new();
-    for _ in 0..PROCESSORS {
-        let own = Outbox::new(test.connect_again().await, outbox.config().clone());
-        processors.push(
-            own.processor(JetStreamPublisher::new(server.connect().await, "/hot-test"))
+    let processors = spawn_separate_processors(
+        &test,
+        outbox.config(),
+        PROCESSORS,
+        async || server.connect().await,
+        "/hot-test",
+        |builder| {
+            builder
                 .batch_size(200)
                 .retry(quick_retry(MAX_ATTEMPTS))
                 .poll_interval(Duration::from_millis(200))
-                .build()
-                .expect("valid settings")
-                .spawn(),
-        );
-    }
+        },
+    )
+    .await;
 
     // Writers go on while the processors drain: each owns half the
     // aggregates and gives each of them a unit of work per round.
     let started = Instant::now();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let outbox = outbox.clone();
-            tokio::spawn(async move {
-                for unit in 1..UNITS {
-                    for n in (w..AGGREGATES).step_by(WRITERS) {
-                        if n == POISONED && unit == POISON_UNIT {
-                            amend_with_poison(&outbox, &order_id(n)).await;
-                        } else {
-                            amend_order(&outbox, &order_id(n), PER_UNIT).await;
-                        }
-                    }
+    let writers = spawn_writers(&outbox, WRITERS, |w, outbox| async move {
+        for unit in 1..UNITS {
+            for n in (w..AGGREGATES).step_by(WRITERS) {
+                if n == POISONED && unit == POISON_UNIT {
+                    amend_with_poison(&outbox, &order_id(n)).await;
+                } else {
+                    amend_order(&outbox, &order_id(n), PER_UNIT).await;
                 }
-            })
-        })
-        .collect();
+            }
+        }
+    });
     for writer in writers {
         writer.await.expect("writer");
     }
@@ -132,10 +117,7 @@ async fn hot_aggregates_keep_their_order(backend: Backend) {
     .await;
     let drained_after = started.elapsed();
 
-    let mut reports = Vec::new();
-    for processor in processors {
-        reports.push(processor.shutdown().await.expect("clean stop"));
-    }
+    let reports = shut_down_all(processors).await;
     println!(
         "{backend:?}: {total} events over {AGGREGATES} aggregates drained {drained_after:?} after \
          the writers started; published per processor {:?}",
@@ -179,12 +161,7 @@ async fn hot_aggregates_keep_their_order(backend: Backend) {
     stream.delete().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hot_aggregates_keep_their_order_on_postgres() {
-    hot_aggregates_keep_their_order(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hot_aggregates_keep_their_order_on_mariadb() {
-    hot_aggregates_keep_their_order(Backend::MySql).await;
-}
+outbox_tests::backend_tests!(hot_aggregates_keep_their_order:
+    hot_aggregates_keep_their_order_on_postgres => Postgres,
+    hot_aggregates_keep_their_order_on_mariadb => MySql,
+);

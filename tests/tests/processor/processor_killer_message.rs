@@ -16,31 +16,21 @@ use outbox_core::processor::ABANDONED_LIMIT;
 use outbox_tests::Backend;
 use outbox_tests::orders::Order;
 use processor_support::{
-    Setup, assert_once_in_order, processor_process, read_all, row_ids, shared_setup, wait_until,
-    write_orders,
+    assert_once_in_order, processor_process, read_all, row_ids, save_order, shared_setup,
+    wait_for_rows, write_orders,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
     let setup = shared_setup(Backend::Postgres).await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = &setup;
+    let (test, stream, outbox, table) = setup.parts();
     write_orders(outbox, "a", 300, 3, 100).await;
     // The killer order: placed, then two amendments; the first amendment
     // (sequence 2) kills whoever publishes it.
     let mut killer = Order::place("killer", 1).expect("record");
     killer.amend(2).expect("record");
     killer.amend(3).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut killer)
-        .await
-        .expect("save");
+    save_order(outbox, &mut killer).await;
     write_orders(outbox, "b", 300, 3, 100).await;
     let total = test.count(table, "1=1").await;
 
@@ -85,10 +75,13 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
 
     // Everything else is published by the surviving processor; the killer
     // order's last event waits behind its dead one, untried.
-    wait_until(
+    wait_for_rows(
+        test,
+        table,
+        "status = 1",
+        total - 2,
         Duration::from_secs(60),
         "every other message is published",
-        || async { test.count(table, "status = 1").await == total - 2 },
     )
     .await;
     assert_eq!(
@@ -107,17 +100,11 @@ async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {
         "the rest of the aggregate waits behind the dead message"
     );
     let row = test
-        .db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT last_error, abandoned FROM {table} \
-                 WHERE aggregate_id = 'killer' AND sequence = 2"
-            ),
+        .row(&format!(
+            "SELECT last_error, abandoned FROM {table} \
+             WHERE aggregate_id = 'killer' AND sequence = 2"
         ))
-        .await
-        .expect("select")
-        .expect("the row");
+        .await;
     let error: String = row.try_get("", "last_error").expect("last_error");
     let abandoned: i32 = row.try_get("", "abandoned").expect("abandoned");
     assert!(error.contains("ended without settling it"), "{error}");

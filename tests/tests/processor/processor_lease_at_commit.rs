@@ -9,27 +9,22 @@ mod processor_support;
 use std::time::Duration;
 
 use outbox_nats::JetStreamPublisher;
-use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use processor_support::{Gated, Setup, save_new_order, shared_setup};
-use sea_orm::{ConnectionTrait, Statement};
+use processor_support::{
+    BuildAndSpawn, Gated, Setup, begin_with_order, save_new_order, shared_setup,
+};
 
 /// For each outbox row of `order` (by sequence): whether it is leased, and
 /// whether the transaction that wrote the order row wrote its current
 /// version (so no claim has updated it since).
 async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
     let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT m.lease_token IS NOT NULL AS leased, m.xmin::text = o.xmin::text AS same_txn \
-                 FROM {table} m JOIN orders o ON o.id = m.aggregate_id \
-                 WHERE m.aggregate_id = '{order}' ORDER BY m.sequence"
-            ),
+        .rows(&format!(
+            "SELECT m.lease_token IS NOT NULL AS leased, m.xmin::text = o.xmin::text AS same_txn \
+             FROM {table} m JOIN orders o ON o.id = m.aggregate_id \
+             WHERE m.aggregate_id = '{order}' ORDER BY m.sequence"
         ))
-        .await
-        .expect("select rows");
+        .await;
     rows.iter()
         .map(|row| {
             (
@@ -41,8 +36,9 @@ async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
 }
 
 /// A PostgreSQL setup and a running processor in the writers' process whose
-/// publishes wait at a closed gate (one batch in flight at a time).
-async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
+/// publishes wait at a closed gate (one batch in flight at a time), with
+/// new order `first` saved and its publish held at the gate.
+async fn gated_setup(first: &str) -> (Setup, Gated, outbox_core::ProcessorHandle) {
     let setup = shared_setup(Backend::Postgres).await;
     let publisher = Gated::closed(JetStreamPublisher::new(
         setup.stream.jetstream.client(),
@@ -53,33 +49,22 @@ async fn gated_setup() -> (Setup, Gated, outbox_core::ProcessorHandle) {
         .processor(publisher.clone())
         .batches_in_flight(1)
         .shutdown_timeout(Duration::from_millis(300))
-        .build()
-        .expect("valid settings")
-        .spawn();
+        .build_and_spawn();
     processor_support::wait_until(
         Duration::from_secs(10),
         "the processor takes commits leased",
         || async { setup.outbox.processor_takes_commits() },
     )
     .await;
+    save_new_order(&setup.outbox, first, 100).await;
+    publisher.wait_for_waiting(1).await;
     (setup, publisher, processor)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim() {
-    let (
-        Setup {
-            test,
-            stream,
-            outbox,
-            table,
-        },
-        publisher,
-        processor,
-    ) = gated_setup().await;
-
-    save_new_order(&outbox, "o-1", 100).await;
-    publisher.wait_for_waiting(1).await;
+    let (setup, publisher, processor) = gated_setup("o-1").await;
+    let (test, stream, outbox, table) = setup.into_parts();
     assert_eq!(
         rows_of(&test, &table, "o-1").await,
         vec![(true, true)],
@@ -88,12 +73,7 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
     // The order's next event waits behind the unpublished first one: it is
     // written unleased, and no claim may take it while the first is out.
-    let mut uow = outbox.begin();
-    let mut order = uow
-        .load::<Order>("o-1".to_owned())
-        .await
-        .expect("load")
-        .expect("exists");
+    let (mut uow, mut order) = begin_with_order(&outbox, "o-1").await;
     order.amend(150).expect("record");
     uow.save(&mut order).await.expect("save");
     uow.commit().await.expect("commit");
@@ -115,21 +95,10 @@ async fn commits_are_leased_to_the_local_processor_and_published_without_a_claim
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_processor_gives_back_what_it_was_handed() {
-    let (
-        Setup {
-            test,
-            outbox,
-            table,
-            ..
-        },
-        publisher,
-        processor,
-    ) = gated_setup().await;
-
     // One batch publishing (held at the gate), the other orders handed over
     // and waiting for it.
-    save_new_order(&outbox, "o-0", 100).await;
-    publisher.wait_for_waiting(1).await;
+    let (setup, _publisher, processor) = gated_setup("o-0").await;
+    let (test, _, outbox, table) = setup.into_parts();
     for i in 1..5 {
         save_new_order(&outbox, &format!("o-{i}"), 100).await;
     }

@@ -11,19 +11,15 @@
 
 mod processor_support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::Outbox;
-use outbox_tests::nats::NatsServer;
-use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Gated, Setup, amend_order, assert_all_published_cleanly, assert_stream_matches_outbox,
-    private_setup, save_new_order, shared_setup, spawn_round_writer, wait_all_published,
-    wait_until,
+    BuildAndSpawn, Builder, Gated, RoundWriter, Setup, amend_order, assert_all_published_cleanly,
+    assert_stream_matches_outbox, begin_with_order, private_server_setup, save_new_order,
+    shared_setup, stop_writing_and_check, wait_all_published, wait_for_rows, wait_until,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, Statement, TransactionTrait};
 
@@ -52,12 +48,7 @@ async fn execute(db: &impl ConnectionTrait, sql: String) -> u64 {
 }
 
 async fn a_batch_stops_when_part_of_it_is_taken_over(backend: Backend) {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(backend).await;
+    let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();
     // Order "a" has two events, order "b" one; all three are claimed in one
     // batch once the processor starts.
     save_new_order(&outbox, "a", 100).await;
@@ -71,9 +62,7 @@ async fn a_batch_stops_when_part_of_it_is_taken_over(backend: Backend) {
         .processor(gated.clone())
         .lease(LEASE)
         .batches_in_flight(1)
-        .build()
-        .expect("valid settings")
-        .spawn();
+        .build_and_spawn();
     // a#1 and b#1 are being published (held at the gate), a#2 waits behind
     // a#1 in the same batch.
     gated.wait_for_waiting(2).await;
@@ -97,11 +86,14 @@ async fn a_batch_stops_when_part_of_it_is_taken_over(backend: Backend) {
 
     gated.open();
     // The batch ends (b#1 completed: settlement comes after every publish).
-    wait_until(Duration::from_secs(10), "b#1 is completed", || async {
-        test.count(&table, "aggregate_id = 'b' AND status = 1")
-            .await
-            == 1
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "aggregate_id = 'b' AND status = 1",
+        1,
+        Duration::from_secs(10),
+        "b#1 is completed",
+    )
     .await;
     let published: Vec<(String, u64)> = stream
         .messages()
@@ -150,19 +142,13 @@ async fn wait_blocked_by(test: &TestDb, pid: i32) {
         Duration::from_secs(10),
         "the writer waits for the row lock",
         || async {
-            test.db
-                .query_one_raw(Statement::from_string(
-                    test.db_backend(),
-                    format!(
-                        "SELECT count(*) AS n FROM pg_stat_activity \
-                         WHERE {pid} = ANY(pg_blocking_pids(pid))"
-                    ),
-                ))
-                .await
-                .expect("pg_stat_activity")
-                .expect("a row")
-                .try_get::<i64>("", "n")
-                .expect("n")
+            test.row(&format!(
+                "SELECT count(*) AS n FROM pg_stat_activity \
+                 WHERE {pid} = ANY(pg_blocking_pids(pid))"
+            ))
+            .await
+            .try_get::<i64>("", "n")
+            .expect("n")
                 > 0
         },
     )
@@ -188,97 +174,91 @@ async fn stuck_writer(
 
 /// A unit of work that amends order `id` once, ready to commit.
 async fn amendment(outbox: &Outbox, id: &str) -> outbox_sea_orm::UnitOfWork {
-    let mut uow = outbox.begin();
-    let mut order = uow
-        .load::<Order>(id.to_owned())
-        .await
-        .expect("load")
-        .expect("the order exists");
+    let (mut uow, mut order) = begin_with_order(outbox, id).await;
     order.amend(500).expect("record");
     uow.save(&mut order).await.expect("save");
     uow
 }
 
+/// Spawns a processor on `setup` with the tests' lease (publishing through
+/// `client` as `source`, with the settings `tune` adds), saves order `id`
+/// and waits until its first event is published: the order a stuck writer
+/// then amends.
+async fn processor_with_order(
+    setup: &Setup,
+    client: async_nats::Client,
+    source: &str,
+    id: &str,
+    tune: impl FnOnce(Builder) -> Builder,
+) -> outbox_core::ProcessorHandle {
+    let (test, _, outbox, table) = setup.parts();
+    let processor =
+        tune(outbox.processor(publisher(client, source)).lease(LEASE)).build_and_spawn();
+    save_new_order(outbox, id, 100).await;
+    wait_all_published(test, table, 1).await;
+    processor
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_commit_is_published_within_the_lease_while_writes_go_on() {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(Backend::Postgres).await;
-    let processor = outbox
-        .processor(publisher(stream.jetstream.client(), "/cancelled-commit"))
-        .lease(LEASE)
-        .poll_interval(POLL)
-        .build()
-        .expect("valid settings")
-        .spawn();
-    save_new_order(&outbox, "x", 100).await;
-    wait_all_published(&test, &table, 1).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(&outbox, &stop);
+    let setup = shared_setup(Backend::Postgres).await;
+    let (test, stream, outbox, table) = setup.parts();
+    let client = stream.jetstream.client();
+    let processor = processor_with_order(&setup, client, "/cancelled-commit", "x", |b| {
+        b.poll_interval(POLL)
+    })
+    .await;
+    let writer = RoundWriter::spawn(outbox);
 
     // The commit waits for the order's row lock, leased to the processor,
     // and is cancelled (a handler's timeout); the server still runs it.
-    let (blocker, commit) = stuck_writer(&test, &outbox, "x").await;
+    let (blocker, commit) = stuck_writer(test, outbox, "x").await;
     commit.abort();
     assert!(commit.await.expect_err("aborted").is_cancelled());
     blocker.commit().await.expect("unlock");
     let committed_at = Instant::now();
-    wait_until(
+    wait_for_rows(
+        test,
+        table,
+        "aggregate_id = 'x' AND sequence = 2",
+        1,
         Duration::from_secs(10),
         "the cancelled commit's event is committed",
-        || async {
-            test.count(&table, "aggregate_id = 'x' AND sequence = 2")
-                .await
-                == 1
-        },
     )
     .await;
 
     // Published within the lease and a claim, whatever traffic goes on.
     let bound = LEASE + POLL * 2 + Duration::from_secs(2);
-    wait_until(bound, "x#2 is published", || async {
-        test.count(&table, "aggregate_id = 'x' AND sequence = 2 AND status = 1")
-            .await
-            == 1
-    })
+    wait_for_rows(
+        test,
+        table,
+        "aggregate_id = 'x' AND sequence = 2 AND status = 1",
+        1,
+        bound,
+        "x#2 is published",
+    )
     .await;
-    println!(
-        "x#2 published {:?} after its commit",
-        committed_at.elapsed()
-    );
+    let took = committed_at.elapsed();
+    println!("x#2 published {took:?} after its commit");
 
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(&table, "1=1").await;
-    wait_all_published(&test, &table, total).await;
-    assert_all_published_cleanly(&test, &table).await;
-    assert_stream_matches_outbox(&stream, &test, &table).await;
-    processor.shutdown().await.expect("clean shutdown");
+    stop_writing_and_check(&setup, writer, processor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(Backend::Postgres).await;
-    let processor = outbox
-        .processor(publisher(stream.jetstream.client(), "/stuck-writer"))
-        .lease(LEASE)
-        .shutdown_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    save_new_order(&outbox, "y", 100).await;
-    wait_all_published(&test, &table, 1).await;
+    let setup = shared_setup(Backend::Postgres).await;
+    let (test, stream, outbox, table) = setup.parts();
+    let processor = processor_with_order(
+        &setup,
+        stream.jetstream.client(),
+        "/stuck-writer",
+        "y",
+        |b| b.shutdown_timeout(Duration::from_millis(500)),
+    )
+    .await;
 
     // A writer inside the processor's lease offer, waiting for a row lock.
-    let (blocker, commit) = stuck_writer(&test, &outbox, "y").await;
+    let (blocker, commit) = stuck_writer(test, outbox, "y").await;
 
     let stopping = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), processor.shutdown())
@@ -293,7 +273,7 @@ async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
     commit.await.expect("task").expect("the commit succeeds");
     assert_eq!(
         test.count(
-            &table,
+            table,
             "aggregate_id = 'y' AND sequence = 2 AND status = 0 AND lease_token IS NULL"
         )
         .await,
@@ -304,24 +284,15 @@ async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "stuck-outage").await;
-    let processor = outbox
-        .processor(publisher(server.connect().await, "/stuck-outage"))
-        .lease(LEASE)
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    save_new_order(&outbox, "z", 100).await;
-    wait_all_published(&test, &table, 1).await;
+    let (mut server, setup) = private_server_setup("stuck-outage").await;
+    let (test, stream, outbox, table) = setup.parts();
+    let processor =
+        processor_with_order(&setup, server.connect().await, "/stuck-outage", "z", |b| {
+            b.unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        })
+        .await;
 
-    let (blocker, commit) = stuck_writer(&test, &outbox, "z").await;
+    let (blocker, commit) = stuck_writer(test, outbox, "z").await;
 
     // The broker goes away while the writer is inside the lease offer; the
     // processor notices within a poll interval and pauses.
@@ -330,22 +301,21 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
     server.restart().await;
 
     // Other aggregates publish again while the writer still waits.
-    save_new_order(&outbox, "w", 100).await;
-    wait_until(
+    save_new_order(outbox, "w", 100).await;
+    wait_for_rows(
+        test,
+        table,
+        "aggregate_id = 'w' AND status = 1",
+        1,
         Duration::from_secs(10),
         "w is published while z's writer is stuck",
-        || async {
-            test.count(&table, "aggregate_id = 'w' AND status = 1")
-                .await
-                == 1
-        },
     )
     .await;
 
     blocker.commit().await.expect("unlock");
     commit.await.expect("task").expect("the commit succeeds");
-    wait_all_published(&test, &table, 3).await;
-    assert_all_published_cleanly(&test, &table).await;
-    assert_stream_matches_outbox(&stream, &test, &table).await;
+    wait_all_published(test, table, 3).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
     processor.shutdown().await.expect("clean shutdown");
 }

@@ -11,16 +11,11 @@ use outbox_core::Processor;
 use outbox_nats::JetStreamPublisher;
 use outbox_sea_orm::PgNotifications;
 use outbox_tests::Backend;
-use processor_support::{CountedStore, Setup, save_new_order, shared_setup, wait_until};
+use processor_support::{BuildAndSpawn, CountedStore, save_new_order, shared_setup, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notified_messages_are_leased_by_id_in_another_process() {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(Backend::Postgres).await;
+    let (test, stream, outbox, table) = shared_setup(Backend::Postgres).await.into_parts();
     // The processor's side, as another process would build it: its own
     // store and LISTEN, no commit listener, no polling to speak of.
     let store = CountedStore::finding_nothing(outbox.store());
@@ -30,9 +25,7 @@ async fn notified_messages_are_leased_by_id_in_another_process() {
     let processor = Processor::builder(store, publisher)
         .wake_on(notifications)
         .poll_interval(Duration::from_secs(3600))
-        .build()
-        .expect("valid settings")
-        .spawn();
+        .build_and_spawn();
     // The start-up and after-LISTEN catch-up claims.
     wait_until(Duration::from_secs(10), "the processor listens", || async {
         ordinary_claims.load(Ordering::Acquire) >= 2

@@ -5,34 +5,21 @@
 
 mod processor_support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_tests::Backend;
-use outbox_tests::nats::NatsServer;
 use processor_support::{
-    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, private_setup,
-    spawn_outage_processor, spawn_round_writer, wait_all_published, wait_until, write_orders,
+    assert_all_published_cleanly, assert_stream_matches_outbox, traffic_on_private_server,
+    wait_all_published, wait_until, write_orders,
 };
 
 const OUTAGE: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_outage_loses_nothing_and_keeps_order() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "outage").await;
-    let processor = spawn_outage_processor(&outbox, server.connect().await, "/outage-test");
-
     // Writers: new orders (2 events each), and more events on earlier
     // orders, so aggregates' histories span the outage.
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(&outbox, &stop);
+    let (mut server, setup, processor, writer) = traffic_on_private_server("outage").await;
+    let (test, stream, outbox, table) = setup.into_parts();
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     // A burst on top, so the server dies with publishes in flight.
@@ -70,8 +57,7 @@ async fn a_broker_outage_loses_nothing_and_keeps_order() {
     );
 
     tokio::time::sleep(Duration::from_secs(1)).await; // writing goes on
-    stop.store(true, Ordering::Release);
-    let rounds = writer.await.expect("writer");
+    let rounds = writer.stop().await;
     let total = test.count(&table, "1=1").await;
     assert!(
         total > written_during,

@@ -8,45 +8,20 @@
 
 mod processor_support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_tests::Backend;
 use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, processor_process, row_ids,
-    shared_setup, spawn_processor, spawn_round_writer, wait_all_published, wait_for_count,
-    wait_until, write_orders,
+    RoundWriter, Setup, assert_all_published_cleanly, assert_stream_matches_outbox, drain_all,
+    processor_process, row_ids, shared_setup, spawn_processor, stop_writing_and_check,
+    wait_for_rows, wait_mid_batch, wait_until, write_orders,
 };
 
 /// The peer's lease: short, so the tests are quick; the survivor uses the
 /// defaults (its `poll_interval` is 1 s).
 const PEER_LEASE: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_secs(1);
-
-/// Stops the writer, waits until everything is published, checks the
-/// stream (every row once, in per-aggregate order) and stops the survivor.
-async fn finish(
-    setup: &Setup,
-    stop: &AtomicBool,
-    writer: tokio::task::JoinHandle<usize>,
-    survivor: outbox_core::ProcessorHandle,
-) {
-    let Setup {
-        test,
-        stream,
-        table,
-        ..
-    } = setup;
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(table, "1=1").await;
-    wait_all_published(test, table, total).await;
-    assert_all_published_cleanly(test, table).await;
-    assert_stream_matches_outbox(stream, test, table).await;
-    survivor.shutdown().await.expect("clean shutdown");
-}
 
 /// A backlog of long histories (1,000 orders of 10 events, tagged `tag`)
 /// drained by a peer in batches of 500; calls `meanwhile` once the peer
@@ -56,19 +31,10 @@ async fn peer_mid_backlog<T>(
     tag: &str,
     meanwhile: impl FnOnce() -> T,
 ) -> (outbox_tests::process::ProcessorProcess, T) {
-    let backlog = write_orders(&setup.outbox, tag, 1_000, 10, 250).await as i64;
+    let backlog = write_orders(&setup.outbox, tag, 1_000, 10, 250).await;
     let peer = start_peer(setup, &["--batch-size", "500"]).await;
     let started = meanwhile();
-    wait_for_count(
-        &setup.stream,
-        Duration::from_secs(30),
-        "a moment mid-batch",
-        |count| {
-            assert!((count as i64) < backlog, "drained before a moment came");
-            count >= 1_000 && !count.is_multiple_of(500)
-        },
-    )
-    .await;
+    wait_mid_batch(&setup.stream, backlog, 1_000, 500).await;
     (peer, started)
 }
 
@@ -82,16 +48,10 @@ async fn start_peer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
     let setup = shared_setup(Backend::Postgres).await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = &setup;
+    let (test, stream, outbox, table) = setup.parts();
     // The survivor, busy with this process's writes.
     let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(outbox, &stop);
+    let writer = RoundWriter::spawn(outbox);
 
     // The peer writes orders in its own process; they are leased to its
     // processor at commit. It is killed while it holds some.
@@ -109,11 +69,14 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
 
     // Every aggregate of the dead peer moves again.
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
-    wait_until(bound, "every row the peer wrote is published", || async {
-        test.count(table, "aggregate_id LIKE 'peer-%' AND status = 0")
-            .await
-            == 0
-    })
+    wait_for_rows(
+        test,
+        table,
+        "aggregate_id LIKE 'peer-%' AND status = 0",
+        0,
+        bound,
+        "every row the peer wrote is published",
+    )
     .await;
     let took = killed.elapsed();
     println!(
@@ -121,21 +84,14 @@ async fn a_dead_peers_rows_are_published_by_a_busy_survivor_within_the_lease() {
          (lease {PEER_LEASE:?}, survivor poll {POLL:?})"
     );
 
-    finish(&setup, &stop, writer, survivor).await;
+    stop_writing_and_check(&setup, writer, survivor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() {
     let setup = shared_setup(Backend::Postgres).await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = &setup;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mut peer, writer) =
-        peer_mid_backlog(&setup, "k", || spawn_round_writer(outbox, &stop)).await;
+    let (test, stream, outbox, table) = setup.parts();
+    let (mut peer, writer) = peer_mid_backlog(&setup, "k", || RoundWriter::spawn(outbox)).await;
     peer.kill();
     let killed = Instant::now();
     // A statement the dead process had sent may still finish on the server.
@@ -148,10 +104,13 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
     let ids: Vec<String> = held.iter().map(|id| format!("'{id}'")).collect();
     let still_held = format!("status = 0 AND id IN ({})", ids.join(", "));
     let bound = PEER_LEASE + POLL * 2 + Duration::from_secs(5);
-    wait_until(
+    wait_for_rows(
+        test,
+        table,
+        &still_held,
+        0,
         bound,
         "every row the dead peer held is published",
-        || async { test.count(table, &still_held).await == 0 },
     )
     .await;
     println!(
@@ -160,18 +119,13 @@ async fn a_peer_killed_holding_a_thousand_rows_is_taken_over_within_the_lease() 
         killed.elapsed()
     );
 
-    finish(&setup, &stop, writer, survivor).await;
+    stop_writing_and_check(&setup, writer, survivor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_out_of_order() {
     let setup = shared_setup(Backend::Postgres).await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = &setup;
+    let (test, stream, outbox, table) = setup.parts();
     let (mut peer, ()) = peer_mid_backlog(&setup, "b", || ()).await;
     peer.pause();
     let paused = Instant::now();
@@ -179,16 +133,14 @@ async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_ou
     // The survivor starts, busy with its own writes, and takes the paused
     // peer's rows over once their lease runs out.
     let survivor = spawn_processor(outbox, stream.jetstream.client(), "/survivor");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(outbox, &stop);
-    wait_until(
+    let writer = RoundWriter::spawn(outbox);
+    wait_for_rows(
+        test,
+        table,
+        "aggregate_id LIKE 'b-%' AND status = 0",
+        0,
         Duration::from_secs(30),
         "the backlog is published without the peer",
-        || async {
-            test.count(table, "aggregate_id LIKE 'b-%' AND status = 0")
-                .await
-                == 0
-        },
     )
     .await;
     println!(
@@ -200,10 +152,8 @@ async fn a_paused_peer_that_wakes_after_a_takeover_publishes_nothing_twice_or_ou
     // survivor while writes go on.
     peer.resume();
     tokio::time::sleep(PEER_LEASE).await;
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(table, "1=1").await;
-    wait_all_published(test, table, total).await;
+    writer.stop().await;
+    drain_all(test, table).await;
     let report = peer.stop();
     println!("the woken peer: {}", report.trim());
     assert_all_published_cleanly(test, table).await;

@@ -15,22 +15,17 @@ use outbox_nats::JetStreamPublisher;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    AttachmentAdded, CountedStore, Setup, amend_order, assert_once_in_order, poison_server,
-    private_setup, read_all, row_ids, wait_until, write_orders,
+    AttachmentAdded, BuildAndSpawn, CountedStore, amend_order, assert_once_in_order, poison_server,
+    private_setup, read_all, row_ids, save_order, wait_for_rows, wait_until, write_orders,
 };
-use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
 
 const MAX_ATTEMPTS: u32 = 3;
 
 async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: Backend) {
     let server = poison_server().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, backend, "poison").await;
+    let (test, stream, outbox, table) =
+        private_setup(&server, backend, "poison").await.into_parts();
     // Counting its claims (woken by this process's commits), to wait for
     // claims rather than for time.
     let store = CountedStore::new(outbox.store());
@@ -44,9 +39,7 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
             max_backoff: Duration::from_secs(1),
         })
         .poll_interval(Duration::from_millis(100))
-        .build()
-        .expect("valid settings")
-        .spawn();
+        .build_and_spawn();
 
     // The poisoned aggregate: placed (fine), an attachment over max_payload,
     // then amended (fine, but behind the poison). Others around it.
@@ -54,22 +47,17 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     let mut poisoned = Order::place("poisoned", 1).expect("record");
     poisoned.record(AttachmentAdded::poison()).expect("record");
     poisoned.amend(2).expect("record");
-    outbox
-        .repository::<Order>()
-        .save(&mut poisoned)
-        .await
-        .expect("save");
+    save_order(&outbox, &mut poisoned).await;
     write_orders(&outbox, "after", 10, 2, 5).await;
 
     let poison = "aggregate_id = 'poisoned' AND sequence = 2";
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        &format!("{poison} AND status = 2"),
+        1,
         Duration::from_secs(15),
         "the poison message is dead",
-        || async {
-            test.count(&table, &format!("{poison} AND status = 2"))
-                .await
-                == 1
-        },
     )
     .await;
     assert_eq!(
@@ -85,10 +73,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     );
 
     // Everyone else is published: 40 messages and the poisoned order's first.
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        41,
         Duration::from_secs(15),
         "the other aggregates are published",
-        || async { test.count(&table, "status = 1").await == 41 },
     )
     .await;
     assert_eq!(
@@ -104,10 +95,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     // while new work of other aggregates flows.
     amend_order(&outbox, "poisoned", 1).await;
     write_orders(&outbox, "later", 5, 2, 5).await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        51,
         Duration::from_secs(15),
         "later work is published",
-        || async { test.count(&table, "status = 1").await == 51 },
     )
     .await;
     // Several ordinary claims after the later work was committed: none of
@@ -140,30 +134,15 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
 }
 
 async fn last_error(test: &TestDb, table: &str, filter: &str) -> String {
-    test.db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!("SELECT last_error FROM {table} WHERE {filter}"),
-        ))
+    test.row(&format!("SELECT last_error FROM {table} WHERE {filter}"))
         .await
-        .expect("select")
-        .expect("the row")
         .try_get::<Option<String>>("", "last_error")
         .expect("last_error")
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_message_goes_dead_on_postgres() {
-    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_message_goes_dead_on_mariadb() {
-    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_message_goes_dead_on_sqlite() {
-    a_poison_message_goes_dead_and_holds_back_only_its_aggregate(Backend::Sqlite).await;
-}
+outbox_tests::backend_tests!(a_poison_message_goes_dead_and_holds_back_only_its_aggregate:
+    a_poison_message_goes_dead_on_postgres => Postgres,
+    a_poison_message_goes_dead_on_mariadb => MySql,
+    a_poison_message_goes_dead_on_sqlite => Sqlite,
+);

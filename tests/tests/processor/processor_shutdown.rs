@@ -7,12 +7,11 @@ mod processor_support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_nats::JetStreamPublisher;
 use outbox_tests::Backend;
 use outbox_tests::jetstream::nats_url;
 use processor_support::{
-    Setup, assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, wait_for_count,
-    wait_until, write_orders,
+    assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, spawn_tuned,
+    wait_for_rows, wait_mid_batch, write_orders,
 };
 use uuid::Uuid;
 
@@ -22,33 +21,15 @@ const TOTAL: usize = ORDERS * EVENTS_PER_ORDER;
 const BATCH: usize = 500;
 
 async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = shared_setup(backend).await;
+    let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();
     let client = stream.jetstream.client();
     write_orders(&outbox, "s", ORDERS, EVENTS_PER_ORDER, 250).await;
 
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/shutdown-test"))
-        .batch_size(BATCH as u32)
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_tuned(&outbox, client, "/shutdown-test", |builder| {
+        builder.batch_size(BATCH as u32)
+    });
     // Shut down while a batch is half published.
-    wait_for_count(
-        &stream,
-        Duration::from_secs(30),
-        "a moment mid-batch to shut down at",
-        |count| {
-            let count = count as usize;
-            assert!(count < TOTAL, "drained before a moment mid-batch came");
-            count >= TOTAL / 10 && !count.is_multiple_of(BATCH)
-        },
-    )
-    .await;
+    wait_mid_batch(&stream, TOTAL, TOTAL / 10, BATCH).await;
     let report = processor.shutdown().await.expect("clean stop");
 
     assert_eq!(
@@ -88,9 +69,14 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
         async_nats::connect(nats_url()).await.expect("nats"),
         "/shutdown-test",
     );
-    wait_until(Duration::from_secs(30), "the rest is published", || async {
-        test.count(&table, "status = 1").await == TOTAL as i64
-    })
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        TOTAL as i64,
+        Duration::from_secs(30),
+        "the rest is published",
+    )
     .await;
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!(report.published, pending as u64);
@@ -99,17 +85,8 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
     stream.delete().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_mid_drain_leaves_no_lease_on_postgres() {
-    shutdown_mid_drain_leaves_no_lease(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_mid_drain_leaves_no_lease_on_mariadb() {
-    shutdown_mid_drain_leaves_no_lease(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_mid_drain_leaves_no_lease_on_sqlite() {
-    shutdown_mid_drain_leaves_no_lease(Backend::Sqlite).await;
-}
+outbox_tests::backend_tests!(shutdown_mid_drain_leaves_no_lease:
+    shutdown_mid_drain_leaves_no_lease_on_postgres => Postgres,
+    shutdown_mid_drain_leaves_no_lease_on_mariadb => MySql,
+    shutdown_mid_drain_leaves_no_lease_on_sqlite => Sqlite,
+);

@@ -6,49 +6,25 @@
 
 mod processor_support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_nats::JetStreamPublisher;
-use outbox_tests::Backend;
-use outbox_tests::nats::NatsServer;
 use processor_support::{
-    Setup, assert_all_published_cleanly, assert_stream_matches_outbox, private_setup,
-    spawn_outage_processor, spawn_processor, spawn_round_writer, wait_all_published,
-    wait_for_count, write_orders,
+    assert_all_published_cleanly, assert_stream_matches_outbox, drain_all, private_server_setup,
+    spawn_processor, spawn_tuned, traffic_on_private_server, wait_all_published, wait_mid_batch,
+    write_orders,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "hang").await;
+    let (mut server, setup) = private_server_setup("hang").await;
+    let (test, stream, outbox, table) = setup.into_parts();
     let total = write_orders(&outbox, "h", 500, 10, 250).await as i64;
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/hang-test",
-        ))
-        .batch_size(500)
-        .shutdown_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    wait_for_count(
-        &stream,
-        Duration::from_secs(30),
-        "a moment mid-batch",
-        |count| {
-            assert!((count as i64) < total, "drained: {count} of {total}");
-            count >= 500 && !count.is_multiple_of(500)
-        },
-    )
-    .await;
+    let processor = spawn_tuned(&outbox, server.connect().await, "/hang-test", |builder| {
+        builder
+            .batch_size(500)
+            .shutdown_timeout(Duration::from_millis(500))
+    });
+    wait_mid_batch(&stream, total as usize, 500, 500).await;
     server.pause();
     tokio::time::sleep(Duration::from_millis(200)).await; // publishes pile up
     let stopping = Instant::now();
@@ -88,16 +64,8 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "stall").await;
-    let processor = spawn_outage_processor(&outbox, server.connect().await, "/stall-test");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_round_writer(&outbox, &stop);
+    let (mut server, setup, processor, writer) = traffic_on_private_server("stall").await;
+    let (test, stream, _outbox, table) = setup.into_parts();
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Longer than the publisher's 5 s ack timeout.
     server.pause();
@@ -109,10 +77,8 @@ async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
     );
     server.resume();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Release);
-    writer.await.expect("writer");
-    let total = test.count(&table, "1=1").await;
-    wait_all_published(&test, &table, total).await;
+    writer.stop().await;
+    let total = drain_all(&test, &table).await;
     let report = processor.shutdown().await.expect("clean stop");
     println!("{total} events: {report:?}");
     assert_stream_matches_outbox(&stream, &test, &table).await;

@@ -9,34 +9,36 @@ mod processor_support;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::Config, stream::StorageType};
-use outbox_nats::{JetStreamPublisher, StreamError, StreamSpec};
+use outbox_nats::{StreamError, StreamSpec};
 use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::nats::NatsServer;
 use outbox_tests::{Backend, TestDb};
 use processor_support::{
-    Setup, assert_stream_matches_outbox, outbox_for, private_setup, quick_retry, save_new_order,
-    wait_until,
+    assert_stream_matches_outbox, outbox_for, private_server_setup, quick_retry, save_new_order,
+    spawn_tuned, wait_all_published_within, wait_for_rows, wait_until,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 const LEASE: Duration = Duration::from_secs(30);
+/// A duplicate window longer than [`LEASE`], as `StreamSpec` wants.
+const WINDOW: Duration = Duration::from_secs(120);
+/// The processors' poll interval.
+const QUICK_POLL: Duration = Duration::from_millis(100);
 
 fn tag() -> String {
     uuid::Uuid::now_v7().simple().to_string()[16..].to_owned()
 }
 
-/// A memory stream created directly (not through `StreamSpec`), with
-/// `config` on top of its name and subjects, deleted at the end.
+/// A memory stream `name` capturing `subject`, created directly (not
+/// through `StreamSpec`) with `duplicate_window`.
 async fn raw_stream(
     jetstream: &jetstream::Context,
     name: &str,
-    subjects: &[String],
+    subject: &str,
     duplicate_window: Duration,
 ) {
     jetstream
         .create_stream(Config {
             name: name.to_owned(),
-            subjects: subjects.to_vec(),
+            subjects: vec![subject.to_owned()],
             duplicate_window,
             storage: StorageType::Memory,
             max_age: Duration::from_secs(600),
@@ -73,13 +75,7 @@ async fn ensure_refuses_a_stream_without_the_subjects() {
     let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
     let t = tag();
     let name = format!("E_{t}");
-    raw_stream(
-        &jetstream,
-        &name,
-        &[format!("e{t}.orders.>")],
-        Duration::from_secs(120),
-    )
-    .await;
+    raw_stream(&jetstream, &name, &format!("e{t}.orders.>"), WINDOW).await;
     let result = StreamSpec::new(&name, [format!("e{t}.orders.>"), format!("e{t}.>")])
         .ensure(&jetstream, LEASE)
         .await;
@@ -122,7 +118,7 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
     );
 
     // An existing stream with a short window: refused, left as it is.
-    raw_stream(&jetstream, &name, &subjects, Duration::from_secs(10)).await;
+    raw_stream(&jetstream, &name, &subjects[0], Duration::from_secs(10)).await;
     let result = StreamSpec::new(&name, subjects)
         .ensure(&jetstream, LEASE)
         .await;
@@ -152,17 +148,11 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
 
 async fn row(test: &TestDb, table: &str) -> (i16, i32, Option<String>, bool) {
     let row = test
-        .db
-        .query_one_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT status, attempts, last_error, \
-                 CASE WHEN lease_token IS NULL THEN 0 ELSE 1 END AS leased FROM {table}"
-            ),
+        .row(&format!(
+            "SELECT status, attempts, last_error, \
+             CASE WHEN lease_token IS NULL THEN 0 ELSE 1 END AS leased FROM {table}"
         ))
-        .await
-        .expect("select")
-        .expect("one row");
+        .await;
     (
         row.try_get("", "status").expect("status"),
         row.try_get("", "attempts").expect("attempts"),
@@ -171,26 +161,55 @@ async fn row(test: &TestDb, table: &str) -> (i16, i32, Option<String>, bool) {
     )
 }
 
+/// A message with no stream to go to: a fresh PostgreSQL schema, an outbox
+/// publishing under `<name><tag>` (no stream captures it), a processor on
+/// it retrying quickly, and order `o-1` saved.
+struct Unstreamed {
+    test: TestDb,
+    table: String,
+    prefix: String,
+    /// The processor's connection.
+    client: async_nats::Client,
+    processor: outbox_core::ProcessorHandle,
+    _outbox: outbox_sea_orm::Outbox,
+}
+
+impl Unstreamed {
+    /// The processor gives up after `max_attempts` rejections.
+    async fn saved(name: &str, max_attempts: u32) -> Self {
+        let test = TestDb::with_schema(Backend::Postgres).await;
+        let client = async_nats::connect(nats_url()).await.expect("nats");
+        let prefix = format!("{name}{}", tag());
+        let (outbox, table) = outbox_for(&test, &prefix);
+        let processor = spawn_tuned(&outbox, client.clone(), "/stream-test", |builder| {
+            builder
+                .retry(quick_retry(max_attempts))
+                .poll_interval(QUICK_POLL)
+        });
+        save_new_order(&outbox, "o-1", 1).await;
+        Self {
+            test,
+            table,
+            prefix,
+            client,
+            processor,
+            _outbox: outbox,
+        }
+    }
+
+    /// Waits (up to 10 s) until the row matches `filter`; panics with `what`.
+    async fn wait_until_row(&self, filter: &str, what: &str) {
+        let timeout = Duration::from_secs(10);
+        wait_for_rows(&self.test, &self.table, filter, 1, timeout, what).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let prefix = format!("nostream{}", tag()); // no stream captures it
-    let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(quick_retry(2))
-        .poll_interval(Duration::from_millis(100))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    save_new_order(&outbox, "o-1", 1).await;
-
-    wait_until(Duration::from_secs(10), "the message is dead", || async {
-        test.count(&table, "status = 2").await == 1
-    })
-    .await;
-    let (_, attempts, error, leased) = row(&test, &table).await;
+    let run = Unstreamed::saved("nostream", 2).await;
+    run.wait_until_row("status = 2", "the message is dead")
+        .await;
+    let (_, attempts, error, leased) = row(&run.test, &run.table).await;
     assert_eq!(attempts, 2, "each rejection spent an attempt");
     assert!(!leased);
     let error = error.expect("the reason is kept");
@@ -198,53 +217,29 @@ async fn no_stream_for_the_subject_is_rejected_and_spends_attempts() {
         error.contains("no JetStream stream captures subject"),
         "{error}"
     );
-    let report = processor.shutdown().await.expect("clean stop");
+    let report = run.processor.shutdown().await.expect("clean stop");
     assert_eq!((report.failed, report.dead, report.published), (2, 1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_message_is_published_once_its_stream_exists() {
-    let test = TestDb::with_schema(Backend::Postgres).await;
-    let client = async_nats::connect(nats_url()).await.expect("nats");
-    let prefix = format!("late{}", tag());
-    let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client.clone(), "/stream-test"))
-        .retry(quick_retry(100))
-        .poll_interval(Duration::from_millis(100))
-        .build()
-        .expect("valid settings")
-        .spawn();
-    save_new_order(&outbox, "o-1", 1).await;
-    wait_until(
-        Duration::from_secs(10),
-        "a rejection is recorded",
-        || async { test.count(&table, "attempts >= 1").await == 1 },
-    )
-    .await;
+    let run = Unstreamed::saved("late", 100).await;
+    run.wait_until_row("attempts >= 1", "a rejection is recorded")
+        .await;
 
+    let prefix = run.prefix.clone();
     let name = format!("L_{prefix}");
-    let jetstream = jetstream::new(client);
-    raw_stream(
-        &jetstream,
-        &name,
-        &[format!("{prefix}.>")],
-        Duration::from_secs(120),
-    )
-    .await;
+    let jetstream = jetstream::new(run.client.clone());
+    raw_stream(&jetstream, &name, &format!("{prefix}.>"), WINDOW).await;
     let stream = TestStream {
         jetstream,
         name,
         prefix,
     };
-    wait_until(
-        Duration::from_secs(10),
-        "the message is published",
-        || async { test.count(&table, "status = 1").await == 1 },
-    )
-    .await;
+    run.wait_until_row("status = 1", "the message is published")
+        .await;
     assert_eq!(stream.count().await, 1);
-    let report = processor.shutdown().await.expect("clean stop");
+    let report = run.processor.shutdown().await.expect("clean stop");
     assert!(report.failed >= 1 && report.dead == 0, "{report:?}");
     assert_eq!(report.published, 1);
     stream.delete().await;
@@ -252,24 +247,14 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_is_down_spends_no_attempt() {
-    let mut server = NatsServer::start().await;
-    let Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    } = private_setup(&server, Backend::Postgres, "down").await;
-    let processor = outbox
-        .processor(JetStreamPublisher::new(
-            server.connect().await,
-            "/stream-test",
-        ))
-        .retry(quick_retry(1)) // one spent attempt would kill it
-        .poll_interval(Duration::from_millis(100))
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let (mut server, setup) = private_server_setup("down").await;
+    let (test, stream, outbox, table) = setup.into_parts();
+    let processor = spawn_tuned(&outbox, server.connect().await, "/stream-test", |builder| {
+        builder
+            .retry(quick_retry(1)) // one spent attempt would kill it
+            .poll_interval(QUICK_POLL)
+            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
     server.kill();
     save_new_order(&outbox, "o-1", 1).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -280,10 +265,13 @@ async fn a_broker_that_is_down_spends_no_attempt() {
     );
 
     server.restart().await;
-    wait_until(
+    wait_for_rows(
+        &test,
+        &table,
+        "status = 1",
+        1,
         Duration::from_secs(15),
         "the message is published",
-        || async { test.count(&table, "status = 1").await == 1 },
     )
     .await;
     assert_eq!(row(&test, &table).await.1, 0, "no attempt spent");
@@ -322,14 +310,12 @@ async fn a_full_stream_spends_no_attempt() {
         prefix: prefix.clone(),
     };
     let (outbox, table) = outbox_for(&test, &prefix);
-    let processor = outbox
-        .processor(JetStreamPublisher::new(client, "/stream-test"))
-        .retry(quick_retry(2))
-        .poll_interval(Duration::from_millis(100))
-        .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-        .build()
-        .expect("valid settings")
-        .spawn();
+    let processor = spawn_tuned(&outbox, client, "/stream-test", |builder| {
+        builder
+            .retry(quick_retry(2))
+            .poll_interval(QUICK_POLL)
+            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
     processor_support::write_orders(&outbox, "o", 5, 2, 5).await;
     wait_until(Duration::from_secs(10), "the stream is full", || async {
         stream.count().await == 3
@@ -350,12 +336,7 @@ async fn a_full_stream_spends_no_attempt() {
         })
         .await
         .expect("raise the limit");
-    wait_until(
-        Duration::from_secs(10),
-        "every row is published",
-        || async { test.count(&table, "status = 1").await == 10 },
-    )
-    .await;
+    wait_all_published_within(&test, &table, 10, Duration::from_secs(10)).await;
     let report = processor.shutdown().await.expect("clean stop");
     assert_eq!((report.failed, report.dead), (0, 0), "{report:?}");
     assert_stream_matches_outbox(&stream, &test, &table).await;

@@ -74,8 +74,9 @@ fn numbers(backend: Backend, count: i64) -> String {
 async fn insert(test: &TestDb, count: i64, aggregate_id: &str, sequence: &str, status: i32) {
     let d = dialect(test.backend());
     let published_at = if status == 1 { d.now } else { "NULL" };
-    test.db
-        .execute_unprepared(&format!(
+    execute(
+        test,
+        &format!(
             "INSERT INTO {TABLE} (id, aggregate_type, aggregate_id, sequence, event_name, \
              event_version, subject, payload, correlation_id, occurred_at, created_at, status, \
              attempts, next_attempt_at, published_at) \
@@ -85,9 +86,9 @@ async fn insert(test: &TestDb, count: i64, aggregate_id: &str, sequence: &str, s
             uuid = d.uuid,
             now = d.now,
             numbers = numbers(test.backend(), count),
-        ))
-        .await
-        .expect("insert the shape");
+        ),
+    )
+    .await;
 }
 
 /// The shapes: a long history, and a backlog behind leased heads; then the
@@ -106,15 +107,16 @@ async fn write_shapes(test: &TestDb) {
     )
     .await;
     // Lease each blocked aggregate's head (its lowest sequence: n = 1..10).
-    test.db
-        .execute_unprepared(&format!(
+    execute(
+        test,
+        &format!(
             "UPDATE {TABLE} SET lease_expires_at = {later} \
              WHERE aggregate_id LIKE 'blocked-%' AND sequence <= {last_head}",
             later = d.later,
             last_head = HISTORY + BLOCKED_AGGREGATES,
-        ))
-        .await
-        .expect("lease the heads");
+        ),
+    )
+    .await;
     insert(
         test,
         FREE_EACH,
@@ -195,16 +197,24 @@ async fn assert_bounded_plan(store: &SeaOrmOutboxStore, statistics: &str) {
     );
 }
 
+/// Runs `sql` (a statement that shapes the table or its statistics) on the
+/// test database.
+async fn execute(test: &TestDb, sql: &str) {
+    test.db
+        .execute_unprepared(sql)
+        .await
+        .expect("the statement runs");
+}
+
 /// A PostgreSQL test database whose outbox table autovacuum leaves alone,
 /// so its statistics are only what the test makes them.
 async fn postgres_without_autovacuum() -> TestDb {
     let test = TestDb::with_schema(Backend::Postgres).await;
-    test.db
-        .execute_unprepared(&format!(
-            "ALTER TABLE {TABLE} SET (autovacuum_enabled = false)"
-        ))
-        .await
-        .expect("the statement runs");
+    execute(
+        &test,
+        &format!("ALTER TABLE {TABLE} SET (autovacuum_enabled = false)"),
+    )
+    .await;
     test
 }
 
@@ -216,10 +226,7 @@ async fn postgres_claim_touches_a_bounded_number_of_buffers() {
     write_shapes(&test).await;
     let store = store_on(test.db.clone());
     assert_bounded_plan(&store, "none (never analyzed)").await;
-    test.db
-        .execute_unprepared(&format!("VACUUM ANALYZE {TABLE}"))
-        .await
-        .expect("the statement runs");
+    execute(&test, &format!("VACUUM ANALYZE {TABLE}")).await;
     assert_bounded_plan(&store, "fresh").await;
     claim_takes_the_work(&store).await;
 }
@@ -228,10 +235,7 @@ async fn postgres_claim_touches_a_bounded_number_of_buffers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_claim_stays_bounded_with_stale_statistics() {
     let test = postgres_without_autovacuum().await;
-    test.db
-        .execute_unprepared(&format!("ANALYZE {TABLE}"))
-        .await
-        .expect("the statement runs");
+    execute(&test, &format!("ANALYZE {TABLE}")).await;
     write_shapes(&test).await;
     let store = store_on(test.db.clone());
     assert_bounded_plan(&store, "stale (taken while empty)").await;
@@ -306,10 +310,7 @@ const MYSQL_MAX_ROWS_READ: i64 = 2_000;
 async fn mysql_claim_reads_a_bounded_number_of_rows() {
     let test = TestDb::with_schema(Backend::MySql).await;
     write_shapes(&test).await;
-    test.db
-        .execute_unprepared(&format!("ANALYZE TABLE {TABLE}"))
-        .await
-        .expect("the statement runs");
+    execute(&test, &format!("ANALYZE TABLE {TABLE}")).await;
     let read = rows_read_during(
         &test,
         |store| async move { claim_takes_the_work(&store).await },
@@ -436,10 +437,7 @@ async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
 async fn postgres_stats_read_a_bounded_number_of_rows() {
     let test = TestDb::with_schema(Backend::Postgres).await;
     write_shapes(&test).await;
-    test.db
-        .execute_unprepared(&format!("VACUUM ANALYZE {TABLE}"))
-        .await
-        .expect("the statement runs");
+    execute(&test, &format!("VACUUM ANALYZE {TABLE}")).await;
     let read = rows_read_during(&test, |store| async move {
         stats_past_the_exact_limit(&store).await
     })

@@ -10,7 +10,7 @@ use outbox_core::{MessageId, OutboxStore};
 use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::TestDb;
 use outbox_tests::orders::Order;
-use sea_orm::{ConnectionTrait, Statement};
+use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 const TABLE: &str = "outbox_messages";
@@ -92,13 +92,8 @@ async fn an_unreadable_row_goes_dead_and_the_rest_is_claimed(test: TestDb) {
 
 /// Every message id in the table.
 async fn all_ids(test: &TestDb) -> Vec<MessageId> {
-    test.db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!("SELECT id FROM {TABLE}"),
-        ))
+    test.rows(&format!("SELECT id FROM {TABLE}"))
         .await
-        .expect("select ids")
         .iter()
         .map(|row| MessageId::from_uuid(row.try_get::<Uuid>("", "id").expect("an id")))
         .collect()

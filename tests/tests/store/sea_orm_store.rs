@@ -55,6 +55,20 @@ async fn seed(outbox: &Outbox, prefix: &str, orders: usize, events: usize) -> Ve
 }
 
 /// An SQL literal of a message id, for filters in `TestDb::count`.
+/// The test's outbox, the ids of `orders` new orders (named
+/// `<prefix>-000`, ...) of `events` events each, in one list, and a store
+/// on the test's connection.
+async fn seeded(
+    test: &TestDb,
+    prefix: &str,
+    orders: usize,
+    events: usize,
+) -> (Outbox, Vec<MessageId>, SeaOrmOutboxStore) {
+    let outbox = outbox_of(test);
+    let ids = seed(&outbox, prefix, orders, events).await.concat();
+    (outbox, ids, store_on(test.db.clone()))
+}
+
 fn id_literal(backend: Backend, id: MessageId) -> String {
     let uuid = id.as_uuid();
     match backend {
@@ -143,6 +157,44 @@ fn failures(ids: &[MessageId], kind: FailureKind, error: &str) -> Vec<Failure> {
         .collect()
 }
 
+/// Seeds a new aggregate of two messages and asserts that a batch of two
+/// claims it whole (`why` says what it means if not: what waits was
+/// claimed, or filled the batch), then completes it.
+async fn assert_a_fresh_aggregate_flows(store: &SeaOrmOutboxStore, outbox: &Outbox, why: &str) {
+    let fresh = seed(outbox, "fresh", 1, 2).await.concat();
+    let batch = store.claim(2, LONG_LEASE).await.unwrap();
+    assert_eq!(ids_of(&batch), fresh, "{why}");
+    complete_ids(store, batch.lease.token, &fresh).await;
+}
+
+/// Completes `ids` under `token` (no stream sequences); the outcome.
+async fn complete_ids(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    ids: &[MessageId],
+) -> LeaseOutcome {
+    store.complete(token, &published(ids)).await.unwrap()
+}
+
+/// Renews `ids` under `token` for [`LONG_LEASE`]; the outcome.
+async fn renew_ids(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    ids: &[MessageId],
+) -> LeaseOutcome {
+    store.renew(token, ids, LONG_LEASE).await.unwrap()
+}
+
+/// Records `failed` under `token` with `policy`; the outcome.
+async fn fail_ids(
+    store: &SeaOrmOutboxStore,
+    token: LeaseToken,
+    failed: &[Failure],
+    policy: &RetryPolicy,
+) -> LeaseOutcome {
+    store.fail(token, failed, policy).await.unwrap()
+}
+
 fn outcome(applied: u64, stale: u64) -> LeaseOutcome {
     LeaseOutcome { applied, stale }
 }
@@ -218,10 +270,7 @@ async fn concurrent_claimers_receive_each_message_exactly_once(test: TestDb) {
                 received.lock().unwrap().extend(&ids);
                 // "Publishing" takes a moment, so leases overlap.
                 tokio::time::sleep(Duration::from_millis(1)).await;
-                let done = store
-                    .complete(batch.lease.token, &published(&ids))
-                    .await
-                    .unwrap();
+                let done = complete_ids(&store, batch.lease.token, &ids).await;
                 assert_eq!(
                     done,
                     outcome(ids.len() as u64, 0),
@@ -292,29 +341,17 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
     // The first holder lost its lease: nothing it does has any effect.
     let n = written.len() as u64;
     let stale = outcome(0, n);
-    assert_eq!(
-        old.complete(first.lease.token, &published(&written))
-            .await
-            .unwrap(),
-        stale
-    );
+    assert_eq!(complete_ids(&old, first.lease.token, &written).await, stale);
     let failed = failures(&written, FailureKind::Permanent, "late");
     assert_eq!(
-        old.fail(first.lease.token, &failed, &RetryPolicy::default())
-            .await
-            .unwrap(),
+        fail_ids(&old, first.lease.token, &failed, &RetryPolicy::default()).await,
         stale
     );
     assert_eq!(
         old.release(first.lease.token, &written).await.unwrap(),
         stale
     );
-    assert_eq!(
-        old.renew(first.lease.token, &written, LONG_LEASE)
-            .await
-            .unwrap(),
-        stale
-    );
+    assert_eq!(renew_ids(&old, first.lease.token, &written).await, stale);
     for &id in &written {
         let row = row_state(&test, id).await;
         assert_eq!(
@@ -328,9 +365,7 @@ async fn expired_lease_is_claimed_again_and_old_token_is_stale(test: TestDb) {
     // The new holder still holds them, and completes them.
     assert!(nothing_claimable(&old, 10).await);
     assert_eq!(
-        new.complete(second.lease.token, &published(&written))
-            .await
-            .unwrap(),
+        complete_ids(&new, second.lease.token, &written).await,
         outcome(n, 0)
     );
     assert_eq!(test.count(TABLE, "status = 1").await, 4);
@@ -397,12 +432,12 @@ async fn ordered_claimer(
         let token = batch.lease.token;
         let n = |v: &Vec<MessageId>| v.len() as u64;
         assert_eq!(
-            store.complete(token, &published(&done)).await.unwrap(),
+            complete_ids(&store, token, &done).await,
             outcome(n(&done), 0),
             "lease lost while publishing"
         );
         assert_eq!(
-            store.fail(token, &failed, &policy).await.unwrap(),
+            fail_ids(&store, token, &failed, &policy).await,
             outcome(failed.len() as u64, 0),
             "lease lost while publishing"
         );
@@ -484,11 +519,9 @@ async fn order_survives_retryable_failures_and_releases(test: TestDb) {
 // ---------------------------------------------------------------------------
 
 async fn retryable_failure_backs_off(test: TestDb) {
-    let outbox = outbox_of(&test);
     // r-000: six events; the first fails, the others wait behind it.
-    let ids = seed(&outbox, "r", 1, 6).await.concat();
+    let (outbox, ids, store) = seeded(&test, "r", 1, 6).await;
     let id = ids[0];
-    let store = store_on(test.db.clone());
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
 
@@ -499,10 +532,7 @@ async fn retryable_failure_backs_off(test: TestDb) {
     };
     let failed = failures(&[id], FailureKind::Retryable, "broker said no");
     assert_eq!(
-        store
-            .fail(batch.lease.token, &failed, &policy)
-            .await
-            .unwrap(),
+        fail_ids(&store, batch.lease.token, &failed, &policy).await,
         outcome(1, 0)
     );
     assert_eq!(
@@ -518,17 +548,12 @@ async fn retryable_failure_backs_off(test: TestDb) {
 
     // Messages waiting behind a backoff do not fill a small batch: a later
     // aggregate is still claimed.
-    let fresh = seed(&outbox, "fresh", 1, 2).await.concat();
-    let batch = store.claim(2, LONG_LEASE).await.unwrap();
-    assert_eq!(
-        ids_of(&batch),
-        fresh,
-        "a message was claimable during its backoff, or blocked ones filled the batch"
-    );
-    store
-        .complete(batch.lease.token, &published(&fresh))
-        .await
-        .unwrap();
+    assert_a_fresh_aggregate_flows(
+        &store,
+        &outbox,
+        "a message was claimable during its backoff, or blocked ones filled the batch",
+    )
+    .await;
 
     // Equal jitter: the backoff is between 1 and 2 s.
     assert!(
@@ -548,10 +573,8 @@ async fn retryable_failure_backs_off(test: TestDb) {
 }
 
 async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "d", 3, 1).await.concat();
+    let (_outbox, ids, store) = seeded(&test, "d", 3, 1).await;
     let (permanent, exhausted, last_chance) = (ids[0], ids[1], ids[2]);
-    let store = store_on(test.db.clone());
     let policy = quick_retry(2);
 
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
@@ -564,7 +587,7 @@ async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
         "timeout",
     ));
     assert_eq!(
-        store.fail(token, &failed, &policy).await.unwrap(),
+        fail_ids(&store, token, &failed, &policy).await,
         outcome(3, 0)
     );
     let row = row_state(&test, permanent).await;
@@ -589,19 +612,13 @@ async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
     assert!(batch.messages.iter().all(|m| m.attempts == 1));
     let failed = failures(&[exhausted], FailureKind::Retryable, "timeout again");
     assert_eq!(
-        store
-            .fail(batch.lease.token, &failed, &policy)
-            .await
-            .unwrap(),
+        fail_ids(&store, batch.lease.token, &failed, &policy).await,
         outcome(1, 0)
     );
     // With a higher limit the other one may retry again.
     let failed = failures(&[last_chance], FailureKind::Retryable, "timeout again");
     assert_eq!(
-        store
-            .fail(batch.lease.token, &failed, &quick_retry(3))
-            .await
-            .unwrap(),
+        fail_ids(&store, batch.lease.token, &failed, &quick_retry(3)).await,
         outcome(1, 0)
     );
     let row = row_state(&test, exhausted).await;
@@ -617,10 +634,7 @@ async fn permanent_failure_and_exhausted_attempts_are_dead(test: TestDb) {
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), [last_chance]);
     let failed = failures(&[last_chance], FailureKind::Retryable, "once");
-    store
-        .fail(batch.lease.token, &failed, &quick_retry(1))
-        .await
-        .unwrap();
+    fail_ids(&store, batch.lease.token, &failed, &quick_retry(1)).await;
     assert_eq!(row_state(&test, last_chance).await.status, 2);
     assert_eq!(test.count(TABLE, "status = 2").await, 3);
     assert!(nothing_claimable(&store, 10).await);
@@ -645,15 +659,12 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
     given_back.extend(&jam[1..]);
     let mut done = vec![dead[2][0]];
     done.extend(&ok);
-    assert_eq!(
-        store.complete(token, &published(&done)).await.unwrap(),
-        outcome(3, 0)
-    );
+    assert_eq!(complete_ids(&store, token, &done).await, outcome(3, 0));
     // A short policy: the dead rows' retry times pass at once, so only
     // their status can keep their successors back.
     let failed = failures(&died, FailureKind::Permanent, "poison");
     assert_eq!(
-        store.fail(token, &failed, &quick_retry(10)).await.unwrap(),
+        fail_ids(&store, token, &failed, &quick_retry(10)).await,
         outcome(5, 0)
     );
     assert_eq!(
@@ -671,17 +682,12 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
 
     // The given-back messages sit behind dead ones: never claimed, and they
     // do not fill a small batch. Another aggregate still flows.
-    let fresh = seed(&outbox, "fresh", 1, 2).await.concat();
-    let batch = store.claim(2, LONG_LEASE).await.unwrap();
-    assert_eq!(
-        ids_of(&batch),
-        fresh,
-        "a message behind a dead one was claimed, or others stopped flowing"
-    );
-    store
-        .complete(batch.lease.token, &published(&fresh))
-        .await
-        .unwrap();
+    assert_a_fresh_aggregate_flows(
+        &store,
+        &outbox,
+        "a message behind a dead one was claimed, or others stopped flowing",
+    )
+    .await;
     for _ in 0..3 {
         assert!(nothing_claimable(&store, 100).await);
     }
@@ -699,10 +705,7 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
     let batch = store.claim(100, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), dead[0]);
     assert!(batch.messages.iter().all(|m| m.attempts == 0));
-    store
-        .complete(batch.lease.token, &published(&dead[0]))
-        .await
-        .unwrap();
+    complete_ids(&store, batch.lease.token, &dead[0]).await;
 
     // By event name: only d-002's amended is a dead `test.order.amended`.
     assert_eq!(
@@ -715,10 +718,7 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
     let batch = store.claim(100, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), [dead[2][1]]);
     assert_eq!(batch.messages[0].attempts, 0);
-    store
-        .complete(batch.lease.token, &published(&[dead[2][1]]))
-        .await
-        .unwrap();
+    complete_ids(&store, batch.lease.token, &[dead[2][1]]).await;
 
     // All: d-001's, d-003's and jam-000's first events.
     assert_eq!(store.requeue_dead(DeadSelector::All).await.unwrap(), 3);
@@ -728,10 +728,7 @@ async fn dead_message_blocks_only_its_aggregate_until_requeued(test: TestDb) {
     expected.extend(&jam);
     assert_eq!(sorted(ids_of(&batch)), sorted(expected.clone()));
     assert!(batch.messages.iter().all(|m| m.attempts == 0));
-    store
-        .complete(batch.lease.token, &published(&expected))
-        .await
-        .unwrap();
+    complete_ids(&store, batch.lease.token, &expected).await;
 
     assert_eq!(store.requeue_dead(DeadSelector::All).await.unwrap(), 0);
     assert_eq!(
@@ -811,18 +808,13 @@ async fn skipped_dead_message_releases_only_its_aggregate(test: TestDb) {
 // ---------------------------------------------------------------------------
 
 async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "rel", 1, 3).await.concat();
-    let first = store_on(test.db.clone());
+    let (_outbox, ids, first) = seeded(&test, "rel", 1, 3).await;
     let second = store_on(test.connect_again().await);
 
     // Spend one attempt on each, so "unchanged" means 1, not 0.
     let batch = first.claim(10, LONG_LEASE).await.unwrap();
     let failed = failures(&ids, FailureKind::Retryable, "flaky");
-    first
-        .fail(batch.lease.token, &failed, &quick_retry(10))
-        .await
-        .unwrap();
+    fail_ids(&first, batch.lease.token, &failed, &quick_retry(10)).await;
     tokio::time::sleep(Duration::from_millis(30)).await;
 
     let batch = first.claim(10, LONG_LEASE).await.unwrap();
@@ -852,10 +844,7 @@ async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: T
         outcome(0, 3)
     );
     assert_eq!(
-        second
-            .complete(taken.lease.token, &published(&ids))
-            .await
-            .unwrap(),
+        complete_ids(&second, taken.lease.token, &ids).await,
         outcome(3, 0)
     );
 }
@@ -867,25 +856,19 @@ async fn released_messages_are_claimable_at_once_with_attempts_unchanged(test: T
 /// Only a claim that takes over a lease that ran out counts as abandoned;
 /// a release, like every settlement, ends the lease cleanly.
 async fn only_leases_that_ran_out_count_as_abandoned_claims(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "ab", 1, 1).await.concat();
-    let store = store_on(test.db.clone());
+    let (_outbox, ids, store) = seeded(&test, "ab", 1, 1).await;
     let claimed =
         |batch: &ClaimedBatch| -> Vec<u32> { batch.messages.iter().map(|m| m.abandoned).collect() };
 
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(claimed(&batch), [0]);
     store.release(batch.lease.token, &ids).await.unwrap();
-    let batch = store
-        .claim_ids(&ids, Duration::from_millis(200))
-        .await
-        .unwrap();
+    // By id, for a lease that runs out before the next claim.
+    let short = Duration::from_millis(200);
+    let batch = store.claim_ids(&ids, short).await.unwrap();
     assert_eq!(claimed(&batch), [0], "released, not abandoned");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let batch = store
-        .claim_ids(&ids, Duration::from_millis(200))
-        .await
-        .unwrap();
+    let batch = store.claim_ids(&ids, short).await.unwrap();
     assert_eq!(claimed(&batch), [1], "by id, too");
     tokio::time::sleep(Duration::from_millis(350)).await;
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
@@ -893,17 +876,12 @@ async fn only_leases_that_ran_out_count_as_abandoned_claims(test: TestDb) {
 }
 
 async fn renew_extends_the_lease(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "ren", 1, 2).await.concat();
-    let holder = store_on(test.db.clone());
+    let (_outbox, ids, holder) = seeded(&test, "ren", 1, 2).await;
     let other = store_on(test.connect_again().await);
 
     let batch = holder.claim(10, Duration::from_millis(400)).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
-    let renewed = holder
-        .renew(batch.lease.token, &ids, LONG_LEASE)
-        .await
-        .unwrap();
+    let renewed = renew_ids(&holder, batch.lease.token, &ids).await;
     assert_eq!(renewed, outcome(2, 0));
 
     tokio::time::sleep(Duration::from_millis(650)).await;
@@ -921,45 +899,16 @@ async fn renew_extends_the_lease(test: TestDb) {
         outcome(0, 2)
     );
     assert!(nothing_claimable(&other, 10).await);
+    let token = batch.lease.token;
     // One message settled: a renewal of both notices that one is no longer
     // held (a partial loss), and renews only the other.
-    assert_eq!(
-        holder
-            .complete(batch.lease.token, &published(&ids[..1]))
-            .await
-            .unwrap(),
-        outcome(1, 0)
-    );
-    assert_eq!(
-        holder
-            .renew(batch.lease.token, &ids, LONG_LEASE)
-            .await
-            .unwrap(),
-        outcome(1, 1)
-    );
+    assert_eq!(complete_ids(&holder, token, &ids[..1]).await, outcome(1, 0));
+    assert_eq!(renew_ids(&holder, token, &ids).await, outcome(1, 1));
     // Only the ids asked for are renewed, even under a shared token.
-    assert_eq!(
-        holder
-            .renew(batch.lease.token, &[], LONG_LEASE)
-            .await
-            .unwrap(),
-        outcome(0, 0)
-    );
-    assert_eq!(
-        holder
-            .complete(batch.lease.token, &published(&ids[1..]))
-            .await
-            .unwrap(),
-        outcome(1, 0)
-    );
+    assert_eq!(renew_ids(&holder, token, &[]).await, outcome(0, 0));
+    assert_eq!(complete_ids(&holder, token, &ids[1..]).await, outcome(1, 0));
     // Renewing settled messages renews nothing.
-    assert_eq!(
-        holder
-            .renew(batch.lease.token, &ids, LONG_LEASE)
-            .await
-            .unwrap(),
-        outcome(0, 2)
-    );
+    assert_eq!(renew_ids(&holder, token, &ids).await, outcome(0, 2));
 }
 
 // ---------------------------------------------------------------------------
@@ -967,9 +916,7 @@ async fn renew_extends_the_lease(test: TestDb) {
 // ---------------------------------------------------------------------------
 
 async fn complete_keeps_published_rows_by_default(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "keep", 1, 3).await.concat();
-    let store = store_on(test.db.clone());
+    let (_outbox, ids, store) = seeded(&test, "keep", 1, 3).await;
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
     // The lease runs for about the 30 s asked (database clock vs this
@@ -1024,10 +971,7 @@ async fn complete_keeps_published_rows_by_default(test: TestDb) {
     }
     // Completing twice is stale, and changes nothing.
     assert_eq!(
-        store
-            .complete(batch.lease.token, &published(&ids))
-            .await
-            .unwrap(),
+        complete_ids(&store, batch.lease.token, &ids).await,
         outcome(0, 3)
     );
     assert_eq!(row_state(&test, ids[0]).await.stream_sequence, Some(101));
@@ -1035,8 +979,7 @@ async fn complete_keeps_published_rows_by_default(test: TestDb) {
 }
 
 async fn complete_deletes_rows_with_delete_retention(test: TestDb) {
-    let outbox = outbox_of(&test);
-    let ids = seed(&outbox, "del", 2, 2).await.concat();
+    let (_outbox, ids, _) = seeded(&test, "del", 2, 2).await;
     let store = SeaOrmOutboxStore::new(
         test.db.clone(),
         OutboxConfig::default().with_retention(Retention::Delete),
@@ -1044,18 +987,12 @@ async fn complete_deletes_rows_with_delete_retention(test: TestDb) {
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(sorted(ids_of(&batch)), sorted(ids.clone()));
     assert_eq!(
-        store
-            .complete(LeaseToken::new(), &published(&ids))
-            .await
-            .unwrap(),
+        complete_ids(&store, LeaseToken::new(), &ids).await,
         outcome(0, 4)
     );
     assert_eq!(test.count(TABLE, "1 = 1").await, 4);
     assert_eq!(
-        store
-            .complete(batch.lease.token, &published(&ids[..3]))
-            .await
-            .unwrap(),
+        complete_ids(&store, batch.lease.token, &ids[..3]).await,
         outcome(3, 0)
     );
     assert_eq!(test.count(TABLE, "1 = 1").await, 1);
@@ -1068,10 +1005,7 @@ async fn complete_deletes_rows_with_delete_retention(test: TestDb) {
         1
     );
     assert_eq!(
-        store
-            .complete(batch.lease.token, &published(&ids))
-            .await
-            .unwrap(),
+        complete_ids(&store, batch.lease.token, &ids).await,
         outcome(1, 3)
     );
     assert_eq!(test.count(TABLE, "1 = 1").await, 0);
@@ -1087,19 +1021,13 @@ async fn purge_deletes_only_old_published_rows_in_batches(test: TestDb) {
     let done = seed(&outbox, "pub", 5, 5).await.concat();
     let batch = store.claim(100, LONG_LEASE).await.unwrap();
     assert_eq!(batch.messages.len(), 25);
-    store
-        .complete(batch.lease.token, &published(&done))
-        .await
-        .unwrap();
+    complete_ids(&store, batch.lease.token, &done).await;
 
     let dead = seed(&outbox, "dead", 1, 1).await.concat();
     let batch = store.claim(100, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), dead);
     let failed = failures(&dead, FailureKind::Permanent, "poison");
-    store
-        .fail(batch.lease.token, &failed, &RetryPolicy::default())
-        .await
-        .unwrap();
+    fail_ids(&store, batch.lease.token, &failed, &RetryPolicy::default()).await;
     let pending = seed(&outbox, "pending", 1, 2).await.concat();
 
     assert_eq!(
@@ -1166,14 +1094,11 @@ async fn stats_count_pending_leased_dead_and_age(test: TestDb) {
     // s-000: placed dead, amended released; s-001: published; s-002: placed
     // published, amended still leased.
     let failed = failures(&[ids[0][0]], FailureKind::Permanent, "poison");
-    store
-        .fail(token, &failed, &RetryPolicy::default())
-        .await
-        .unwrap();
+    fail_ids(&store, token, &failed, &RetryPolicy::default()).await;
     store.release(token, &[ids[0][1]]).await.unwrap();
     let mut done = ids[1].clone();
     done.push(ids[2][0]);
-    store.complete(token, &published(&done)).await.unwrap();
+    complete_ids(&store, token, &done).await;
 
     // Younger pending messages in every group, so only the oldest one of
     // all can give the age.
@@ -1329,10 +1254,7 @@ async fn postgres_claim_stays_fast_whatever_the_tables_history() {
         assert_eq!(batch.messages.len(), 500, "claim {round} came back short");
         let ids = ids_of(&batch);
         assert_eq!(
-            store
-                .complete(batch.lease.token, &published(&ids))
-                .await
-                .unwrap(),
+            complete_ids(&store, batch.lease.token, &ids).await,
             outcome(500, 0)
         );
     }
@@ -1385,10 +1307,7 @@ async fn postgres_claims_by_id_never_read_the_table_through() {
     for chunk in ids.chunks(10) {
         let batch = store.claim_ids(chunk, LONG_LEASE).await.unwrap();
         assert_eq!(sorted(ids_of(&batch)), sorted(chunk.to_vec()));
-        let done = store
-            .complete(batch.lease.token, &published(chunk))
-            .await
-            .unwrap();
+        let done = complete_ids(&store, batch.lease.token, chunk).await;
         assert_eq!(done, outcome(10, 0));
     }
     let read = rows_read(&db).await - read_before;

@@ -107,14 +107,10 @@ async fn commits_with_the_application(test: TestDb) {
     }
 
     // The next change, through a unit of work, continues the sequence.
-    let mut order = outbox
-        .repository::<Order>()
-        .load("o-1")
-        .await
-        .unwrap()
-        .unwrap();
+    let orders = outbox.repository::<Order>();
+    let mut order = orders.load("o-1").await.unwrap().unwrap();
     order.amend(200).unwrap();
-    outbox.repository::<Order>().save(&mut order).await.unwrap();
+    orders.save(&mut order).await.unwrap();
     // ... and a joined transaction after it too.
     let txn = test.db.begin().await.unwrap();
     let mut joined = outbox.join(&txn);
@@ -153,25 +149,15 @@ async fn rolls_back_with_the_application(test: TestDb) {
 
 async fn a_stale_aggregate_is_a_conflict(test: TestDb) {
     let outbox = outbox(&test);
-    outbox
-        .repository::<Order>()
+    let orders = outbox.repository::<Order>();
+    orders
         .save(&mut Order::place("o-1", 100).unwrap())
         .await
         .unwrap();
-    let mut stale = outbox
-        .repository::<Order>()
-        .load("o-1")
-        .await
-        .unwrap()
-        .unwrap();
-    let mut fresh = outbox
-        .repository::<Order>()
-        .load("o-1")
-        .await
-        .unwrap()
-        .unwrap();
+    let mut stale = orders.load("o-1").await.unwrap().unwrap();
+    let mut fresh = orders.load("o-1").await.unwrap().unwrap();
     fresh.amend(110).unwrap();
-    outbox.repository::<Order>().save(&mut fresh).await.unwrap();
+    orders.save(&mut fresh).await.unwrap();
 
     let txn = test.db.begin().await.unwrap();
     let mut joined = outbox.join(&txn);

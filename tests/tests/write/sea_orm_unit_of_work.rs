@@ -15,15 +15,15 @@ use outbox_core::{
 use outbox_sea_orm::migration::OutboxMigrator;
 use outbox_sea_orm::{
     CommitEvent, Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore,
-    create_schema,
+    UnitOfWork, create_schema,
 };
 use outbox_tests::orders::{Order, OrderAmended, entity};
 use outbox_tests::{Backend, TestDb};
 use sea_orm::sea_query::Expr;
 use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryResult, Set, Statement, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, ExecResult,
+    QueryFilter, QueryResult, Set, Statement, TransactionTrait,
 };
 use sea_orm_migration::{MigrationTrait, MigratorTrait};
 use serde::{Deserialize, Serialize};
@@ -141,16 +141,72 @@ async fn order_events(test: &TestDb, id: &str) -> Vec<(String, i64)> {
 
 /// Saves a new order `id` of 100 cents (its `placed` event with it).
 async fn save_new(orders: &Repository<Order>, id: &str) {
+    save_placed(orders, id, 100).await;
+}
+
+/// Saves a new order `id` of `total_cents` (its `placed` event with it).
+async fn save_placed(orders: &Repository<Order>, id: &str, total_cents: i64) {
     orders
-        .save(&mut Order::place(id, 100).unwrap())
+        .save(&mut Order::place(id, total_cents).unwrap())
         .await
         .unwrap();
+}
+
+/// Saves a new order `id`, loads it back and amends it to `total_cents`
+/// (the amendment not saved yet).
+async fn saved_then_amended(orders: &Repository<Order>, id: &str, total_cents: i64) -> Order {
+    save_new(orders, id).await;
+    let mut order = orders.load(id).await.unwrap().unwrap();
+    order.amend(total_cents).unwrap();
+    order
 }
 
 /// Asserts the database holds no order and no outbox row at all.
 async fn assert_nothing_written(test: &TestDb) {
     assert_eq!(test.count("orders", "1=1").await, 0, "no order row");
     assert_eq!(outbox_count(test).await, 0, "no outbox row");
+}
+
+/// Asserts the database holds no order and no outbox row at all, and that
+/// nothing was left locked: order `o-1` (7 cents) can be saved afterwards,
+/// its event the only outbox row.
+async fn assert_nothing_written_nor_locked(test: &TestDb, outbox: &Outbox) {
+    assert_nothing_written(test).await;
+    save_placed(&outbox.repository(), "o-1", 7).await;
+    assert_eq!(outbox_count(test).await, 1);
+}
+
+/// A unit of work on `outbox` that saved new order `o-1` (100 cents) and
+/// enqueued `Ping { n: 1 }`, not committed.
+async fn order_and_ping(outbox: &Outbox) -> UnitOfWork {
+    let mut uow = outbox.begin();
+    let mut order = Order::place("o-1", 100).unwrap();
+    uow.save(&mut order).await.unwrap();
+    uow.enqueue(&Ping { n: 1 }).unwrap();
+    uow
+}
+
+/// Runs `sql` on the unit of work's connection (inside its transaction).
+async fn execute_in(uow: &mut UnitOfWork, sql: &str) -> Result<ExecResult, DbErr> {
+    uow.connection()
+        .await
+        .unwrap()
+        .execute_unprepared(sql)
+        .await
+}
+
+/// Asserts order `o-1` was placed and amended once, to `total_cents`: at
+/// version 2, with its `placed` and `amended` events in sequence.
+async fn assert_placed_then_amended(test: &TestDb, total_cents: i64) {
+    let stored = order_row(test, "o-1").await.unwrap();
+    assert_eq!((stored.total_cents, stored.version), (total_cents, 2));
+    assert_eq!(
+        order_events(test, "o-1").await,
+        [
+            ("test.order.placed".to_owned(), 1),
+            ("test.order.amended".to_owned(), 2)
+        ]
+    );
 }
 
 /// Asserts `result` is a concurrency conflict on order `id` at `expected`.
@@ -258,23 +314,11 @@ async fn failed_statement_then_drop_writes_nothing(test: TestDb) {
     let mut uow = outbox.begin();
     let mut order = Order::place("o-1", 100).unwrap();
     uow.save(&mut order).await.unwrap();
-    let failed = uow
-        .connection()
-        .await
-        .unwrap()
-        .execute_unprepared("INSERT INTO no_such_table (x) VALUES (1)")
-        .await;
+    let failed = execute_in(&mut uow, "INSERT INTO no_such_table (x) VALUES (1)").await;
     assert!(failed.is_err(), "the forced error must fail: {failed:?}");
     drop(uow);
-    assert_nothing_written(&test).await;
-
-    outbox
-        .repository::<Order>()
-        .save(&mut Order::place("o-1", 7).unwrap())
-        .await
-        .unwrap();
+    assert_nothing_written_nor_locked(&test, &outbox).await;
     assert_eq!(order_row(&test, "o-1").await.unwrap().total_cents, 7);
-    assert_eq!(outbox_count(&test).await, 1);
 }
 
 /// (b) A panic inside the unit of work (in a task): nothing is written.
@@ -283,61 +327,31 @@ async fn panic_inside_unit_of_work_writes_nothing(test: TestDb) {
     let task = tokio::spawn({
         let outbox = outbox.clone();
         async move {
-            let mut uow = outbox.begin();
-            let mut order = Order::place("o-1", 100).unwrap();
-            uow.save(&mut order).await.unwrap();
-            uow.enqueue(&Ping { n: 1 }).unwrap();
+            let _uow = order_and_ping(&outbox).await;
             panic!("the handler panics before committing");
         }
     });
     let joined = task.await;
     assert!(joined.unwrap_err().is_panic());
-    assert_nothing_written(&test).await;
-
-    outbox
-        .repository::<Order>()
-        .save(&mut Order::place("o-1", 7).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(outbox_count(&test).await, 1);
+    assert_nothing_written_nor_locked(&test, &outbox).await;
 }
 
 /// (c) A unit of work dropped without commit writes nothing.
 async fn dropped_unit_of_work_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
     {
-        let mut uow = outbox.begin();
-        let mut order = Order::place("o-1", 100).unwrap();
-        uow.save(&mut order).await.unwrap();
-        uow.enqueue(&Ping { n: 1 }).unwrap();
+        let _uow = order_and_ping(&outbox).await;
         // dropped here
     }
-    assert_nothing_written(&test).await;
-
-    outbox
-        .repository::<Order>()
-        .save(&mut Order::place("o-1", 7).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(outbox_count(&test).await, 1);
+    assert_nothing_written_nor_locked(&test, &outbox).await;
 }
 
 /// (d) An explicit rollback writes nothing.
 async fn rollback_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
-    let mut uow = outbox.begin();
-    let mut order = Order::place("o-1", 100).unwrap();
-    uow.save(&mut order).await.unwrap();
-    uow.enqueue(&Ping { n: 1 }).unwrap();
+    let uow = order_and_ping(&outbox).await;
     uow.rollback().await.unwrap();
-    assert_nothing_written(&test).await;
-
-    outbox
-        .repository::<Order>()
-        .save(&mut Order::place("o-1", 7).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(outbox_count(&test).await, 1);
+    assert_nothing_written_nor_locked(&test, &outbox).await;
 }
 
 // ------------------------------------- 2. the application's own statements
@@ -597,15 +611,7 @@ async fn two_saves_in_one_unit_of_work(test: TestDb) {
     order.amend(200).unwrap();
     uow.save(&mut order).await.unwrap();
     uow.commit().await.unwrap();
-    let stored = order_row(&test, "o-1").await.unwrap();
-    assert_eq!((stored.total_cents, stored.version), (200, 2));
-    assert_eq!(
-        order_events(&test, "o-1").await,
-        [
-            ("test.order.placed".to_owned(), 1),
-            ("test.order.amended".to_owned(), 2)
-        ]
-    );
+    assert_placed_then_amended(&test, 200).await;
 }
 
 /// A unit of work opens no transaction for a save: the commit writes the
@@ -663,9 +669,7 @@ async fn save_is_written_by_the_commit(test: TestDb) {
 async fn recreating_a_deleted_aggregate_writes_nothing(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    save_new(&orders, "o-1").await;
-    let mut order = orders.load("o-1").await.unwrap().unwrap();
-    order.amend(0).unwrap();
+    let mut order = saved_then_amended(&orders, "o-1", 0).await;
     orders.delete(&mut order).await.unwrap();
     let before = outbox_count(&test).await;
 
@@ -884,9 +888,7 @@ async fn over_long_aggregate_id_is_invalid(test: TestDb) {
 async fn failed_commit_leaves_the_aggregate_for_a_retry(test: TestDb) {
     let outbox = outbox(&test);
     let orders = outbox.repository::<Order>();
-    save_new(&orders, "o-1").await;
-    let mut order = orders.load("o-1").await.unwrap().unwrap();
-    order.amend(200).unwrap();
+    let mut order = saved_then_amended(&orders, "o-1", 200).await;
     let too_long = MessageContext::new().with_correlation_id("c".repeat(256));
     let err = orders.save_with(&mut order, too_long).await;
     assert!(
@@ -900,15 +902,7 @@ async fn failed_commit_leaves_the_aggregate_for_a_retry(test: TestDb) {
 
     orders.save(&mut order).await.unwrap();
     assert_eq!(order.version(), 2);
-    let stored = order_row(&test, "o-1").await.unwrap();
-    assert_eq!((stored.total_cents, stored.version), (200, 2));
-    assert_eq!(
-        order_events(&test, "o-1").await,
-        [
-            ("test.order.placed".to_owned(), 1),
-            ("test.order.amended".to_owned(), 2)
-        ]
-    );
+    assert_placed_then_amended(&test, 200).await;
 }
 
 /// A closed pool gives `OutboxError::Db` everywhere, and writes nothing.
@@ -1128,11 +1122,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
 
     outbox_tests::orders::create_table(&test.db).await.unwrap();
     let outbox = outbox(&test);
-    outbox
-        .repository::<Order>()
-        .save(&mut Order::place("o-1", 100).unwrap())
-        .await
-        .unwrap();
+    save_new(&outbox.repository(), "o-1").await;
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
@@ -1527,12 +1517,7 @@ async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
     let mut loaded = uow.load::<Order>("o-aborted").await.unwrap().unwrap();
     loaded.total_cents = 999; // a state change without events: no outbox rows
     uow.save(&mut loaded).await.unwrap();
-    let ignored = uow
-        .connection()
-        .await
-        .unwrap()
-        .execute_unprepared("SELECT * FROM no_such_table")
-        .await;
+    let ignored = execute_in(&mut uow, "SELECT * FROM no_such_table").await;
     assert!(ignored.is_err());
     assert!(matches!(uow.commit().await, Err(OutboxError::Db(_))));
     let stored = outbox

@@ -15,16 +15,15 @@ use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
 use outbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
-    OutboxStats, OutboxStore, ProcessorHandle, PublishAck, PublishError, Published, Publisher,
-    RetryPolicy, SkipNote, StoreError, wire,
+    OutboxStats, OutboxStore, ProcessorHandle, ProcessorReport, PublishAck, PublishError,
+    Published, Publisher, RetryPolicy, SkipNote, StoreError,
 };
 use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
-use outbox_tests::jetstream::{TestStream, nats_url};
+use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore, UnitOfWork};
+use outbox_tests::jetstream::{TestStream, decode_stored, nats_url};
 use outbox_tests::nats::NatsServer;
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
-use sea_orm::{ConnectionTrait, Statement};
 use uuid::Uuid;
 
 /// An event whose payload is as large as its `data`: over a
@@ -87,6 +86,18 @@ impl CountedStore {
     }
 }
 
+/// `OutboxStore` methods that [`CountedStore`] hands to the machine's store
+/// unchanged: `name(argument: Type, ...) -> Output;` each.
+macro_rules! pass_to_store {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
+        $(
+            async fn $name(&self, $($arg: $ty),*) -> Result<$out, StoreError> {
+                self.store.$name($($arg),*).await
+            }
+        )*
+    };
+}
+
 impl OutboxStore for CountedStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
         let claimed = if self.find_nothing {
@@ -98,62 +109,16 @@ impl OutboxStore for CountedStore {
         claimed
     }
 
-    async fn claim_ids(
-        &self,
-        ids: &[MessageId],
-        lease: Duration,
-    ) -> Result<ClaimedBatch, StoreError> {
-        self.store.claim_ids(ids, lease).await
-    }
-
-    async fn complete(
-        &self,
-        token: LeaseToken,
-        published: &[Published],
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.store.complete(token, published).await
-    }
-
-    async fn fail(
-        &self,
-        token: LeaseToken,
-        failures: &[Failure],
-        policy: &RetryPolicy,
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.store.fail(token, failures, policy).await
-    }
-
-    async fn release(
-        &self,
-        token: LeaseToken,
-        ids: &[MessageId],
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.store.release(token, ids).await
-    }
-
-    async fn renew(
-        &self,
-        token: LeaseToken,
-        ids: &[MessageId],
-        lease: Duration,
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.store.renew(token, ids, lease).await
-    }
-
-    async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
-        self.store.requeue_dead(selector).await
-    }
-
-    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
-        self.store.skip_dead(id, note).await
-    }
-
-    async fn purge_published(&self, older_than: Duration, batch: u32) -> Result<u64, StoreError> {
-        self.store.purge_published(older_than, batch).await
-    }
-
-    async fn stats(&self) -> Result<OutboxStats, StoreError> {
-        self.store.stats().await
+    pass_to_store! {
+        claim_ids(ids: &[MessageId], lease: Duration) -> ClaimedBatch;
+        complete(token: LeaseToken, published: &[Published]) -> LeaseOutcome;
+        fail(token: LeaseToken, failures: &[Failure], policy: &RetryPolicy) -> LeaseOutcome;
+        release(token: LeaseToken, ids: &[MessageId]) -> LeaseOutcome;
+        renew(token: LeaseToken, ids: &[MessageId], lease: Duration) -> LeaseOutcome;
+        requeue_dead(selector: DeadSelector) -> u64;
+        skip_dead(id: MessageId, note: &SkipNote) -> bool;
+        purge_published(older_than: Duration, batch: u32) -> u64;
+        stats() -> OutboxStats;
     }
 }
 
@@ -216,6 +181,31 @@ pub(crate) struct Setup {
     pub(crate) table: String,
 }
 
+impl Setup {
+    /// `test` and `stream` with an outbox on `test`'s database publishing
+    /// under the stream's prefix.
+    fn new(test: TestDb, stream: TestStream) -> Self {
+        let (outbox, table) = outbox_for(&test, &stream.prefix);
+        Self {
+            test,
+            stream,
+            outbox,
+            table,
+        }
+    }
+
+    /// The parts, to name them in a test:
+    /// `let (test, stream, outbox, table) = shared_setup(backend).await.into_parts();`.
+    pub(crate) fn into_parts(self) -> (TestDb, TestStream, Outbox, String) {
+        (self.test, self.stream, self.outbox, self.table)
+    }
+
+    /// The parts, borrowed, for a test that hands the whole setup on too.
+    pub(crate) fn parts(&self) -> (&TestDb, &TestStream, &Outbox, &str) {
+        (&self.test, &self.stream, &self.outbox, &self.table)
+    }
+}
+
 /// An outbox on `test`'s database publishing under `prefix`, and the name of
 /// its table.
 pub(crate) fn outbox_for(test: &TestDb, prefix: &str) -> (Outbox, String) {
@@ -235,27 +225,50 @@ pub(crate) fn outbox_for(test: &TestDb, prefix: &str) -> (Outbox, String) {
 pub(crate) async fn shared_setup(backend: Backend) -> Setup {
     let test = TestDb::with_schema(backend).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
-    let stream = TestStream::new(client).await;
-    let (outbox, table) = outbox_for(&test, &stream.prefix);
-    Setup {
-        test,
-        stream,
-        outbox,
-        table,
-    }
+    Setup::new(test, TestStream::new(client).await)
+}
+
+/// A private nats-server (for the test to kill, pause or restart), and a
+/// [`private_setup`] on PostgreSQL for it.
+pub(crate) async fn private_server_setup(prefix: &str) -> (NatsServer, Setup) {
+    let server = NatsServer::start().await;
+    let setup = private_setup(&server, Backend::Postgres, prefix).await;
+    (server, setup)
+}
+
+/// Writes going on across broker trouble: a [`private_server_setup`] (the
+/// test kills or pauses its server), a processor made for outages
+/// ([`spawn_outage_processor`], source `/<prefix>-test`) and a
+/// [`RoundWriter`].
+pub(crate) async fn traffic_on_private_server(
+    prefix: &str,
+) -> (NatsServer, Setup, ProcessorHandle, RoundWriter) {
+    let (server, setup) = private_server_setup(prefix).await;
+    let source = format!("/{prefix}-test");
+    let processor = spawn_outage_processor(&setup.outbox, server.connect().await, &source);
+    let writer = RoundWriter::spawn(&setup.outbox);
+    (server, setup, processor, writer)
 }
 
 /// A fresh schema on `backend`, a file stream capturing `<prefix>.>` on the
 /// private `server`, and an outbox for them.
 pub(crate) async fn private_setup(server: &NatsServer, backend: Backend, prefix: &str) -> Setup {
     let test = TestDb::with_schema(backend).await;
-    let stream = file_stream(server.connect().await, prefix).await;
-    let (outbox, table) = outbox_for(&test, &stream.prefix);
-    Setup {
-        test,
-        stream,
-        outbox,
-        table,
+    Setup::new(test, file_stream(server.connect().await, prefix).await)
+}
+
+/// Builds a processor from the settings a test chose and spawns it; the
+/// tests' settings are all valid, so a refusal is the test's bug.
+pub(crate) trait BuildAndSpawn {
+    /// `build()`, then `spawn()`.
+    fn build_and_spawn(self) -> ProcessorHandle;
+}
+
+impl<S: OutboxStore + 'static, P: Publisher> BuildAndSpawn
+    for outbox_core::processor::ProcessorBuilder<S, P>
+{
+    fn build_and_spawn(self) -> ProcessorHandle {
+        self.build().expect("valid settings").spawn()
     }
 }
 
@@ -283,22 +296,65 @@ pub(crate) fn spawn_outage_processor(
     })
 }
 
-/// Spawns a processor publishing through `client`, with the settings `tune`
-/// makes.
-fn spawn_tuned(
+/// Spawns a processor on `outbox` publishing through `client` with
+/// CloudEvents source `source`, with the settings `tune` makes (the test's
+/// knobs: batch size, poll interval, lease, ...).
+pub(crate) fn spawn_tuned(
     outbox: &Outbox,
     client: async_nats::Client,
     source: &str,
     tune: impl FnOnce(Builder) -> Builder,
 ) -> ProcessorHandle {
-    tune(outbox.processor(JetStreamPublisher::new(client, source)))
-        .build()
-        .expect("valid settings")
-        .spawn()
+    tune(outbox.processor(JetStreamPublisher::new(client, source))).build_and_spawn()
+}
+
+/// `count` processors on the outbox table of `config` in `test`'s database,
+/// each with its own pool and its own NATS connection (from `connect`),
+/// like separate processes, publishing as `source` with the settings `tune`
+/// makes.
+pub(crate) async fn spawn_separate_processors(
+    test: &TestDb,
+    config: &OutboxConfig,
+    count: usize,
+    connect: impl AsyncFn() -> async_nats::Client,
+    source: &str,
+    tune: impl Fn(Builder) -> Builder,
+) -> Vec<ProcessorHandle> {
+    let mut processors = Vec::with_capacity(count);
+    for _ in 0..count {
+        let own = Outbox::new(test.connect_again().await, config.clone());
+        processors.push(spawn_tuned(&own, connect().await, source, &tune));
+    }
+    processors
+}
+
+/// Spawns `count` writer tasks, each running `write` with its number and a
+/// handle on `outbox` of its own.
+pub(crate) fn spawn_writers<T, Fut>(
+    outbox: &Outbox,
+    count: usize,
+    write: impl Fn(usize, Outbox) -> Fut,
+) -> Vec<tokio::task::JoinHandle<T>>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    (0..count)
+        .map(|w| tokio::spawn(write(w, outbox.clone())))
+        .collect()
+}
+
+/// Shuts each of `processors` down, in turn; their reports.
+pub(crate) async fn shut_down_all(processors: Vec<ProcessorHandle>) -> Vec<ProcessorReport> {
+    let mut reports = Vec::with_capacity(processors.len());
+    for processor in processors {
+        reports.push(processor.shutdown().await.expect("clean stop"));
+    }
+    reports
 }
 
 /// The processor builder of these tests.
-type Builder =
+pub(crate) type Builder =
     outbox_core::processor::ProcessorBuilder<outbox_sea_orm::SeaOrmOutboxStore, JetStreamPublisher>;
 
 /// A retry policy of `max_attempts` with a quick backoff (50 ms up to
@@ -314,46 +370,111 @@ pub(crate) fn quick_retry(max_attempts: u32) -> RetryPolicy {
 /// Saves a new order `id` (placed with `total_cents`) through the outbox's
 /// repository.
 pub(crate) async fn save_new_order(outbox: &Outbox, id: &str, total_cents: i64) {
-    let mut order = Order::place(id, total_cents).expect("record");
+    save_order(outbox, &mut Order::place(id, total_cents).expect("record")).await;
+}
+
+/// Saves `order` (with the events recorded on it) through the outbox's
+/// repository.
+pub(crate) async fn save_order(outbox: &Outbox, order: &mut Order) {
     outbox
         .repository::<Order>()
-        .save(&mut order)
+        .save(order)
         .await
         .expect("save");
 }
 
-/// A writer task that, until `stop` is set, writes rounds of 5 new orders
-/// (2 events each) and, from the fourth round on, amends (twice) the orders
-/// of three rounds before, so aggregates' histories span a long time.
-/// Returns the number of rounds.
-pub(crate) fn spawn_round_writer(
-    outbox: &Outbox,
-    stop: &Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<usize> {
-    let (outbox, stop) = (outbox.clone(), Arc::clone(stop));
-    tokio::spawn(async move {
-        let mut round = 0;
-        while !stop.load(Ordering::Acquire) {
-            write_orders(&outbox, &format!("r{round}"), 5, 2, 5).await;
-            if round >= 3 {
-                for n in 0..5 {
-                    amend_order(&outbox, &format!("r{}-{n}", round - 3), 2).await;
+/// A writer task that, until [stopped](Self::stop), writes rounds of 5 new
+/// orders (2 events each) and, from the fourth round on, amends (twice) the
+/// orders of three rounds before, so aggregates' histories span a long
+/// time.
+pub(crate) struct RoundWriter {
+    stopping: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl RoundWriter {
+    /// Starts writing to `outbox`.
+    pub(crate) fn spawn(outbox: &Outbox) -> Self {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (outbox, stopped) = (outbox.clone(), Arc::clone(&stopping));
+        let task = tokio::spawn(async move {
+            let mut round = 0;
+            while !stopped.load(Ordering::Acquire) {
+                write_orders(&outbox, &format!("r{round}"), 5, 2, 5).await;
+                if round >= 3 {
+                    for n in 0..5 {
+                        amend_order(&outbox, &format!("r{}-{n}", round - 3), 2).await;
+                    }
                 }
+                round += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            round += 1;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        round
-    })
+            round
+        });
+        Self { stopping, task }
+    }
+
+    /// Stops it after its current round; returns the number of rounds.
+    pub(crate) async fn stop(self) -> usize {
+        self.stopping.store(true, Ordering::Release);
+        self.task.await.expect("writer")
+    }
+}
+
+/// The end of a test with traffic: stops the writer, waits until every row
+/// is published, checks that each was published cleanly and that the
+/// stream holds each once in per-aggregate order, then shuts `processor`
+/// down.
+pub(crate) async fn stop_writing_and_check(
+    setup: &Setup,
+    writer: RoundWriter,
+    processor: ProcessorHandle,
+) {
+    let (test, stream, _, table) = setup.parts();
+    writer.stop().await;
+    drain_all(test, table).await;
+    assert_all_published_cleanly(test, table).await;
+    assert_stream_matches_outbox(stream, test, table).await;
+    processor.shutdown().await.expect("clean shutdown");
+}
+
+/// Waits (up to 30 s) until every row of `table`, as many as there are now,
+/// is published; returns their number.
+pub(crate) async fn drain_all(test: &TestDb, table: &str) -> i64 {
+    let total = test.count(table, "1=1").await;
+    wait_all_published(test, table, total).await;
+    total
 }
 
 /// Waits (up to 30 s) until `total` rows of `table` are published.
 pub(crate) async fn wait_all_published(test: &TestDb, table: &str, total: i64) {
-    wait_until(
-        Duration::from_secs(30),
-        "every row is published",
-        || async { test.count(table, "status = 1").await == total },
-    )
+    wait_all_published_within(test, table, total, Duration::from_secs(30)).await;
+}
+
+/// Waits (up to `timeout`) until `total` rows of `table` are published.
+pub(crate) async fn wait_all_published_within(
+    test: &TestDb,
+    table: &str,
+    total: i64,
+    timeout: Duration,
+) {
+    let what = "every row is published";
+    wait_for_rows(test, table, "status = 1", total, timeout, what).await;
+}
+
+/// Polls every 50 ms until exactly `rows` rows of `table` match `filter`
+/// (an SQL condition); panics with `what` after `timeout`.
+pub(crate) async fn wait_for_rows(
+    test: &TestDb,
+    table: &str,
+    filter: &str,
+    rows: i64,
+    timeout: Duration,
+    what: &str,
+) {
+    wait_until(timeout, what, || async {
+        test.count(table, filter).await == rows
+    })
     .await;
 }
 
@@ -406,14 +527,21 @@ pub(crate) async fn write_orders(
     written
 }
 
-/// Amends the existing order `id` `times` times in one unit of work.
-pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
+/// A new unit of work on `outbox` and the existing order `id` loaded in
+/// it, for the test to record events on, save and commit.
+pub(crate) async fn begin_with_order(outbox: &Outbox, id: &str) -> (UnitOfWork, Order) {
     let mut uow = outbox.begin();
-    let mut order = uow
+    let order = uow
         .load::<Order>(id.to_owned())
         .await
         .expect("load")
         .expect("the order exists");
+    (uow, order)
+}
+
+/// Amends the existing order `id` `times` times in one unit of work.
+pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
+    let (mut uow, mut order) = begin_with_order(outbox, id).await;
     for k in 0..times {
         order.amend(1_000 + k as i64).expect("record");
     }
@@ -424,13 +552,8 @@ pub(crate) async fn amend_order(outbox: &Outbox, id: &str, times: usize) {
 /// The ids of the outbox rows matching `filter` (an SQL condition).
 pub(crate) async fn row_ids(test: &TestDb, table: &str, filter: &str) -> HashSet<Uuid> {
     let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!("SELECT id FROM {table} WHERE {filter}"),
-        ))
-        .await
-        .expect("select ids");
+        .rows(&format!("SELECT id FROM {table} WHERE {filter}"))
+        .await;
     rows.iter()
         .map(|row| row.try_get::<Uuid>("", "id").expect("id"))
         .collect()
@@ -452,25 +575,30 @@ pub(crate) async fn processor_process(
     .await
 }
 
-/// Polls the stream's message count every 2 ms (a moment between two
-/// publishes of one batch is a few milliseconds) until `ready(count)`
-/// holds; `ready` may panic to give up (e.g. once everything is stored).
-/// Panics with `what` after `timeout`. Returns the count.
-pub(crate) async fn wait_for_count(
+/// Waits for a moment mid-batch to disturb a processor at, while it drains
+/// a backlog of `total` messages in batches of `batch`: at least `at_least`
+/// messages are in the stream, and not a whole number of batches. Polls the
+/// stream's count every 2 ms (a moment between two publishes of one batch is
+/// a few milliseconds); panics after 30 s, or once all `total` are stored
+/// (drained before the moment came). Returns the count.
+pub(crate) async fn wait_mid_batch(
     stream: &TestStream,
-    timeout: Duration,
-    what: &str,
-    mut ready: impl FnMut(u64) -> bool,
+    total: usize,
+    at_least: usize,
+    batch: usize,
 ) -> u64 {
+    let timeout = Duration::from_secs(30);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let count = stream.count().await;
-        if ready(count) {
+        let stored = count as usize;
+        assert!(stored < total, "drained before a moment mid-batch came");
+        if stored >= at_least && !stored.is_multiple_of(batch) {
             return count;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting until {what} ({count} in the stream)"
+            "timed out after {timeout:?} waiting for a moment mid-batch ({count} in the stream)"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -539,19 +667,10 @@ pub(crate) async fn read_all(stream: &TestStream) -> Vec<(u64, OutboxMessage)> {
             .expect("the consumer ended")
             .expect("a message");
         let sequence = message.info().expect("jetstream metadata").stream_sequence;
-        let headers: Vec<(String, String)> = message
-            .headers
-            .iter()
-            .flat_map(|h| h.iter())
-            .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
-            .collect();
-        let decoded = wire::decode(
-            &message.subject,
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            &message.payload,
-        )
-        .expect("every stored message is an envelope");
-        out.push((sequence, decoded));
+        out.push((
+            sequence,
+            decode_stored(&message.subject, message.headers.as_ref(), &message.payload),
+        ));
     }
     out
 }
