@@ -54,18 +54,26 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
 async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
     let name = format!("{backend:?}");
     let test = TestDb::with_schema(backend).await;
-    let mut server = NatsServer::start().await;
+    let mut server = NatsServer::start().await.expect("a private nats-server");
     let prefix = format!("outage{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     StreamSpec::new(format!("OUTAGE_{prefix}"), [format!("{prefix}.>")])
         .ensure(
-            &async_nats::jetstream::new(server.connect().await),
+            &async_nats::jetstream::new(
+                server
+                    .connect()
+                    .await
+                    .expect("a client of the private nats-server"),
+            ),
             outbox_core::processor::DEFAULT_LEASE,
         )
         .await?;
     let outbox = Outbox::new(test.db.clone(), fixture::config(&prefix)?);
     let processor = outbox
         .processor(JetStreamPublisher::new(
-            server.connect().await,
+            server
+                .connect()
+                .await
+                .expect("a client of the private nats-server"),
             "/outbox-bench",
         ))
         .build()?
@@ -76,7 +84,7 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
     let steady = sample(&test.db, backend, STEADY).await?;
     server.kill();
     tokio::time::sleep(OUTAGE).await;
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
     let after = sample(&test.db, backend, AFTER).await?;
 
     drop(writers.stdin.take());

@@ -57,6 +57,7 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> NatsServerError {
 /// Options of a [`NatsServer`] beyond JetStream, its port and its store.
 #[derive(Debug, Default, Clone)]
 pub struct NatsServerBuilder {
+    binary: Option<String>,
     config: Option<String>,
     args: Vec<String>,
     token: Option<String>,
@@ -68,6 +69,13 @@ impl NatsServerBuilder {
     /// `jetstream { max_memory_store: ... }` block.
     pub fn config(mut self, text: impl Into<String>) -> Self {
         self.config = Some(text.into());
+        self
+    }
+
+    /// The nats-server binary to run (default: [`NATS_SERVER_ENV`], else
+    /// `nats-server` on `PATH`).
+    pub fn binary(mut self, path: impl Into<String>) -> Self {
+        self.binary = Some(path.into());
         self
     }
 
@@ -96,7 +104,12 @@ impl NatsServerBuilder {
             }
             None => None,
         };
+        let binary = self
+            .binary
+            .or_else(|| std::env::var(NATS_SERVER_ENV).ok())
+            .unwrap_or_else(|| "nats-server".to_owned());
         let mut server = NatsServer {
+            binary,
             port: free_port()?,
             dir,
             config,
@@ -128,6 +141,7 @@ impl NatsServerBuilder {
 /// ```
 #[derive(Debug)]
 pub struct NatsServer {
+    binary: String,
     port: u16,
     dir: tempfile::TempDir,
     config: Option<PathBuf>,
@@ -270,8 +284,7 @@ impl NatsServer {
     }
 
     async fn spawn(&mut self) -> Result<(), NatsServerError> {
-        let binary = std::env::var(NATS_SERVER_ENV).unwrap_or_else(|_| "nats-server".to_owned());
-        let mut command = Command::new(&binary);
+        let mut command = Command::new(&self.binary);
         if let Some(config) = &self.config {
             command.arg("-c").arg(config);
         }
@@ -292,7 +305,9 @@ impl NatsServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = command.spawn().map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => NatsServerError::NotInstalled { binary },
+            std::io::ErrorKind::NotFound => NatsServerError::NotInstalled {
+                binary: self.binary.clone(),
+            },
             _ => NatsServerError::Io {
                 what: "starting nats-server",
                 source,

@@ -459,8 +459,15 @@ async fn a_redelivery_after_a_lost_ack_is_applied_once(test: TestDb) {
 /// every message is applied, none twice.
 async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestDb) {
     create_effects(&test).await;
-    let mut server = NatsServer::start().await;
-    let fx = SubscriberFixture::new(server.connect().await, StorageType::File).await;
+    let mut server = NatsServer::start().await.expect("a private nats-server");
+    let fx = SubscriberFixture::new(
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        StorageType::File,
+    )
+    .await;
     let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
     const MESSAGES: u64 = 30;
     let mut slow = None;
@@ -495,7 +502,7 @@ async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestD
     stuck.notified().await;
     first.abort();
     server.kill();
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
 
     let probe = Probe::new();
     let second = probe.spawn(&fx, &inbox).await;

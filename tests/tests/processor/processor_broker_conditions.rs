@@ -24,12 +24,19 @@ no_auth_user: small
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_account_over_its_limits_spends_no_attempts() {
-    let server = NatsServer::builder().config(SMALL_ACCOUNT).start().await;
+    let server = NatsServer::builder()
+        .config(SMALL_ACCOUNT)
+        .start()
+        .await
+        .expect("a private nats-server");
     let setup = private_setup(&server, Backend::Postgres, "fullaccount").await;
     let (test, stream, outbox, table) = setup.into_parts();
     let processor = spawn_tuned(
         &outbox,
-        server.connect().await,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
         "/full-account",
         |builder| {
             builder.unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))

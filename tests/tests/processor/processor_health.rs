@@ -28,7 +28,7 @@ async fn health_becomes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_while_the_broker_is_down_healthy_again_after() {
-    let mut server = NatsServer::start().await;
+    let mut server = NatsServer::start().await.expect("a private nats-server");
     let Setup {
         test,
         stream: _stream,
@@ -36,7 +36,13 @@ async fn stalled_while_the_broker_is_down_healthy_again_after() {
         table,
     } = private_setup(&server, Backend::Postgres, "health").await;
     let processor = outbox
-        .processor(JetStreamPublisher::new(server.connect().await, "/health"))
+        .processor(JetStreamPublisher::new(
+            server
+                .connect()
+                .await
+                .expect("a client of the private nats-server"),
+            "/health",
+        ))
         .poll_interval(Duration::from_millis(200))
         .stats_interval(Some(Duration::from_millis(200)))
         .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(300))
@@ -76,7 +82,7 @@ async fn stalled_while_the_broker_is_down_healthy_again_after() {
     );
     assert!(stalled.oldest_pending_age.unwrap() > Duration::from_secs(2));
 
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
     wait_all_published(&test, &table, 2).await;
     let recovered = health_becomes(&probe, &limits, "healthy again", |h| h.healthy).await;
     assert_eq!(recovered.oldest_pending_age, None, "{recovered:?}");

@@ -59,7 +59,12 @@ async fn hot_aggregates_keep_their_order(backend: Backend) {
         &test,
         outbox.config(),
         PROCESSORS,
-        async || server.connect().await,
+        async || {
+            server
+                .connect()
+                .await
+                .expect("a client of the private nats-server")
+        },
         "/hot-test",
         |builder| {
             builder

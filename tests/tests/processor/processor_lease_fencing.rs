@@ -286,11 +286,17 @@ async fn shutdown_does_not_wait_for_a_stuck_writer_which_releases_its_rows() {
 async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
     let (mut server, setup) = private_server_setup("stuck-outage").await;
     let (test, stream, outbox, table) = setup.parts();
-    let processor =
-        processor_with_order(&setup, server.connect().await, "/stuck-outage", "z", |b| {
-            b.unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500))
-        })
-        .await;
+    let processor = processor_with_order(
+        &setup,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        "/stuck-outage",
+        "z",
+        |b| b.unavailable_backoff(Duration::from_millis(50), Duration::from_millis(500)),
+    )
+    .await;
 
     let (blocker, commit) = stuck_writer(test, outbox, "z").await;
 
@@ -298,7 +304,7 @@ async fn a_broker_outage_does_not_wait_for_a_stuck_writer() {
     // processor notices within a poll interval and pauses.
     server.kill();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
 
     // Other aggregates publish again while the writer still waits.
     save_new_order(outbox, "w", 100).await;

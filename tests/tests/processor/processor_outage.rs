@@ -40,7 +40,7 @@ async fn a_broker_outage_loses_nothing_and_keeps_order() {
     let down_at = Instant::now();
     tokio::time::sleep(OUTAGE).await;
     let written_during = test.count(&table, "1=1").await;
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
     println!(
         "server down for {:?}; {before} published before, {} pending at restart",
         down_at.elapsed(),

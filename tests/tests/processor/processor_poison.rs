@@ -30,7 +30,13 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     // claims rather than for time.
     let store = CountedStore::new(outbox.store());
     let claims = store.ordinary_claims();
-    let publisher = JetStreamPublisher::new(server.connect().await, "/poison-test");
+    let publisher = JetStreamPublisher::new(
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        "/poison-test",
+    );
     let processor = Processor::builder(store, publisher)
         .wake_on(outbox.listen())
         .retry(RetryPolicy {

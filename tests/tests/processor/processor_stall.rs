@@ -19,13 +19,21 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
     let (mut server, setup) = private_server_setup("hang").await;
     let (test, stream, outbox, table) = setup.into_parts();
     let total = write_orders(&outbox, "h", 500, 10, 250).await as i64;
-    let processor = spawn_tuned(&outbox, server.connect().await, "/hang-test", |builder| {
-        builder
-            .batch_size(500)
-            .shutdown_timeout(Duration::from_millis(500))
-    });
+    let processor = spawn_tuned(
+        &outbox,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        "/hang-test",
+        |builder| {
+            builder
+                .batch_size(500)
+                .shutdown_timeout(Duration::from_millis(500))
+        },
+    );
     wait_mid_batch(&stream, total as usize, 500, 500).await;
-    server.pause();
+    server.freeze().expect("SIGSTOP");
     tokio::time::sleep(Duration::from_millis(200)).await; // publishes pile up
     let stopping = Instant::now();
     let report = processor.shutdown().await.expect("clean stop");
@@ -54,8 +62,15 @@ async fn shutdown_while_the_broker_hangs_leaves_no_lease() {
 
     // The server continues; what it receives late is already in the stream
     // or will be deduplicated when the next processor publishes it again.
-    server.resume();
-    let processor = spawn_processor(&outbox, server.connect().await, "/hang-test");
+    server.thaw().expect("SIGCONT");
+    let processor = spawn_processor(
+        &outbox,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        "/hang-test",
+    );
     wait_all_published(&test, &table, total).await;
     processor.shutdown().await.expect("clean stop");
     assert_stream_matches_outbox(&stream, &test, &table).await;
@@ -68,14 +83,14 @@ async fn a_hung_broker_spends_no_attempt_and_keeps_order() {
     let (test, stream, _outbox, table) = setup.into_parts();
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Longer than the publisher's 5 s ack timeout.
-    server.pause();
+    server.freeze().expect("SIGSTOP");
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(
         test.count(&table, "attempts <> 0 OR status = 2").await,
         0,
         "ack timeouts spent attempts"
     );
-    server.resume();
+    server.thaw().expect("SIGCONT");
     tokio::time::sleep(Duration::from_millis(500)).await;
     writer.stop().await;
     let total = drain_all(&test, &table).await;

@@ -249,12 +249,20 @@ async fn a_rejected_message_is_published_once_its_stream_exists() {
 async fn a_broker_that_is_down_spends_no_attempt() {
     let (mut server, setup) = private_server_setup("down").await;
     let (test, stream, outbox, table) = setup.into_parts();
-    let processor = spawn_tuned(&outbox, server.connect().await, "/stream-test", |builder| {
-        builder
-            .retry(quick_retry(1)) // one spent attempt would kill it
-            .poll_interval(QUICK_POLL)
-            .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
-    });
+    let processor = spawn_tuned(
+        &outbox,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        "/stream-test",
+        |builder| {
+            builder
+                .retry(quick_retry(1)) // one spent attempt would kill it
+                .poll_interval(QUICK_POLL)
+                .unavailable_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        },
+    );
     server.kill();
     save_new_order(&outbox, "o-1", 1).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -264,7 +272,7 @@ async fn a_broker_that_is_down_spends_no_attempt() {
         "pending, untried, unleased while the broker is down"
     );
 
-    server.restart().await;
+    server.restart().await.expect("nats-server restarted");
     wait_for_rows(
         &test,
         &table,

@@ -121,8 +121,13 @@ async fn a_chain_broken_by_another_message_goes_on_one_at_a_time() {
 /// so no attempt is spent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_broker_ends_a_chain_within_one_ack_timeout() {
-    let mut server = outbox_tests::nats::NatsServer::start().await;
-    let client = server.connect().await;
+    let mut server = outbox_tests::nats::NatsServer::start()
+        .await
+        .expect("a private nats-server");
+    let client = server
+        .connect()
+        .await
+        .expect("a client of the private nats-server");
     let stream = processor_support::file_stream(client.clone(), "frozen").await;
     let publisher = JetStreamPublisher::new(client, "/run-test");
     // Runs that hold grow the window to 64.
@@ -143,11 +148,11 @@ async fn a_frozen_broker_ends_a_chain_within_one_ack_timeout() {
             message(&stream.prefix, sequence)
         })
         .collect();
-    server.pause();
+    server.freeze().expect("SIGSTOP");
     let started = std::time::Instant::now();
     let results = publisher.publish_run(&run.iter().collect::<Vec<_>>()).await;
     let took = started.elapsed();
-    server.resume();
+    server.thaw().expect("SIGCONT");
     assert!(
         took < std::time::Duration::from_secs(15),
         "the chain took {took:?} to give up"

@@ -11,7 +11,11 @@ use outbox_tests::nats::NatsServer;
 const TOKEN: &str = "s3cret-token";
 
 async fn token_server() -> NatsServer {
-    NatsServer::builder().token(TOKEN).start().await
+    NatsServer::builder()
+        .token(TOKEN)
+        .start()
+        .await
+        .expect("a private nats-server")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

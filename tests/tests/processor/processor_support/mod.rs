@@ -50,6 +50,7 @@ pub(crate) async fn poison_server() -> NatsServer {
         .config("max_payload: 4096")
         .start()
         .await
+        .expect("a private nats-server")
 }
 
 /// The machine's store, counting its ordinary claims (those that search the
@@ -231,7 +232,7 @@ pub(crate) async fn shared_setup(backend: Backend) -> Setup {
 /// A private nats-server (for the test to kill, pause or restart), and a
 /// [`private_setup`] on PostgreSQL for it.
 pub(crate) async fn private_server_setup(prefix: &str) -> (NatsServer, Setup) {
-    let server = NatsServer::start().await;
+    let server = NatsServer::start().await.expect("a private nats-server");
     let setup = private_setup(&server, Backend::Postgres, prefix).await;
     (server, setup)
 }
@@ -245,7 +246,14 @@ pub(crate) async fn traffic_on_private_server(
 ) -> (NatsServer, Setup, ProcessorHandle, RoundWriter) {
     let (server, setup) = private_server_setup(prefix).await;
     let source = format!("/{prefix}-test");
-    let processor = spawn_outage_processor(&setup.outbox, server.connect().await, &source);
+    let processor = spawn_outage_processor(
+        &setup.outbox,
+        server
+            .connect()
+            .await
+            .expect("a client of the private nats-server"),
+        &source,
+    );
     let writer = RoundWriter::spawn(&setup.outbox);
     (server, setup, processor, writer)
 }
@@ -254,7 +262,17 @@ pub(crate) async fn traffic_on_private_server(
 /// private `server`, and an outbox for them.
 pub(crate) async fn private_setup(server: &NatsServer, backend: Backend, prefix: &str) -> Setup {
     let test = TestDb::with_schema(backend).await;
-    Setup::new(test, file_stream(server.connect().await, prefix).await)
+    Setup::new(
+        test,
+        file_stream(
+            server
+                .connect()
+                .await
+                .expect("a client of the private nats-server"),
+            prefix,
+        )
+        .await,
+    )
 }
 
 /// Builds a processor from the settings a test chose and spawns it; the
