@@ -9,7 +9,7 @@ use outbox_core::{
     RetryPolicy, SkipNote,
 };
 
-use super::ContractWriter;
+use super::{ContractStore, ContractWriter};
 
 /// A lease no check outlives.
 const LONG: Duration = Duration::from_secs(60);
@@ -72,12 +72,40 @@ async fn release<S: OutboxStore>(store: &S, batch: &ClaimedBatch, which: &[Messa
         .unwrap_or_else(|err| panic!("release: {err}"));
 }
 
+/// Up to `max_attempts` attempts, each backoff `backoff_ms`.
+fn policy(max_attempts: u32, backoff_ms: u64) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_backoff: Duration::from_millis(backoff_ms),
+        max_backoff: Duration::from_millis(backoff_ms),
+    }
+}
+
+/// Aggregates `a` (`events` messages) and `b` (one), all claimed; then
+/// a#1 fails as `kind` under `policy` and the rest is released. Returns
+/// the ids of `a` and `b`.
+async fn a_head_fails<S: ContractStore, W: ContractWriter>(
+    (store, writer): (&S, &W),
+    events: usize,
+    kind: FailureKind,
+    policy: &RetryPolicy,
+) -> (Vec<MessageId>, Vec<MessageId>) {
+    let a = writer.append("a", events).await;
+    let b = writer.append("b", 1).await;
+    let batch = claim(store, 10, LONG).await;
+    assert_eq!(
+        fail(store, &batch, a[0], kind, policy).await,
+        1,
+        "a#1 failed"
+    );
+    release(store, &batch, &a[1..]).await;
+    release(store, &batch, &b).await;
+    (a, b)
+}
+
 /// A claim returns each aggregate's messages in sequence order, and a
 /// message under a live lease is not claimed again.
-pub async fn claims_each_aggregate_in_sequence_order<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn claims_each_aggregate_in_sequence_order<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 3).await;
@@ -109,7 +137,7 @@ pub async fn claims_each_aggregate_in_sequence_order<
 /// A message is never handed out while an earlier message of its aggregate
 /// is unpublished (here: leased elsewhere).
 pub async fn never_hands_out_a_message_behind_an_unpublished_one<
-    S: OutboxStore + Clone + 'static,
+    S: ContractStore,
     W: ContractWriter,
 >(
     (store, writer): (S, W),
@@ -132,10 +160,7 @@ pub async fn never_hands_out_a_message_behind_an_unpublished_one<
 
 /// The claim by ids leaves out a message behind an unpublished one that
 /// is not named too, and one leased elsewhere.
-pub async fn claim_ids_takes_only_what_a_claim_could<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn claim_ids_takes_only_what_a_claim_could<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 2).await;
@@ -161,10 +186,7 @@ pub async fn claim_ids_takes_only_what_a_claim_could<
 
 /// Concurrent claimers never receive the same message while its lease is
 /// live, and each aggregate is completed in sequence order.
-pub async fn a_live_lease_is_exclusive_among_claimers<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn a_live_lease_is_exclusive_among_claimers<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let mut all = HashSet::new();
@@ -221,7 +243,7 @@ pub async fn a_live_lease_is_exclusive_among_claimers<
 /// A lease that ran out may be claimed again; the new claim counts it as
 /// abandoned.
 pub async fn an_expired_lease_is_taken_over_and_counted_as_abandoned<
-    S: OutboxStore + Clone + 'static,
+    S: ContractStore,
     W: ContractWriter,
 >(
     (store, writer): (S, W),
@@ -239,10 +261,7 @@ pub async fn an_expired_lease_is_taken_over_and_counted_as_abandoned<
 
 /// Complete, fail and release change nothing for a holder whose lease was
 /// taken over: they report the messages stale.
-pub async fn settlements_are_fenced_by_the_lease_token<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn settlements_are_fenced_by_the_lease_token<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 2).await;
@@ -274,10 +293,7 @@ pub async fn settlements_are_fenced_by_the_lease_token<
 
 /// Renewing extends the lease of the named messages still held, and
 /// reports the others stale.
-pub async fn renew_extends_exactly_the_named_messages<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn renew_extends_exactly_the_named_messages<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 1).await;
@@ -304,7 +320,7 @@ pub async fn renew_extends_exactly_the_named_messages<
 
 /// A released message is claimable at once with no attempt spent and no
 /// abandoned claim counted.
-pub async fn release_spends_no_attempt<S: OutboxStore + Clone + 'static, W: ContractWriter>(
+pub async fn release_spends_no_attempt<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 2).await;
@@ -320,25 +336,18 @@ pub async fn release_spends_no_attempt<S: OutboxStore + Clone + 'static, W: Cont
 /// A retryable failure spends an attempt and waits out its backoff, and
 /// the aggregate's later messages wait behind it; other aggregates go on.
 pub async fn a_retryable_failure_backs_off_and_holds_its_aggregate<
-    S: OutboxStore + Clone + 'static,
+    S: ContractStore,
     W: ContractWriter,
 >(
     (store, writer): (S, W),
 ) {
-    let policy = RetryPolicy {
-        max_attempts: 5,
-        initial_backoff: Duration::from_millis(400),
-        max_backoff: Duration::from_millis(400),
-    };
-    let a = writer.append("a", 2).await;
-    let b = writer.append("b", 1).await;
-    let batch = claim(&store, 10, LONG).await;
-    assert_eq!(
-        fail(&store, &batch, a[0], FailureKind::Retryable, &policy).await,
-        1
-    );
-    release(&store, &batch, &a[1..]).await;
-    release(&store, &batch, &b).await;
+    let (a, b) = a_head_fails(
+        (&store, &writer),
+        2,
+        FailureKind::Retryable,
+        &policy(5, 400),
+    )
+    .await;
     let meanwhile = claim(&store, 10, LONG).await;
     assert_eq!(
         ids(&meanwhile),
@@ -356,33 +365,17 @@ pub async fn a_retryable_failure_backs_off_and_holds_its_aggregate<
 /// aggregate held behind it; requeued, it is claimed again with no
 /// attempts spent.
 pub async fn a_dead_message_holds_its_aggregate_until_requeued<
-    S: OutboxStore + Clone + 'static,
+    S: ContractStore,
     W: ContractWriter,
 >(
     (store, writer): (S, W),
 ) {
-    let policy = RetryPolicy {
-        max_attempts: 1,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(1),
-    };
-    let a = writer.append("a", 2).await;
-    let b = writer.append("b", 1).await;
+    let (a, b) = a_head_fails((&store, &writer), 2, FailureKind::Retryable, &policy(1, 1)).await;
     let batch = claim(&store, 10, LONG).await;
+    assert_eq!(ids(&batch), b, "a#1 is out of attempts: dead, holding a#2");
+    let permanent = FailureKind::Permanent;
     assert_eq!(
-        fail(&store, &batch, a[0], FailureKind::Retryable, &policy).await,
-        1
-    );
-    release(&store, &batch, &a[1..]).await;
-    assert_eq!(
-        fail(
-            &store,
-            &batch,
-            b[0],
-            FailureKind::Permanent,
-            &RetryPolicy::default()
-        )
-        .await,
+        fail(&store, &batch, b[0], permanent, &RetryPolicy::default()).await,
         1
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -403,25 +396,11 @@ pub async fn a_dead_message_holds_its_aggregate_until_requeued<
 /// Skipping a dead message settles it unpublished: its aggregate's later
 /// messages are claimed, in order; a message that is not dead is not
 /// skipped; a skipped message is purged like a published one.
-pub async fn a_skipped_dead_message_releases_its_aggregate<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn a_skipped_dead_message_releases_its_aggregate<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
-    let a = writer.append("a", 3).await;
-    let b = writer.append("b", 1).await;
-    let batch = claim(&store, 10, LONG).await;
-    fail(
-        &store,
-        &batch,
-        a[0],
-        FailureKind::Permanent,
-        &RetryPolicy::default(),
-    )
-    .await;
-    release(&store, &batch, &a[1..]).await;
-    release(&store, &batch, &b).await;
+    let permanent = (FailureKind::Permanent, RetryPolicy::default());
+    let (a, b) = a_head_fails((&store, &writer), 3, permanent.0, &permanent.1).await;
     let note = SkipNote::by("contract@test").because("a payload no broker takes");
     let skip = |id| {
         let store = store.clone();
@@ -464,10 +443,7 @@ pub async fn a_skipped_dead_message_releases_its_aggregate<
 /// A message sent dead after its claims were abandoned (the processor's
 /// killer-message rule) is published again once requeued: requeue forgets
 /// the abandoned claims.
-pub async fn requeue_forgets_abandoned_claims<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn requeue_forgets_abandoned_claims<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 1).await;
@@ -498,10 +474,7 @@ pub async fn requeue_forgets_abandoned_claims<
 
 /// Stats count pending (leased or not), leased and dead messages, per
 /// event name too, and the oldest pending message's age.
-pub async fn stats_count_pending_leased_and_dead<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn stats_count_pending_leased_and_dead<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 2).await;
@@ -534,10 +507,7 @@ pub async fn stats_count_pending_leased_and_dead<
 
 /// Purging removes published messages older than the threshold and never
 /// a pending one.
-pub async fn purge_removes_only_old_published_messages<
-    S: OutboxStore + Clone + 'static,
-    W: ContractWriter,
->(
+pub async fn purge_removes_only_old_published_messages<S: ContractStore, W: ContractWriter>(
     (store, writer): (S, W),
 ) {
     let a = writer.append("a", 2).await;

@@ -1,4 +1,4 @@
-//! The store contract: what every [`OutboxStore`](outbox_core::OutboxStore) must do, as checks that
+//! The store contract: what every [`OutboxStore`] must do, as checks that
 //! run against any store, so one suite proves the SQL stores (PostgreSQL,
 //! MariaDB, SQLite) and [`MemoryStore`](crate::MemoryStore) alike.
 //!
@@ -20,10 +20,16 @@ mod memory;
 
 use std::future::Future;
 
-use outbox_core::MessageId;
+use outbox_core::{MessageId, OutboxStore};
 
 pub use checks::*;
 pub use memory::memory_store;
+
+/// A store the checks run on: any [`OutboxStore`] they can clone into
+/// concurrent claimers.
+pub trait ContractStore: OutboxStore + Clone + 'static {}
+
+impl<S: OutboxStore + Clone + 'static> ContractStore for S {}
 
 /// How the contract checks write into the store under test.
 pub trait ContractWriter: Send + Sync + 'static {
@@ -43,7 +49,7 @@ pub trait ContractWriter: Send + Sync + 'static {
 
 /// Writes one `#[tokio::test]` per contract check, in a module named
 /// `$module`, each on a fresh store from `$factory`: an `async fn() -> (S,
-/// W)` where `S: OutboxStore + Clone + 'static` and `W:` [`ContractWriter`]
+/// W)` where `S:` [`ContractStore`] and `W:` [`ContractWriter`]
 /// writes into that store. The calling crate needs `tokio` with its
 /// `macros` and `rt-multi-thread` features, as for any `#[tokio::test]`.
 #[macro_export]
