@@ -63,7 +63,7 @@ mod typed;
 pub use clock::TestClock;
 pub use harness::{DEFAULT_DRAIN_TIMEOUT, DrainError, TestOutbox};
 pub use memory_publisher::MemoryPublisher;
-pub use memory_store::{MemoryStore, StoredMessage, StoredStatus, WriteError};
+pub use memory_store::{MemoryRow, MemoryStore, RowStatus, WriteError};
 pub use order::OrderViolation;
 pub use recorded::recorded;
 pub use typed::PublishedEvent;

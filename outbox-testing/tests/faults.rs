@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use outbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
 use outbox_testing::faults::{FaultyPublisher, FaultyStore};
-use outbox_testing::{MemoryPublisher, StoredStatus, TestOutbox};
+use outbox_testing::{MemoryPublisher, RowStatus, TestOutbox};
 use support::{Order, OrderAmended, OrderPlaced};
 
 #[tokio::test]
@@ -52,7 +52,7 @@ async fn a_rejected_message_backs_off_on_the_test_clock_and_holds_its_aggregate(
     assert_eq!(first.len(), 1, "b goes on: {first:?}");
     let held = outbox.store().messages();
     let a1 = held.iter().find(|m| m.message.aggregate_id == "a").unwrap();
-    assert_eq!((a1.status, a1.attempts), (StoredStatus::Pending, 1));
+    assert_eq!((a1.status, a1.attempts), (RowStatus::Pending, 1));
     assert!(a1.last_error.as_deref().unwrap().contains("injected"));
 
     publisher.heal();

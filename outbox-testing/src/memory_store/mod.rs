@@ -20,7 +20,7 @@ use outbox_core::{
 
 use crate::clock::TestClock;
 use row::Row;
-pub use view::{StoredMessage, StoredStatus};
+pub use view::{MemoryRow, RowStatus};
 
 /// An aggregate: its type and id, ordered as the SQL claim walks them.
 type AggregateKey = (String, String);

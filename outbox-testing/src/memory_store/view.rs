@@ -9,7 +9,7 @@ use super::row::{Row, Status};
 /// Where a stored message is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum StoredStatus {
+pub enum RowStatus {
     /// Waiting to be published (leased or not, due or backing off).
     Pending,
     /// Acknowledged by the broker.
@@ -21,14 +21,15 @@ pub enum StoredStatus {
     Skipped,
 }
 
-/// A stored message and its bookkeeping, as a test reads it.
+/// A row of the in-memory outbox table: the message and its bookkeeping,
+/// as a test reads it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct StoredMessage {
+pub struct MemoryRow {
     /// The envelope.
     pub message: OutboxMessage,
     /// Pending, published or dead.
-    pub status: StoredStatus,
+    pub status: RowStatus,
     /// Failed attempts so far.
     pub attempts: u32,
     /// Claims of it that ended with their lease running out.
@@ -47,7 +48,7 @@ pub struct StoredMessage {
 
 impl MemoryStore {
     /// Every stored message, per aggregate (type, then id) by sequence.
-    pub fn messages(&self) -> Vec<StoredMessage> {
+    pub fn messages(&self) -> Vec<MemoryRow> {
         let now = self.clock.now();
         let table = self.table();
         table
@@ -60,24 +61,24 @@ impl MemoryStore {
     }
 
     /// One stored message.
-    pub fn message(&self, id: MessageId) -> Option<StoredMessage> {
+    pub fn message(&self, id: MessageId) -> Option<MemoryRow> {
         let now = self.clock.now();
         self.table().rows.get(&id).map(|row| stored(row, now))
     }
 
     /// Messages waiting to be published, per aggregate by sequence.
     pub fn pending(&self) -> Vec<OutboxMessage> {
-        self.with_status(StoredStatus::Pending)
+        self.with_status(RowStatus::Pending)
     }
 
     /// Messages the broker acknowledged, per aggregate by sequence.
     pub fn published(&self) -> Vec<OutboxMessage> {
-        self.with_status(StoredStatus::Published)
+        self.with_status(RowStatus::Published)
     }
 
     /// Dead messages, per aggregate by sequence.
     pub fn dead(&self) -> Vec<OutboxMessage> {
-        self.with_status(StoredStatus::Dead)
+        self.with_status(RowStatus::Dead)
     }
 
     /// Whether a processor has anything to do now: a message it could claim
@@ -94,7 +95,7 @@ impl MemoryStore {
         }) || table.rows.values().any(|row| row.is_leased(now))
     }
 
-    fn with_status(&self, status: StoredStatus) -> Vec<OutboxMessage> {
+    fn with_status(&self, status: RowStatus) -> Vec<OutboxMessage> {
         self.messages()
             .into_iter()
             .filter(|m| m.status == status)
@@ -103,14 +104,14 @@ impl MemoryStore {
     }
 }
 
-fn stored(row: &Row, now: DateTime<Utc>) -> StoredMessage {
-    StoredMessage {
+fn stored(row: &Row, now: DateTime<Utc>) -> MemoryRow {
+    MemoryRow {
         message: row.message.clone(),
         status: match row.status {
-            Status::Pending => StoredStatus::Pending,
-            Status::Published => StoredStatus::Published,
-            Status::Dead => StoredStatus::Dead,
-            Status::Skipped => StoredStatus::Skipped,
+            Status::Pending => RowStatus::Pending,
+            Status::Published => RowStatus::Published,
+            Status::Dead => RowStatus::Dead,
+            Status::Skipped => RowStatus::Skipped,
         },
         attempts: row.attempts,
         abandoned: row.abandoned,
