@@ -56,6 +56,8 @@ mod memory_publisher;
 mod memory_store;
 #[cfg(feature = "nats-server")]
 pub mod nats;
+#[cfg(feature = "nats-server")]
+mod nats_cluster;
 mod order;
 mod recorded;
 mod typed;

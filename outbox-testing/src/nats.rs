@@ -2,6 +2,8 @@
 //! `nats-server`), on its own port and store directory, stopped, killed,
 //! frozen and restarted at will.
 
+pub use crate::nats_cluster::NatsCluster;
+
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -61,6 +63,9 @@ pub struct NatsServerBuilder {
     config: Option<String>,
     args: Vec<String>,
     token: Option<String>,
+    /// Start-up ends when the port answers, not JetStream (a cluster node's
+    /// JetStream answers only once a quorum of nodes runs).
+    port_only: bool,
 }
 
 impl NatsServerBuilder {
@@ -84,6 +89,15 @@ impl NatsServerBuilder {
         let token = token.into();
         self.args.extend(["--auth".to_owned(), token.clone()]);
         self.token = Some(token);
+        self
+    }
+
+    /// Starting (and restarting) ends once the server accepts connections,
+    /// without waiting for JetStream: for a node of a cluster, whose
+    /// JetStream answers only once a quorum of nodes runs
+    /// ([`NatsCluster`](crate::nats::NatsCluster) waits for that).
+    pub fn port_only(mut self) -> Self {
+        self.port_only = true;
         self
     }
 
@@ -114,6 +128,7 @@ impl NatsServerBuilder {
             dir,
             config,
             args: self.args,
+            port_only: self.port_only,
             token: self.token,
             child: None,
         };
@@ -147,6 +162,7 @@ pub struct NatsServer {
     config: Option<PathBuf>,
     args: Vec<String>,
     token: Option<String>,
+    port_only: bool,
     child: Option<Child>,
 }
 
@@ -326,7 +342,12 @@ impl NatsServer {
             if tokio::time::Instant::now() > deadline {
                 return Err(self.not_ready("JetStream did not answer within 15 s"));
             }
-            if jetstream_ready(self.port, self.token.as_deref()).await {
+            let ready = if self.port_only {
+                TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok()
+            } else {
+                jetstream_ready(self.port, self.token.as_deref()).await
+            };
+            if ready {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -343,7 +364,7 @@ impl Drop for NatsServer {
 }
 
 /// JetStream answers ("no such stream") once it recovered its streams.
-async fn jetstream_ready(port: u16, token: Option<&str>) -> bool {
+pub(crate) async fn jetstream_ready(port: u16, token: Option<&str>) -> bool {
     if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
         return false;
     }
@@ -368,7 +389,7 @@ async fn jetstream_ready(port: u16, token: Option<&str>) -> bool {
 }
 
 /// A port nothing listens on right now.
-fn free_port() -> Result<u16, NatsServerError> {
+pub(crate) fn free_port() -> Result<u16, NatsServerError> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())

@@ -77,13 +77,30 @@ impl TestStream {
         out
     }
 
-    /// How many messages the stream holds.
+    /// How many messages the stream holds. Asks again for up to 30 s while
+    /// JetStream does not answer (a cluster electing the stream's leader).
     ///
     /// # Panics
-    /// When the server is unreachable.
+    /// When JetStream has not answered for 30 s.
     pub async fn count(&self) -> u64 {
-        let mut stream = self.jetstream.get_stream(&self.name).await.expect("stream");
-        stream.info().await.expect("stream info").state.messages
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let info = match self.jetstream.get_stream(&self.name).await {
+                Ok(mut stream) => stream
+                    .info()
+                    .await
+                    .map(|info| info.state.messages)
+                    .map_err(|e| e.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match info {
+                Ok(messages) => return messages,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(err) => panic!("stream {} info: {err}", self.name),
+            }
+        }
     }
 }
 

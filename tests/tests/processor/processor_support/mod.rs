@@ -21,7 +21,7 @@ use outbox_core::{
 use outbox_nats::{JetStreamPublisher, StreamSpec};
 use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore, UnitOfWork};
 use outbox_tests::jetstream::{TestStream, decode_stored, nats_url};
-use outbox_tests::nats::NatsServer;
+use outbox_tests::nats::{NatsCluster, NatsServer};
 use outbox_tests::orders::Order;
 use outbox_tests::{Backend, TestDb};
 use uuid::Uuid;
@@ -235,6 +235,30 @@ pub(crate) async fn private_server_setup(prefix: &str) -> (NatsServer, Setup) {
     let server = NatsServer::start().await.expect("a private nats-server");
     let setup = private_setup(&server, Backend::Postgres, prefix).await;
     (server, setup)
+}
+
+/// A private 3-node JetStream cluster, a fresh PostgreSQL schema, a file
+/// stream capturing `<prefix>.>` with 3 replicas (an ack means a quorum of
+/// the nodes stored the message), and an outbox for them.
+pub(crate) async fn cluster_setup(prefix: &str) -> (NatsCluster, Setup) {
+    let cluster = NatsCluster::start(3)
+        .await
+        .expect("a private 3-node cluster");
+    let jetstream = jetstream::new(cluster.connect().await.expect("a client of the cluster"));
+    let name = format!("P_{prefix}");
+    StreamSpec::new(&name, [format!("{prefix}.>")])
+        .storage(StorageType::File)
+        .replicas(3)
+        .ensure(&jetstream, Duration::from_secs(30))
+        .await
+        .expect("create the replicated stream");
+    let stream = TestStream {
+        jetstream,
+        name,
+        prefix: prefix.to_owned(),
+    };
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    (cluster, Setup::new(test, stream))
 }
 
 /// Writes going on across broker trouble: a [`private_server_setup`] (the
