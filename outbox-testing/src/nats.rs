@@ -95,7 +95,7 @@ impl NatsServerBuilder {
     /// Starting (and restarting) ends once the server accepts connections,
     /// without waiting for JetStream: for a node of a cluster, whose
     /// JetStream answers only once a quorum of nodes runs
-    /// ([`NatsCluster`](crate::nats::NatsCluster) waits for that).
+    /// ([`NatsCluster`] waits for that).
     pub fn port_only(mut self) -> Self {
         self.port_only = true;
         self
