@@ -52,12 +52,29 @@ impl TestDb {
     /// # Panics
     /// When the server is unreachable: run `scripts/ensure-services.sh`.
     pub async fn new(backend: Backend) -> Self {
+        Self::new_on(backend, None).await
+    }
+
+    /// A fresh, empty schema on the PostgreSQL server at `url` (a private
+    /// server of a fault test), with the outbox table and the `orders`
+    /// fixture table.
+    pub async fn with_schema_on_postgres(url: &str) -> Self {
+        let test = Self::new_on(Backend::Postgres, Some(url.to_owned())).await;
+        test.create_schema().await;
+        test
+    }
+
+    async fn new_on(backend: Backend, server: Option<String>) -> Self {
         let name = format!(
             "outbox_t_{}",
             &uuid::Uuid::now_v7().simple().to_string()[16..]
         );
         let (url, create, dir) = match backend {
-            Backend::Postgres => (postgres_url(), Some(format!("CREATE SCHEMA {name}")), None),
+            Backend::Postgres => (
+                server.unwrap_or_else(postgres_url),
+                Some(format!("CREATE SCHEMA {name}")),
+                None,
+            ),
             Backend::MySql => (mysql_url(), Some(format!("CREATE DATABASE {name}")), None),
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
@@ -102,13 +119,17 @@ impl TestDb {
     /// `orders` fixture table.
     pub async fn with_schema(backend: Backend) -> Self {
         let test = Self::new(backend).await;
-        create_schema(&test.db, &OutboxConfig::default())
+        test.create_schema().await;
+        test
+    }
+
+    async fn create_schema(&self) {
+        create_schema(&self.db, &OutboxConfig::default())
             .await
             .expect("outbox schema");
-        crate::orders::create_table(&test.db)
+        crate::orders::create_table(&self.db)
             .await
             .expect("orders table");
-        test
     }
 
     /// The backend.

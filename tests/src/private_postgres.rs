@@ -1,0 +1,202 @@
+//! A private PostgreSQL server for database fault tests: its own data
+//! directory and port, restarted (fast or immediate), paused (SIGSTOP)
+//! and its connections terminated at will; never the machine's shared
+//! server. Built with the machine's `initdb` and `pg_ctl`
+//! (`pg_config --bindir`), run as the `postgres` user when the tests run as
+//! root (`initdb` refuses root).
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::Command;
+
+use sea_orm::{ConnectionTrait, Database};
+
+/// How `pg_ctl stop` shuts the server down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Rolls back open transactions, checkpoints, exits.
+    Fast,
+    /// Exits at once, as a crash; recovery replays the WAL at the next start.
+    Immediate,
+}
+
+/// A PostgreSQL server in a temporary directory, stopped on drop.
+#[derive(Debug)]
+pub struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    port: u16,
+    bindir: PathBuf,
+}
+
+impl PrivatePostgres {
+    /// `initdb` and start a server on a free port (trust authentication,
+    /// `fsync` off: these tests crash the server, not the machine).
+    ///
+    /// # Panics
+    /// When the binaries are missing or the server does not start.
+    pub fn start() -> Self {
+        let bindir = Command::new("pg_config")
+            .arg("--bindir")
+            .output()
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+            .expect("pg_config (apt install postgresql)");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        if is_root() {
+            run(Command::new("chown")
+                .arg("-R")
+                .arg("postgres")
+                .arg(dir.path()));
+        }
+        let server = Self {
+            port: TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port"),
+            dir,
+            bindir,
+        };
+        run(server
+            .as_postgres("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(server.data()));
+        server.start_server();
+        server
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server (`mode`) and starts it again on the same port and
+    /// data; returns once it accepts connections.
+    pub fn restart(&self, mode: Shutdown) {
+        self.stop(mode);
+        self.start_server();
+    }
+
+    /// Stops the server.
+    pub fn stop(&self, mode: Shutdown) {
+        let mode = match mode {
+            Shutdown::Fast => "fast",
+            Shutdown::Immediate => "immediate",
+        };
+        run(self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", mode, "-D"])
+            .arg(self.data())
+            .arg("stop"));
+    }
+
+    /// Freezes every process of the server (SIGSTOP): connections stay
+    /// open and nothing answers, as a hung database. [`thaw`](Self::thaw)
+    /// continues them.
+    pub fn freeze(&self) {
+        self.signal_all("-STOP");
+    }
+
+    /// Continues a frozen server (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal_all("-CONT");
+    }
+
+    /// Terminates every client connection (`pg_terminate_backend`) but the
+    /// one asking; returns how many.
+    pub async fn terminate_connections(&self) -> u64 {
+        let admin = Database::connect(self.url())
+            .await
+            .expect("an admin connection");
+        let rows = admin
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            ))
+            .await
+            .expect("terminate the connections");
+        admin.close().await.ok();
+        rows.len() as u64
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn start_server(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            self.port,
+            self.dir.path().display()
+        );
+        run(self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-t", "60", "-D"])
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-o", &options, "start"]));
+    }
+
+    /// The postmaster and every process it forked.
+    fn signal_all(&self, signal: &str) {
+        let pid_file =
+            std::fs::read_to_string(self.data().join("postmaster.pid")).expect("postmaster.pid");
+        let postmaster = pid_file
+            .lines()
+            .next()
+            .expect("the postmaster's pid")
+            .trim();
+        let children = Command::new("pgrep")
+            .args(["-P", postmaster])
+            .output()
+            .expect("pgrep");
+        let mut pids: Vec<String> = String::from_utf8_lossy(&children.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        pids.push(postmaster.to_owned());
+        run(Command::new("kill").arg(signal).args(&pids));
+    }
+
+    fn as_postgres(&self, program: &str) -> Command {
+        let binary = self.bindir.join(program);
+        if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary);
+            command
+        } else {
+            Command::new(binary)
+        }
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.thaw();
+        let _ = self
+            .as_postgres("pg_ctl")
+            .args(["-w", "-m", "immediate", "-D"])
+            .arg(self.data())
+            .arg("stop")
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+fn run(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
