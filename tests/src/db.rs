@@ -55,11 +55,11 @@ impl TestDb {
         Self::new_on(backend, None).await
     }
 
-    /// A fresh, empty schema on the PostgreSQL server at `url` (a private
-    /// server of a fault test), with the outbox table and the `orders`
-    /// fixture table.
-    pub async fn with_schema_on_postgres(url: &str) -> Self {
-        let test = Self::new_on(Backend::Postgres, Some(url.to_owned())).await;
+    /// A fresh, empty schema (PostgreSQL) or database (MariaDB) on the
+    /// server at `url` (a private server of a fault test), with the outbox
+    /// table and the `orders` fixture table.
+    pub async fn with_schema_on(backend: Backend, url: &str) -> Self {
+        let test = Self::new_on(backend, Some(url.to_owned())).await;
         test.create_schema().await;
         test
     }
@@ -75,7 +75,11 @@ impl TestDb {
                 Some(format!("CREATE SCHEMA {name}")),
                 None,
             ),
-            Backend::MySql => (mysql_url(), Some(format!("CREATE DATABASE {name}")), None),
+            Backend::MySql => (
+                server.unwrap_or_else(mysql_url),
+                Some(format!("CREATE DATABASE {name}")),
+                None,
+            ),
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let path = dir.path().join("outbox.sqlite");

@@ -6,6 +6,7 @@ pub mod db;
 pub mod jetstream;
 pub mod nats;
 pub mod orders;
+pub mod private_mariadb;
 pub mod private_postgres;
 pub mod process;
 pub mod subscriber;

@@ -155,7 +155,8 @@ impl PrivatePostgres {
             .map(str::to_owned)
             .collect();
         pids.push(postmaster.to_owned());
-        run(Command::new("kill").arg(signal).args(&pids));
+        // A backend may exit between pgrep and kill: kill signals the rest.
+        let _ = Command::new("kill").arg(signal).args(&pids).output();
     }
 
     fn as_postgres(&self, program: &str) -> Command {
@@ -182,7 +183,8 @@ impl Drop for PrivatePostgres {
     }
 }
 
-fn is_root() -> bool {
+/// Whether the tests run as root.
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

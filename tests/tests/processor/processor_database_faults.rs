@@ -1,8 +1,9 @@
-//! The database fails under the outbox: a private PostgreSQL (never the
-//! machine's shared one) whose connections are terminated mid-batch
-//! (`pg_terminate_backend`, the processor's and the writers'), which is
-//! restarted (fast and immediate shutdown) during a drain and during
-//! writes, and which hangs (SIGSTOP) longer than the processor's lease.
+//! The database fails under the outbox: a private PostgreSQL or MariaDB
+//! (never the machine's shared ones) whose connections are terminated
+//! mid-batch (`pg_terminate_backend` / `KILL`, the processor's and the
+//! writers'), which is restarted (a clean shutdown, and a crash) during a
+//! drain and during writes, and which hangs (SIGSTOP) longer than the
+//! processor's lease.
 //! Writers go on through each fault. After each: nothing lost, nothing
 //! published twice past dedup, per-aggregate order intact, the processor
 //! resumes by itself, and every commit the unit of work reported as
@@ -17,10 +18,11 @@ use std::time::Duration;
 
 use outbox_core::MessageId;
 use outbox_sea_orm::Outbox;
-use outbox_tests::TestDb;
 use outbox_tests::jetstream::{TestStream, nats_url};
 use outbox_tests::orders::Order;
+use outbox_tests::private_mariadb::PrivateMariaDb;
 use outbox_tests::private_postgres::{PrivatePostgres, Shutdown};
+use outbox_tests::{Backend, TestDb};
 use processor_support::{
     assert_all_published_cleanly, assert_stream_matches_outbox, outbox_for, spawn_tuned,
     wait_all_published_within,
@@ -38,24 +40,85 @@ enum Fault {
 /// what a 2-core machine carries.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terminated_connections_lose_nothing() {
-    survives(Fault::TerminateConnections).await;
+macro_rules! on_both_servers {
+    ($($name:ident: $fault:expr;)*) => {
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    survives(Backend::Postgres, $fault).await;
+                }
+            )*
+        }
+        mod mariadb {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    survives(Backend::MySql, $fault).await;
+                }
+            )*
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fast_restart_loses_nothing() {
-    survives(Fault::Restart(Shutdown::Fast)).await;
+on_both_servers! {
+    terminated_connections_lose_nothing: Fault::TerminateConnections;
+    a_clean_restart_loses_nothing: Fault::Restart(Shutdown::Fast);
+    a_crash_and_restart_loses_nothing: Fault::Restart(Shutdown::Immediate);
+    a_database_hung_past_the_lease_loses_nothing: Fault::HangLongerThanTheLease;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_immediate_restart_loses_nothing() {
-    survives(Fault::Restart(Shutdown::Immediate)).await;
+/// A private server of either kind.
+enum Server {
+    Postgres(PrivatePostgres),
+    MariaDb(PrivateMariaDb),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_hung_past_the_lease_loses_nothing() {
-    survives(Fault::HangLongerThanTheLease).await;
+impl Server {
+    async fn start(backend: Backend) -> Self {
+        match backend {
+            Backend::Postgres => Server::Postgres(PrivatePostgres::start()),
+            Backend::MySql => Server::MariaDb(PrivateMariaDb::start().await),
+            Backend::Sqlite => unreachable!("SQLite has no server"),
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Server::Postgres(pg) => pg.url(),
+            Server::MariaDb(maria) => maria.url(),
+        }
+    }
+
+    async fn terminate_connections(&self) -> u64 {
+        match self {
+            Server::Postgres(pg) => pg.terminate_connections().await,
+            Server::MariaDb(maria) => maria.terminate_connections().await,
+        }
+    }
+
+    async fn restart(&mut self, mode: Shutdown) {
+        match self {
+            Server::Postgres(pg) => tokio::task::block_in_place(|| pg.restart(mode)),
+            Server::MariaDb(maria) => maria.restart(mode).await,
+        }
+    }
+
+    fn freeze(&self) {
+        match self {
+            Server::Postgres(pg) => pg.freeze(),
+            Server::MariaDb(maria) => maria.freeze(),
+        }
+    }
+
+    fn thaw(&self) {
+        match self {
+            Server::Postgres(pg) => pg.thaw(),
+            Server::MariaDb(maria) => maria.thaw(),
+        }
+    }
 }
 
 /// What the writers saw: the ids of every commit reported successful,
@@ -66,10 +129,10 @@ struct Writes {
     errors: Vec<String>,
 }
 
-async fn survives(fault: Fault) {
+async fn survives(backend: Backend, fault: Fault) {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let pg = PrivatePostgres::start();
-    let test = TestDb::with_schema_on_postgres(&pg.url()).await;
+    let mut server = Server::start(backend).await;
+    let test = TestDb::with_schema_on(backend, &server.url()).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let stream = TestStream::new(client.clone()).await;
     let (outbox, table) = outbox_for(&test, &stream.prefix);
@@ -88,20 +151,17 @@ async fn survives(fault: Fault) {
     match fault {
         Fault::TerminateConnections => {
             for _ in 0..3 {
-                let cut = pg.terminate_connections().await;
+                let cut = server.terminate_connections().await;
                 println!("terminated {cut} connections");
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
         }
-        Fault::Restart(mode) => {
-            let pg_ref = &pg;
-            tokio::task::block_in_place(|| pg_ref.restart(mode));
-        }
+        Fault::Restart(mode) => server.restart(mode).await,
         Fault::HangLongerThanTheLease => {
-            pg.freeze();
+            server.freeze();
             tokio::time::sleep(outbox_core::processor::DEFAULT_LEASE + Duration::from_secs(2))
                 .await;
-            pg.thaw();
+            server.thaw();
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await; // writing goes on
@@ -127,7 +187,7 @@ async fn survives(fault: Fault) {
         .count();
     assert_eq!(missing, 0, "every commit reported successful is stored");
     println!(
-        "{fault:?}: {} events committed, {} commits failed with an error (e.g. {:?}), {total} rows; {report:?}",
+        "{backend:?} {fault:?}: {} events committed, {} commits failed with an error (e.g. {:?}), {total} rows; {report:?}",
         writes.committed.len(),
         writes.errors.len(),
         writes.errors.first()
