@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-use std::process::Command;
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,17 +17,8 @@ use outbox_tests::subscriber::{SubscriberFixture, eventually};
 use serde_json::Value;
 
 fn outbox(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("NATS_URL", nats_url())
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let nats = nats_url();
+    support::run(&[("NATS_URL", Some(&nats)), ("DATABASE_URL", None)], args).parts()
 }
 
 fn json(args: &[&str]) -> Value {

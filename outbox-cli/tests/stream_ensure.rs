@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+mod support;
+
 use std::process::Command;
 
 use async_nats::jetstream;
@@ -13,17 +15,7 @@ use serde_json::Value;
 
 /// Runs `outbox ARGS` with `NATS_URL` = `nats`; (success, stdout, stderr).
 fn outbox(nats: &str, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("NATS_URL", nats)
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    support::run(&[("NATS_URL", Some(nats)), ("DATABASE_URL", None)], args).parts()
 }
 
 fn unique() -> String {

@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-use std::process::Command;
+mod support;
+
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -19,29 +20,15 @@ use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::Value;
 
-/// `DATABASE_URL` for another process: PostgreSQL's test schema goes on the
-/// `search_path` through the URL's `options`.
-fn database_url(test: &TestDb) -> String {
-    match test.location() {
-        (url, Some(schema)) => format!("{url}?options=-c%20search_path%3D{schema}"),
-        (url, None) => url,
-    }
-}
-
 /// Runs `outbox ARGS` on `test`'s database and the shared nats-server;
 /// (success, stdout, stderr).
 fn outbox(test: &TestDb, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", database_url(test))
-        .env("NATS_URL", nats_url())
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+    let (database, nats) = (support::url(test), nats_url());
+    support::run(
+        &[("DATABASE_URL", Some(&database)), ("NATS_URL", Some(&nats))],
+        args,
     )
+    .parts()
 }
 
 async fn stream_sequence_of(test: &TestDb, aggregate_id: &str, sequence: u64) -> (String, u64) {

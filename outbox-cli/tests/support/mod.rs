@@ -34,15 +34,32 @@ pub fn url(test: &TestDb) -> String {
 
 /// Runs `outbox ARGS` on `test`'s database, stdin closed (no terminal).
 pub fn outbox(test: &TestDb, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
-        .args(args)
-        .env("DATABASE_URL", url(test))
-        .output()
-        .expect("run outbox");
+    run(&[("DATABASE_URL", Some(&url(test)))], args)
+}
+
+/// Runs `outbox ARGS` with `env` (a `None` value removes the variable),
+/// stdin closed (no terminal).
+pub fn run(env: &[(&str, Option<&str>)], args: &[&str]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    command.args(args);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let output = command.output().expect("run outbox");
     Run {
         code: output.status.code().unwrap_or(-1),
         out: String::from_utf8_lossy(&output.stdout).into_owned(),
         err: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+impl Run {
+    /// (whether it succeeded, stdout, stderr).
+    pub fn parts(self) -> (bool, String, String) {
+        (self.code == 0, self.out, self.err)
     }
 }
 
