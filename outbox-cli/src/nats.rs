@@ -6,13 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use outbox_core::redact::{REDACTED, redact_url};
 use outbox_nats::async_nats::jetstream;
 use outbox_nats::{Auth, NatsConnect, Tls};
 
 use crate::broker::BrokerError;
 
-/// Where NATS is and how to authenticate.
-#[derive(Debug, Args)]
+/// Where NATS is and how to authenticate. `Debug` hides the secrets.
+#[derive(Args)]
 pub(crate) struct NatsArgs {
     /// The NATS server(s), comma-separated.
     #[arg(long, env = "NATS_URL")]
@@ -54,6 +55,24 @@ pub(crate) struct NatsArgs {
     /// The client certificate's key (PEM).
     #[arg(long, env = "NATS_KEY", requires = "nats_cert")]
     nats_key: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for NatsArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |secret: &Option<String>| secret.as_ref().map(|_| REDACTED);
+        f.debug_struct("NatsArgs")
+            .field("nats_url", &self.nats_url.as_deref().map(redact_url))
+            .field("nats_creds", &self.nats_creds)
+            .field("nats_nkey", &hidden(&self.nats_nkey))
+            .field("nats_token", &hidden(&self.nats_token))
+            .field("nats_user", &self.nats_user)
+            .field("nats_password", &hidden(&self.nats_password))
+            .field("nats_tls", &self.nats_tls)
+            .field("nats_ca", &self.nats_ca)
+            .field("nats_cert", &self.nats_cert)
+            .field("nats_key", &self.nats_key)
+            .finish()
+    }
 }
 
 impl NatsArgs {

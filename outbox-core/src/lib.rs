@@ -93,6 +93,7 @@ mod payload;
 mod pending;
 pub mod processor;
 pub mod publisher;
+pub mod redact;
 mod registry;
 pub mod store;
 mod subject;

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions, Event};
+use outbox_core::redact::{REDACTED, redact_url};
 
-/// How to authenticate.
-#[derive(Debug, Clone, Default)]
+/// How to authenticate. Its `Debug` output hides the nkey seed, the token
+/// and the password (`"<redacted>"`).
+#[derive(Clone, Default)]
 pub enum Auth {
     /// No credentials (default).
     #[default]
@@ -25,6 +27,22 @@ pub enum Auth {
         /// The password.
         password: String,
     },
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::CredentialsFile(path) => f.debug_tuple("CredentialsFile").field(path).finish(),
+            Auth::NKey(_) => f.debug_tuple("NKey").field(&REDACTED).finish(),
+            Auth::Token(_) => f.debug_tuple("Token").field(&REDACTED).finish(),
+            Auth::UserPassword { user, password: _ } => f
+                .debug_struct("UserPassword")
+                .field("user", user)
+                .field("password", &REDACTED)
+                .finish(),
+        }
+    }
 }
 
 /// TLS settings. The server's certificate is verified against the system
@@ -51,7 +69,11 @@ pub struct Tls {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output hides the secrets of its [`Auth`] and the password
+/// or token of its URL (`nats://user:<redacted>@host`), and so does
+/// [`ConnectError`]'s message.
+#[derive(Clone)]
 pub struct NatsConnect {
     url: String,
     name: Option<String>,
@@ -59,6 +81,19 @@ pub struct NatsConnect {
     tls: Tls,
     connection_timeout: Option<Duration>,
     retry_initial_connect: bool,
+}
+
+impl std::fmt::Debug for NatsConnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConnect")
+            .field("url", &redact_url(&self.url))
+            .field("name", &self.name)
+            .field("auth", &self.auth)
+            .field("tls", &self.tls)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("retry_initial_connect", &self.retry_initial_connect)
+            .finish()
+    }
 }
 
 /// The connection timeout [`NatsConnect::connect`] uses unless told
@@ -80,7 +115,7 @@ pub enum ConnectError {
     /// The server could not be reached or refused the connection.
     #[error("connecting to NATS at {url}: {source}")]
     Connect {
-        /// The server URL(s).
+        /// The server URL(s), credentials redacted.
         url: String,
         /// The cause.
         #[source]
@@ -203,7 +238,7 @@ impl NatsConnect {
             .connect(self.url.as_str())
             .await
             .map_err(|source| ConnectError::Connect {
-                url: self.url.clone(),
+                url: redact_url(&self.url),
                 source,
             })
     }
@@ -215,5 +250,69 @@ fn log_event(event: &Event) {
         Event::Disconnected => tracing::warn!("NATS disconnected; reconnecting"),
         Event::Closed => tracing::warn!("NATS connection closed"),
         other => tracing::debug!(event = %other, "NATS event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRETS: [&str; 4] = ["pass-1", "tok-2", "SUSEED3", "urlpass-4"];
+
+    fn assert_hidden(shown: &str) {
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{secret} shown in {shown}");
+        }
+    }
+
+    fn every_auth() -> [Auth; 5] {
+        [
+            Auth::None,
+            Auth::CredentialsFile("/etc/nats/app.creds".into()),
+            Auth::NKey("SUSEED3".into()),
+            Auth::Token("tok-2".into()),
+            Auth::UserPassword {
+                user: "app".into(),
+                password: "pass-1".into(),
+            },
+        ]
+    }
+
+    /// `Debug` of every connection setting, and the message of a failed
+    /// connection, show no token, password, nkey seed or URL password.
+    #[test]
+    fn settings_show_no_secret() {
+        for auth in every_auth() {
+            assert_hidden(&format!("{auth:?} {auth:#?}"));
+            let connect = NatsConnect::new("nats://app:urlpass-4@n1:4222,nats://tok-2@n2:4222")
+                .name("svc")
+                .auth(auth)
+                .tls(Tls {
+                    required: true,
+                    root_certificates: Some("/ca.pem".into()),
+                    client_certificate: Some(("/c.pem".into(), "/k.pem".into())),
+                });
+            let shown = format!("{connect:?} {connect:#?}");
+            assert_hidden(&shown);
+            assert!(shown.contains("app:<redacted>@n1"), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_connection_names_no_secret() {
+        let err = NatsConnect::new("nats://app:urlpass-4@127.0.0.1:1")
+            .auth(Auth::Token("tok-2".into()))
+            .connection_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .expect_err("nothing listens on port 1");
+        let mut shown = format!("{err} {err:?}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            shown.push_str(&format!(" {cause} {cause:?}"));
+            source = cause.source();
+        }
+        assert_hidden(&shown);
+        assert!(shown.contains("app:<redacted>@127.0.0.1:1"), "{shown}");
     }
 }
