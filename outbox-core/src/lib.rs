@@ -95,6 +95,9 @@ pub mod processor;
 pub mod publisher;
 pub mod redact;
 mod registry;
+#[cfg(feature = "schema")]
+pub mod schema;
+mod schema_probe;
 pub mod store;
 mod subject;
 mod trace;
@@ -221,8 +224,10 @@ pub use outbox_macros::AggregateRoot;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registry::EventRegistration;
+    pub use crate::schema_probe::{HasSchema, NoSchema, SchemaProbe};
     pub use core::fmt::Display;
     pub use inventory;
+    pub use serde_json;
     pub use std::string::String;
 
     /// The aggregate id `#[derive(AggregateRoot)]` returns: the id field's
