@@ -69,6 +69,10 @@ use serde_json::{Map, Value};
 
 use crate::registry::{EventRegistration, EventRegistry};
 
+/// The `schemars` this crate reads schemas with (a public dependency:
+/// derive `JsonSchema` with the same major version).
+pub use schemars;
+
 /// The environment variable that makes [`SchemaLock::assert`] accept every
 /// change and rewrite the lock file.
 pub const UPDATE_ENV: &str = "OUTBOX_UPDATE_SCHEMA_LOCK";
