@@ -96,11 +96,16 @@ impl NatsArgs {
         } else {
             Auth::None
         };
-        let tls = Tls {
-            required: self.nats_tls,
-            root_certificates: self.nats_ca.clone(),
-            client_certificate: self.nats_cert.clone().zip(self.nats_key.clone()),
-        };
+        let mut tls = Tls::default();
+        if self.nats_tls {
+            tls = tls.required();
+        }
+        if let Some(ca) = &self.nats_ca {
+            tls = tls.root_certificates(ca);
+        }
+        if let (Some(cert), Some(key)) = (&self.nats_cert, &self.nats_key) {
+            tls = tls.client_certificate(cert, key);
+        }
         let client = NatsConnect::new(url)
             .name("outbox-cli")
             .auth(auth)

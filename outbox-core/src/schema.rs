@@ -254,7 +254,7 @@ impl Walk<'_, '_> {
                 .iter()
                 .filter(|(key, value)| {
                     !STRUCTURAL.contains(&key.as_str())
-                        && !(*key == "additionalProperties" && !value.is_object())
+                        && (*key != "additionalProperties" || value.is_object())
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()

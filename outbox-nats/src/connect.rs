@@ -10,6 +10,7 @@ use outbox_core::redact::{REDACTED, redact_url};
 /// How to authenticate. Its `Debug` output hides the nkey seed, the token
 /// and the password (`"<redacted>"`).
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Auth {
     /// No credentials (default).
     #[default]
@@ -48,6 +49,7 @@ impl std::fmt::Debug for Auth {
 /// TLS settings. The server's certificate is verified against the system
 /// roots plus `root_certificates`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Tls {
     /// Require TLS even if the server does not ask for it.
     pub required: bool,
@@ -83,6 +85,29 @@ pub struct NatsConnect {
     retry_initial_connect: bool,
 }
 
+impl Tls {
+    /// TLS required, even if the server does not ask for it.
+    #[must_use]
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
+    /// Extra CA certificates (PEM) to verify the server with.
+    #[must_use]
+    pub fn root_certificates(mut self, path: impl Into<PathBuf>) -> Self {
+        self.root_certificates = Some(path.into());
+        self
+    }
+
+    /// A client certificate and its key (PEM), for mutual TLS.
+    #[must_use]
+    pub fn client_certificate(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_certificate = Some((cert.into(), key.into()));
+        self
+    }
+}
+
 impl std::fmt::Debug for NatsConnect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NatsConnect")
@@ -102,9 +127,10 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connecting failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The credentials file could not be read.
-    #[error("reading NATS credentials file {path}: {source}")]
+    #[error("reading NATS credentials file {path}")]
     Credentials {
         /// The file.
         path: PathBuf,
@@ -113,7 +139,7 @@ pub enum ConnectError {
         source: std::io::Error,
     },
     /// The server could not be reached or refused the connection.
-    #[error("connecting to NATS at {url}: {source}")]
+    #[error("connecting to NATS at {url}")]
     Connect {
         /// The server URL(s), credentials redacted.
         url: String,
@@ -287,11 +313,12 @@ mod tests {
             let connect = NatsConnect::new("nats://app:urlpass-4@n1:4222,nats://tok-2@n2:4222")
                 .name("svc")
                 .auth(auth)
-                .tls(Tls {
-                    required: true,
-                    root_certificates: Some("/ca.pem".into()),
-                    client_certificate: Some(("/c.pem".into(), "/k.pem".into())),
-                });
+                .tls(
+                    Tls::default()
+                        .required()
+                        .root_certificates("/ca.pem")
+                        .client_certificate("/c.pem", "/k.pem"),
+                );
             let shown = format!("{connect:?} {connect:#?}");
             assert_hidden(&shown);
             assert!(shown.contains("app:<redacted>@n1"), "{shown}");
@@ -306,6 +333,10 @@ mod tests {
             .connect()
             .await
             .expect_err("nothing listens on port 1");
+        let cause = std::error::Error::source(&err)
+            .expect("a cause")
+            .to_string();
+        assert!(!err.to_string().contains(&cause), "{err} repeats {cause}");
         let mut shown = format!("{err} {err:?}");
         let mut source = std::error::Error::source(&err);
         while let Some(cause) = source {

@@ -37,7 +37,7 @@ pub enum NatsServerError {
         log: String,
     },
     /// A file, a port, a signal or a connection failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// What was being done.
         what: &'static str,
@@ -46,7 +46,7 @@ pub enum NatsServerError {
         source: std::io::Error,
     },
     /// The client could not connect.
-    #[error("connecting to the private nats-server: {0}")]
+    #[error("connecting to the private nats-server")]
     Connect(#[from] async_nats::ConnectError),
 }
 

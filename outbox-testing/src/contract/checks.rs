@@ -325,11 +325,7 @@ pub async fn a_retryable_failure_backs_off_and_holds_its_aggregate<
 >(
     (store, writer): (S, W),
 ) {
-    let policy = RetryPolicy {
-        max_attempts: 5,
-        initial_backoff: Duration::from_millis(400),
-        max_backoff: Duration::from_millis(400),
-    };
+    let policy = RetryPolicy::new(5, Duration::from_millis(400), Duration::from_millis(400));
     let a = writer.append("a", 2).await;
     let b = writer.append("b", 1).await;
     let batch = claim(&store, 10, LONG).await;
@@ -361,11 +357,7 @@ pub async fn a_dead_message_holds_its_aggregate_until_requeued<
 >(
     (store, writer): (S, W),
 ) {
-    let policy = RetryPolicy {
-        max_attempts: 1,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(1),
-    };
+    let policy = RetryPolicy::new(1, Duration::from_millis(1), Duration::from_millis(1));
     let a = writer.append("a", 2).await;
     let b = writer.append("b", 1).await;
     let batch = claim(&store, 10, LONG).await;
