@@ -66,10 +66,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Public dependencies
+//!
+//! Types of these crates appear in this crate's API; use the versions
+//! re-exported here (or the same major version) when you name them:
+//! [`chrono`] (`DateTime<Utc>` of envelopes, leases and stats),
+//! [`uuid`] (the ids: `MessageId::as_uuid`), [`serde_json`] (payloads,
+//! errors, schemas), `tokio_util` (the processor's `CancellationToken`,
+//! re-exported as [`tokio_util`]), `serde` (the derives' bounds), and with
+//! the feature `schema`, `schemars` ([`schema::schemars`]).
+//!
+//! # Semver
+//!
+//! Errors, selector enums and the structs with public fields that may
+//! grow are `#[non_exhaustive]`: match them with a wildcard arm, and build
+//! the structs with their constructors (`RetryPolicy::new(..)` and
+//! `with_*`, `LeaseOutcome::new`, `EventStats::new`, `PublishAck::new`, or
+//! `Default` and field assignment). Errors give their cause through
+//! `source()` and leave it out of their message: print the whole chain
+//! with [`ErrorChain`] (or `anyhow`'s `{:#}`).
+//!
 //! # Feature flags
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
+//! - `schema`: a lock on the wire contract ([`schema`]): the JSON Schema of
+//!   every registered (name, version) from `schemars::JsonSchema`, a lock
+//!   file, and a check that fails on incompatible changes.
 //! - `opentelemetry`: one OpenTelemetry trace from the request to the
 //!   handler (through `tracing-opentelemetry`): messages sealed inside a
 //!   span carry its context, the processor's `outbox.publish` span is its
@@ -132,6 +155,11 @@ pub use store::{
 };
 pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
+
+pub use chrono;
+pub use serde_json;
+pub use tokio_util;
+pub use uuid;
 
 /// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and
 /// registers the type for the [`EventRegistry`].
