@@ -71,10 +71,10 @@
 //! Types of these crates appear in this crate's API; use the versions
 //! re-exported here (or the same major version) when you name them:
 //! [`chrono`] (`DateTime<Utc>` of envelopes, leases and stats),
-//! [`uuid`] (the ids: `MessageId::as_uuid`), [`serde_json`] (payloads,
-//! errors, schemas), `tokio_util` (the processor's `CancellationToken`,
+//! [`uuid`] (the ids: `MessageId::as_uuid`), `serde_json` (payloads,
+//! errors, schemas: depend on serde_json 1), `tokio_util` (the processor's `CancellationToken`,
 //! re-exported as [`tokio_util`]), `serde` (the derives' bounds), and with
-//! the feature `schema`, `schemars` ([`schema::schemars`]).
+//! the feature `schema`, `schemars` (`outbox_core::schema::schemars`).
 //!
 //! # Semver
 //!
@@ -90,7 +90,7 @@
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
-//! - `schema`: a lock on the wire contract ([`schema`]): the JSON Schema of
+//! - `schema`: a lock on the wire contract (`outbox_core::schema`): the JSON Schema of
 //!   every registered (name, version) from `schemars::JsonSchema`, a lock
 //!   file, and a check that fails on incompatible changes.
 //! - `opentelemetry`: one OpenTelemetry trace from the request to the
@@ -157,7 +157,6 @@ pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
 
 pub use chrono;
-pub use serde_json;
 pub use tokio_util;
 pub use uuid;
 
@@ -257,8 +256,11 @@ pub mod __private {
     pub use crate::schema_probe::{HasSchema, NoSchema, SchemaProbe};
     pub use core::fmt::Display;
     pub use inventory;
-    pub use serde_json;
     pub use std::string::String;
+
+    /// The payload schema's type (an alias, so diagnostics keep naming
+    /// `serde_json` by its own path).
+    pub type JsonValue = serde_json::Value;
 
     /// The aggregate id `#[derive(AggregateRoot)]` returns: the id field's
     /// `Display`, so a missing impl is reported against the field's type.

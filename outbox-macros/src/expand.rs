@@ -78,7 +78,7 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
     // found without requiring it: see outbox-core's `schema_probe`.
     let registration = quote! {
         #registration.with_schema({
-            fn schema() -> ::core::option::Option<#krate::__private::serde_json::Value> {
+            fn schema() -> ::core::option::Option<#krate::__private::JsonValue> {
                 #[allow(unused_imports)]
                 use #krate::__private::{HasSchema as _, NoSchema as _};
                 (&#krate::__private::SchemaProbe::<#ident>::new()).schema()

@@ -62,9 +62,9 @@ pub use inbox::{Inbox, InboxFn, InboxFuture, InboxHandler, Processed};
 pub use outbox::{Outbox, TRANSACTION_ATTEMPTS};
 pub use outbox_core;
 pub use outbox_core::STANDALONE;
-pub use sea_orm;
 pub use repository::Repository;
 pub use schema::create_schema;
+pub use sea_orm;
 pub use store::{
     AggregateQueue, AggregateTypeStats, BlockedAggregate, DeadMessage, MessageState, Overview,
     STATS_EXACT_PENDING, SeaOrmOutboxStore, StoredMessage,

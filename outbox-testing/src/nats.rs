@@ -86,7 +86,10 @@ impl std::fmt::Debug for NatsServerBuilder {
             .field("binary", &self.binary)
             .field("config", &self.config)
             .field("args", &shown_args(&self.args))
-            .field("token", &self.token.as_ref().map(|_| outbox_core::redact::REDACTED))
+            .field(
+                "token",
+                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+            )
             .finish()
     }
 }
@@ -99,7 +102,10 @@ impl std::fmt::Debug for NatsServer {
             .field("dir", &self.dir)
             .field("config", &self.config)
             .field("args", &shown_args(&self.args))
-            .field("token", &self.token.as_ref().map(|_| outbox_core::redact::REDACTED))
+            .field(
+                "token",
+                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+            )
             .field("child", &self.child)
             .finish()
     }
@@ -425,6 +431,9 @@ mod redaction_tests {
         let builder = NatsServer::builder().token("s3cret-tok").arg("--debug");
         let shown = format!("{builder:?} {builder:#?}");
         assert!(!shown.contains("s3cret-tok"), "{shown}");
-        assert!(shown.contains("--auth") && shown.contains("--debug"), "{shown}");
+        assert!(
+            shown.contains("--auth") && shown.contains("--debug"),
+            "{shown}"
+        );
     }
 }
