@@ -218,13 +218,13 @@ pub(crate) fn parse(text: &str) -> Result<Output, BoxError> {
         match fields.first().copied() {
             Some("elapsed_us") => output.elapsed = Duration::from_micros(number(1)?),
             Some("report") => {
-                output.report = ProcessorReport {
-                    batches: number(1)?,
-                    published: number(2)?,
-                    failed: number(3)?,
-                    dead: number(4)?,
-                    released: number(5)?,
-                }
+                let mut report = ProcessorReport::default();
+                report.batches = number(1)?;
+                report.published = number(2)?;
+                report.failed = number(3)?;
+                report.dead = number(4)?;
+                report.released = number(5)?;
+                output.report = report;
             }
             Some("op") => output.ops.push(OpFigures {
                 name: fields.get(1).copied().unwrap_or("?").to_owned(),

@@ -104,11 +104,11 @@ mod tests {
     #[tokio::test]
     async fn a_rejected_payment_event_is_retried_after_its_backoff() -> TestResult {
         let publisher = FaultyPublisher::new(MemoryPublisher::new());
-        let outbox = TestOutbox::with_publisher(publisher.clone()).retry(RetryPolicy {
-            max_attempts: 3,
-            initial_backoff: Duration::from_secs(10),
-            max_backoff: Duration::from_secs(10),
-        });
+        let outbox = TestOutbox::with_publisher(publisher.clone()).retry(RetryPolicy::new(
+            3,
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+        ));
         publisher.reject(|m| m.event_name == "order.paid", PublishErrorKind::Rejected);
         place_and_pay(&outbox, "o-1", 1250)?;
         assert_eq!(outbox.drain().await?.len(), 1, "placed; paid backs off");

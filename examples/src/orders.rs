@@ -2,10 +2,11 @@
 //! knows about databases or brokers.
 
 use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An order was placed (version 2: totals in cents with a currency).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]
 #[event(name = "order.placed", version = 2, upcast_from = OrderPlacedV1)]
 pub struct OrderPlaced {
     /// The order.
@@ -20,7 +21,7 @@ pub struct OrderPlaced {
 
 /// The first version of `order.placed`, still found in old messages: whole
 /// euros, no currency.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]
 #[event(name = "order.placed", version = 1)]
 pub struct OrderPlacedV1 {
     /// The order.
@@ -43,7 +44,7 @@ impl From<OrderPlacedV1> for OrderPlaced {
 }
 
 /// An order was paid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]
 #[event(name = "order.paid")]
 pub struct OrderPaid {
     /// The order.
@@ -53,7 +54,7 @@ pub struct OrderPaid {
 }
 
 /// An order left the warehouse.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]
 #[event(name = "order.shipped")]
 pub struct OrderShipped {
     /// The order.
@@ -63,7 +64,7 @@ pub struct OrderShipped {
 }
 
 /// An order was cancelled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]
 #[event(name = "order.cancelled")]
 pub struct OrderCancelled {
     /// The order.

@@ -69,11 +69,11 @@ async fn metrics_and_health_over_http() {
         .processor(JetStreamPublisher::new(client, "/metrics-test"))
         .poll_interval(Duration::from_millis(100))
         .stats_interval(Some(Duration::from_millis(100)))
-        .retry(outbox_core::RetryPolicy {
-            max_attempts: 1000,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        })
+        .retry(outbox_core::RetryPolicy::new(
+            1000,
+            Duration::from_millis(50),
+            Duration::from_millis(200),
+        ))
         .build()
         .unwrap()
         .spawn();

@@ -6,13 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use outbox_core::redact::{REDACTED, redact_url};
 use outbox_nats::async_nats::jetstream;
 use outbox_nats::{Auth, NatsConnect, Tls};
 
 use crate::broker::BrokerError;
 
-/// Where NATS is and how to authenticate.
-#[derive(Debug, Args)]
+/// Where NATS is and how to authenticate. `Debug` hides the secrets.
+#[derive(Args)]
 pub(crate) struct NatsArgs {
     /// The NATS server(s), comma-separated.
     #[arg(long, env = "NATS_URL")]
@@ -56,6 +57,24 @@ pub(crate) struct NatsArgs {
     nats_key: Option<PathBuf>,
 }
 
+impl std::fmt::Debug for NatsArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |secret: &Option<String>| secret.as_ref().map(|_| REDACTED);
+        f.debug_struct("NatsArgs")
+            .field("nats_url", &self.nats_url.as_deref().map(redact_url))
+            .field("nats_creds", &self.nats_creds)
+            .field("nats_nkey", &hidden(&self.nats_nkey))
+            .field("nats_token", &hidden(&self.nats_token))
+            .field("nats_user", &self.nats_user)
+            .field("nats_password", &hidden(&self.nats_password))
+            .field("nats_tls", &self.nats_tls)
+            .field("nats_ca", &self.nats_ca)
+            .field("nats_cert", &self.nats_cert)
+            .field("nats_key", &self.nats_key)
+            .finish()
+    }
+}
+
 impl NatsArgs {
     /// Connects (one attempt, 5 s at most) and returns JetStream.
     pub(crate) async fn jetstream(&self) -> Result<jetstream::Context, BrokerError> {
@@ -77,11 +96,16 @@ impl NatsArgs {
         } else {
             Auth::None
         };
-        let tls = Tls {
-            required: self.nats_tls,
-            root_certificates: self.nats_ca.clone(),
-            client_certificate: self.nats_cert.clone().zip(self.nats_key.clone()),
-        };
+        let mut tls = Tls::default();
+        if self.nats_tls {
+            tls = tls.required();
+        }
+        if let Some(ca) = &self.nats_ca {
+            tls = tls.root_certificates(ca);
+        }
+        if let (Some(cert), Some(key)) = (&self.nats_cert, &self.nats_key) {
+            tls = tls.client_certificate(cert, key);
+        }
         let client = NatsConnect::new(url)
             .name("outbox-cli")
             .auth(auth)

@@ -212,6 +212,8 @@ fn discrepancy_json(discrepancy: &Discrepancy) -> serde_json::Value {
             "sequence": row.sequence, "attempts": row.attempts,
             "age_seconds": row.age.as_secs(),
         }),
+        // A kind newer than this tool: its kind and text only.
+        _ => json!({}),
     };
     let mut value = json!({ "kind": discrepancy.kind(), "text": discrepancy.to_string() });
     if let (Some(target), serde_json::Value::Object(fields)) = (value.as_object_mut(), details) {

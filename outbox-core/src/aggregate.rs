@@ -210,6 +210,7 @@ pub trait AggregateRoot {
 /// # Ok::<(), outbox_core::RecordError>(())
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AggregateChanges {
     /// The aggregate type.
     pub aggregate_type: &'static str,

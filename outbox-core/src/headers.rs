@@ -29,6 +29,7 @@ pub struct Headers(BTreeMap<String, String>);
 
 /// A header that cannot be carried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InvalidHeader {
     /// The name is empty or has characters NATS headers do not allow.
     #[error("header name `{0}` must be non-empty printable ASCII without `:` or whitespace")]

@@ -66,10 +66,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Public dependencies
+//!
+//! Types of these crates appear in this crate's API; use the versions
+//! re-exported here (or the same major version) when you name them:
+//! [`chrono`] (`DateTime<Utc>` of envelopes, leases and stats),
+//! [`uuid`] (the ids: `MessageId::as_uuid`), `serde_json` (payloads,
+//! errors, schemas: depend on serde_json 1), `tokio_util` (the processor's `CancellationToken`,
+//! re-exported as [`tokio_util`]), `serde` (the derives' bounds), and with
+//! the feature `schema`, `schemars` (`outbox_core::schema::schemars`).
+//!
+//! # Semver
+//!
+//! Errors, selector enums and the structs with public fields that may
+//! grow are `#[non_exhaustive]`: match them with a wildcard arm, and build
+//! the structs with their constructors (`RetryPolicy::new(..)` and
+//! `with_*`, `LeaseOutcome::new`, `EventStats::new`, `PublishAck::new`, or
+//! `Default` and field assignment). Errors give their cause through
+//! `source()` and leave it out of their message: print the whole chain
+//! with [`ErrorChain`] (or `anyhow`'s `{:#}`).
+//!
 //! # Feature flags
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
+//! - `schema`: a lock on the wire contract (`outbox_core::schema`): the JSON Schema of
+//!   every registered (name, version) from `schemars::JsonSchema`, a lock
+//!   file, and a check that fails on incompatible changes.
 //! - `opentelemetry`: one OpenTelemetry trace from the request to the
 //!   handler (through `tracing-opentelemetry`): messages sealed inside a
 //!   span carry its context, the processor's `outbox.publish` span is its
@@ -80,6 +103,7 @@ mod applied;
 pub mod backoff;
 mod context;
 mod delivery;
+mod error_chain;
 mod event;
 mod handler_error;
 mod headers;
@@ -93,7 +117,11 @@ mod payload;
 mod pending;
 pub mod processor;
 pub mod publisher;
+pub mod redact;
 mod registry;
+#[cfg(feature = "schema")]
+pub mod schema;
+mod schema_probe;
 pub mod store;
 mod subject;
 mod trace;
@@ -104,6 +132,7 @@ pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use context::MessageContext;
 pub use delivery::Delivery;
+pub use error_chain::ErrorChain;
 pub use event::IntegrationEvent;
 pub use handler_error::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
@@ -126,6 +155,10 @@ pub use store::{
 };
 pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
+
+pub use chrono;
+pub use tokio_util;
+pub use uuid;
 
 /// `#[derive(IntegrationEvent)]`: implements [`IntegrationEvent`] and
 /// registers the type for the [`EventRegistry`].
@@ -220,9 +253,14 @@ pub use outbox_macros::AggregateRoot;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registry::EventRegistration;
+    pub use crate::schema_probe::{HasSchema, NoSchema, SchemaProbe};
     pub use core::fmt::Display;
     pub use inventory;
     pub use std::string::String;
+
+    /// The payload schema's type (an alias, so diagnostics keep naming
+    /// `serde_json` by its own path).
+    pub type JsonValue = serde_json::Value;
 
     /// The aggregate id `#[derive(AggregateRoot)]` returns: the id field's
     /// `Display`, so a missing impl is reported against the field's type.

@@ -13,6 +13,7 @@ pub const MAX_SUBJECT_LEN: usize = rules::MAX_SUBJECT_LEN;
 
 /// What kind of identifier failed validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NameKind {
     /// An event's wire name, e.g. `order.placed`.
     EventName,
@@ -35,6 +36,7 @@ impl fmt::Display for NameKind {
 /// An event name or subject that breaks the naming rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} `{value}` {reason}")]
+#[non_exhaustive]
 pub struct InvalidName {
     /// What was being validated.
     pub kind: NameKind,

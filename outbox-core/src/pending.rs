@@ -42,9 +42,10 @@ pub struct PendingMessage {
 
 /// Why an event could not be recorded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// serde could not serialize the event.
-    #[error("cannot serialize `{event_name}` v{event_version} ({rust_type}): {source}")]
+    #[error("cannot serialize `{event_name}` v{event_version} ({rust_type})")]
     Serialize {
         /// The event's wire name.
         event_name: &'static str,

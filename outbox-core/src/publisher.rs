@@ -12,6 +12,7 @@ use crate::message::OutboxMessage;
 
 /// The broker's acknowledgement of one message.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PublishAck {
     /// Where the broker stored it (the JetStream stream sequence), if known.
     pub stream_sequence: Option<u64>,
@@ -20,8 +21,20 @@ pub struct PublishAck {
     pub duplicate: bool,
 }
 
+impl PublishAck {
+    /// An ack at `stream_sequence` (if known); `duplicate` when the broker
+    /// had the message id already.
+    pub fn new(stream_sequence: Option<u64>, duplicate: bool) -> Self {
+        Self {
+            stream_sequence,
+            duplicate,
+        }
+    }
+}
+
 /// Why a publish failed, which decides what the processor does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PublishErrorKind {
     /// The broker is unreachable, slow or not ready (disconnected, timed
     /// out, no responders while reconnecting). Nothing is wrong with the

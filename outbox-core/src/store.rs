@@ -101,6 +101,7 @@ pub struct Failure {
     derive(serde::Deserialize, serde::Serialize),
     serde(default, deny_unknown_fields)
 )]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts after which a retryable failure goes to `dead` (default 10).
     pub max_attempts: u32,
@@ -112,6 +113,39 @@ pub struct RetryPolicy {
     /// Longest backoff (default 5 min).
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// A policy of `max_attempts`, backing off from `initial_backoff`
+    /// (doubling) up to `max_backoff`.
+    pub fn new(max_attempts: u32, initial_backoff: Duration, max_backoff: Duration) -> Self {
+        Self {
+            max_attempts,
+            initial_backoff,
+            max_backoff,
+        }
+    }
+
+    /// The same with `max_attempts`.
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The same with `initial_backoff`.
+    #[must_use]
+    pub fn with_initial_backoff(mut self, initial_backoff: Duration) -> Self {
+        self.initial_backoff = initial_backoff;
+        self
+    }
+
+    /// The same with `max_backoff`.
+    #[must_use]
+    pub fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
+        self.max_backoff = max_backoff;
+        self
+    }
 }
 
 impl Default for RetryPolicy {
@@ -126,6 +160,7 @@ impl Default for RetryPolicy {
 
 /// What an operation on leased rows did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseOutcome {
     /// Rows changed.
     pub applied: u64,
@@ -134,8 +169,16 @@ pub struct LeaseOutcome {
     pub stale: u64,
 }
 
+impl LeaseOutcome {
+    /// `applied` rows changed, `stale` rows no longer under the token.
+    pub fn new(applied: u64, stale: u64) -> Self {
+        Self { applied, stale }
+    }
+}
+
 /// Which dead messages to put back to pending.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DeadSelector {
     /// These messages.
     Ids(Vec<MessageId>),
@@ -173,11 +216,13 @@ impl SkipNote {
     }
 }
 
-/// Counts for dashboards and alarms. Cheap to compute however many rows
+/// Counts for dashboards and alarms (a store builds them from
+/// `OutboxStats::default()`, setting the fields). Cheap to compute however many rows
 /// the table holds: a store counts a bounded number of pending rows exactly
 /// (the oldest first) and estimates past them, never reads published rows,
 /// and finds the oldest pending message through an index.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct OutboxStats {
     /// Messages waiting to be published (leased or not); an estimate when
     /// [`pending_is_estimate`](Self::pending_is_estimate) is set.
@@ -198,6 +243,7 @@ pub struct OutboxStats {
 
 /// Counts of one event name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EventStats {
     /// The event name.
     pub event_name: String,
@@ -205,6 +251,17 @@ pub struct EventStats {
     pub pending: u64,
     /// Dead messages.
     pub dead: u64,
+}
+
+impl EventStats {
+    /// The counts of `event_name`.
+    pub fn new(event_name: impl Into<String>, pending: u64, dead: u64) -> Self {
+        Self {
+            event_name: event_name.into(),
+            pending,
+            dead,
+        }
+    }
 }
 
 /// A store operation failed (the database is unreachable, a statement was

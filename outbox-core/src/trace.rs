@@ -27,6 +27,7 @@ pub struct TraceParent(String);
 /// A `traceparent` value that does not follow the W3C format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid traceparent `{value}`: {reason}")]
+#[non_exhaustive]
 pub struct InvalidTraceParent {
     /// The rejected value.
     pub value: String,

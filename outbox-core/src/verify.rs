@@ -92,6 +92,7 @@ pub struct StalePending {
 
 /// One way the table and the stream disagree.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Discrepancy {
     /// A row is marked published but its message is not in the stream
     /// (deleted, purged by the stream's limits, or lost by the server).
@@ -214,6 +215,7 @@ fn join(values: &[u64]) -> String {
 
 /// What a reconciliation checked and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Reconciliation {
     /// Published rows checked against the stream.
     pub rows_checked: u64,

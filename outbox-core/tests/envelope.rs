@@ -219,7 +219,8 @@ fn a_serialization_error_surfaces_at_record() {
     };
     assert_eq!((*event_name, *event_version), ("order.unserializable", 1));
     assert!(rust_type.ends_with("Unserializable"));
-    assert!(err.to_string().contains("key must be a string"), "{err}");
+    let chain = outbox_core::ErrorChain(&err).to_string();
+    assert!(chain.contains("key must be a string"), "{chain}");
     assert!(order.events().pending().is_empty(), "nothing half-recorded");
 }
 
@@ -322,10 +323,11 @@ fn wire_decoding_reports_what_is_wrong() {
         if let Some(pair) = replace {
             pairs.push(pair);
         }
-        wire::decode(&message.subject, pairs, payload)
+        let err = wire::decode(&message.subject, pairs, payload)
             .map(|_| ())
-            .unwrap_err()
-            .to_string()
+            .unwrap_err();
+        // The message and its cause, as a log line shows them.
+        outbox_core::ErrorChain(&err).to_string()
     };
     let body = message.payload.as_bytes();
     assert_eq!(

@@ -73,6 +73,19 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
             (registration, checks)
         }
     };
+    // The payload's JSON Schema when the type implements
+    // `schemars::JsonSchema` (and outbox-core's feature `schema` is on),
+    // found without requiring it: see outbox-core's `schema_probe`.
+    let registration = quote! {
+        #registration.with_schema({
+            fn schema() -> ::core::option::Option<#krate::__private::JsonValue> {
+                #[allow(unused_imports)]
+                use #krate::__private::{HasSchema as _, NoSchema as _};
+                (&#krate::__private::SchemaProbe::<#ident>::new()).schema()
+            }
+            schema
+        })
+    };
     let impl_header = quote_spanned! {ident.span()=>
         impl #krate::IntegrationEvent for #ident
     };

@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions, Event};
+use outbox_core::redact::{REDACTED, redact_url};
 
-/// How to authenticate.
-#[derive(Debug, Clone, Default)]
+/// How to authenticate. Its `Debug` output hides the nkey seed, the token
+/// and the password (`"<redacted>"`).
+#[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Auth {
     /// No credentials (default).
     #[default]
@@ -27,9 +30,26 @@ pub enum Auth {
     },
 }
 
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::CredentialsFile(path) => f.debug_tuple("CredentialsFile").field(path).finish(),
+            Auth::NKey(_) => f.debug_tuple("NKey").field(&REDACTED).finish(),
+            Auth::Token(_) => f.debug_tuple("Token").field(&REDACTED).finish(),
+            Auth::UserPassword { user, password: _ } => f
+                .debug_struct("UserPassword")
+                .field("user", user)
+                .field("password", &REDACTED)
+                .finish(),
+        }
+    }
+}
+
 /// TLS settings. The server's certificate is verified against the system
 /// roots plus `root_certificates`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Tls {
     /// Require TLS even if the server does not ask for it.
     pub required: bool,
@@ -51,7 +71,11 @@ pub struct Tls {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output hides the secrets of its [`Auth`] and the password
+/// or token of its URL (`nats://user:<redacted>@host`), and so does
+/// [`ConnectError`]'s message.
+#[derive(Clone)]
 pub struct NatsConnect {
     url: String,
     name: Option<String>,
@@ -61,15 +85,52 @@ pub struct NatsConnect {
     retry_initial_connect: bool,
 }
 
+impl Tls {
+    /// TLS required, even if the server does not ask for it.
+    #[must_use]
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
+    /// Extra CA certificates (PEM) to verify the server with.
+    #[must_use]
+    pub fn root_certificates(mut self, path: impl Into<PathBuf>) -> Self {
+        self.root_certificates = Some(path.into());
+        self
+    }
+
+    /// A client certificate and its key (PEM), for mutual TLS.
+    #[must_use]
+    pub fn client_certificate(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_certificate = Some((cert.into(), key.into()));
+        self
+    }
+}
+
+impl std::fmt::Debug for NatsConnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConnect")
+            .field("url", &redact_url(&self.url))
+            .field("name", &self.name)
+            .field("auth", &self.auth)
+            .field("tls", &self.tls)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("retry_initial_connect", &self.retry_initial_connect)
+            .finish()
+    }
+}
+
 /// The connection timeout [`NatsConnect::connect`] uses unless told
 /// otherwise.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connecting failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The credentials file could not be read.
-    #[error("reading NATS credentials file {path}: {source}")]
+    #[error("reading NATS credentials file {path}")]
     Credentials {
         /// The file.
         path: PathBuf,
@@ -78,9 +139,9 @@ pub enum ConnectError {
         source: std::io::Error,
     },
     /// The server could not be reached or refused the connection.
-    #[error("connecting to NATS at {url}: {source}")]
+    #[error("connecting to NATS at {url}")]
     Connect {
-        /// The server URL(s).
+        /// The server URL(s), credentials redacted.
         url: String,
         /// The cause.
         #[source]
@@ -203,7 +264,7 @@ impl NatsConnect {
             .connect(self.url.as_str())
             .await
             .map_err(|source| ConnectError::Connect {
-                url: self.url.clone(),
+                url: redact_url(&self.url),
                 source,
             })
     }
@@ -215,5 +276,74 @@ fn log_event(event: &Event) {
         Event::Disconnected => tracing::warn!("NATS disconnected; reconnecting"),
         Event::Closed => tracing::warn!("NATS connection closed"),
         other => tracing::debug!(event = %other, "NATS event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRETS: [&str; 4] = ["pass-1", "tok-2", "SUSEED3", "urlpass-4"];
+
+    fn assert_hidden(shown: &str) {
+        for secret in SECRETS {
+            assert!(!shown.contains(secret), "{secret} shown in {shown}");
+        }
+    }
+
+    fn every_auth() -> [Auth; 5] {
+        [
+            Auth::None,
+            Auth::CredentialsFile("/etc/nats/app.creds".into()),
+            Auth::NKey("SUSEED3".into()),
+            Auth::Token("tok-2".into()),
+            Auth::UserPassword {
+                user: "app".into(),
+                password: "pass-1".into(),
+            },
+        ]
+    }
+
+    /// `Debug` of every connection setting, and the message of a failed
+    /// connection, show no token, password, nkey seed or URL password.
+    #[test]
+    fn settings_show_no_secret() {
+        for auth in every_auth() {
+            assert_hidden(&format!("{auth:?} {auth:#?}"));
+            let connect = NatsConnect::new("nats://app:urlpass-4@n1:4222,nats://tok-2@n2:4222")
+                .name("svc")
+                .auth(auth)
+                .tls(
+                    Tls::default()
+                        .required()
+                        .root_certificates("/ca.pem")
+                        .client_certificate("/c.pem", "/k.pem"),
+                );
+            let shown = format!("{connect:?} {connect:#?}");
+            assert_hidden(&shown);
+            assert!(shown.contains("app:<redacted>@n1"), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_connection_names_no_secret() {
+        let err = NatsConnect::new("nats://app:urlpass-4@127.0.0.1:1")
+            .auth(Auth::Token("tok-2".into()))
+            .connection_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .expect_err("nothing listens on port 1");
+        let cause = std::error::Error::source(&err)
+            .expect("a cause")
+            .to_string();
+        assert!(!err.to_string().contains(&cause), "{err} repeats {cause}");
+        let mut shown = format!("{err} {err:?}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            shown.push_str(&format!(" {cause} {cause:?}"));
+            source = cause.source();
+        }
+        assert_hidden(&shown);
+        assert!(shown.contains("app:<redacted>@127.0.0.1:1"), "{shown}");
     }
 }

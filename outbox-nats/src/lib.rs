@@ -22,6 +22,19 @@
 //! the OpenTelemetry child of the message's `traceparent` (see
 //! [`subscriber`], "Tracing and metrics").
 //!
+//! # Public dependencies
+//!
+//! [`async_nats`] (the `Client`, `jetstream::Context`, `ConnectOptions`,
+//! connection and JetStream errors) and [`outbox_core`] appear in this
+//! crate's API and are re-exported: depend on the same async-nats minor
+//! version (0.51), or name it as `outbox_nats::async_nats`.
+//!
+//! # Secrets
+//!
+//! [`Auth`] and [`NatsConnect`] print `<redacted>` in place of tokens,
+//! passwords, nkey seeds and URL passwords, and [`ConnectError`] names the
+//! server without them: they are safe to log.
+//!
 //! # Durability of an ack
 //!
 //! A JetStream ack means the server has the message. On nats-server 2.9 a

@@ -317,12 +317,9 @@ impl JetStreamPublisher {
             .iter()
             .take(stored)
             .map(|ack| {
-                Ok(ack
-                    .as_ref()
-                    .map_or(PublishAck::default(), |ack| PublishAck {
-                        stream_sequence: Some(ack.sequence),
-                        duplicate: ack.duplicate,
-                    }))
+                Ok(ack.as_ref().map_or(PublishAck::default(), |ack| {
+                    PublishAck::new(Some(ack.sequence), ack.duplicate)
+                }))
             })
             .collect();
         let Some(next) = run.get(stored) else {
@@ -358,10 +355,7 @@ impl Publisher for JetStreamPublisher {
             Err(err) => return Err(self.classify(message, err, false).await),
         };
         match self.acked(pending).await {
-            Ok(ack) => Ok(PublishAck {
-                stream_sequence: Some(ack.sequence),
-                duplicate: ack.duplicate,
-            }),
+            Ok(ack) => Ok(PublishAck::new(Some(ack.sequence), ack.duplicate)),
             Err(err) => Err(self.classify(message, err, true).await),
         }
     }

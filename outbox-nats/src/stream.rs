@@ -326,6 +326,7 @@ impl std::fmt::Display for StreamDifference {
 
 /// The stream could not be created or does not fit.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StreamError {
     /// The stream exists but does not capture every configured subject.
     #[error("stream `{stream}` does not capture {missing:?} (it captures {actual:?})")]
@@ -354,7 +355,7 @@ pub enum StreamError {
     #[error("JetStream is not enabled on the server: {0}")]
     JetStreamUnavailable(String),
     /// A JetStream API request failed.
-    #[error("JetStream request about stream `{stream}` failed: {source}")]
+    #[error("JetStream request about stream `{stream}` failed")]
     Request {
         /// The stream.
         stream: String,

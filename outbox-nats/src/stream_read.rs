@@ -21,6 +21,7 @@ const NEXT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reading a stream failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// No stream of that name.
     #[error("stream `{stream}` does not exist")]
@@ -37,7 +38,7 @@ pub enum ReadError {
         sequence: u64,
     },
     /// A JetStream request failed.
-    #[error("reading stream `{stream}`: {source}")]
+    #[error("reading stream `{stream}`")]
     Request {
         /// The stream.
         stream: String,

@@ -63,6 +63,7 @@ impl std::fmt::Display for TableName {
     derive(serde::Deserialize, serde::Serialize),
     serde(rename_all = "snake_case")
 )]
+#[non_exhaustive]
 pub enum Retention {
     /// Keep the row as `published`, with its stream sequence and time, until
     /// [`purge_published`](outbox_core::OutboxStore::purge_published) removes

@@ -5,6 +5,7 @@ use outbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
 
 /// What went wrong while writing to, or reading from, the outbox.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OutboxError {
     /// The database refused or failed; nothing of the unit of work was committed.
     #[error("database: {0}")]

@@ -28,6 +28,14 @@
 //!
 //! Supported backends: PostgreSQL 12+, MariaDB 10.6+ / MySQL 8.0.1+ (for
 //! `SKIP LOCKED`), SQLite 3.35+ (for `RETURNING`).
+//!
+//! # Public dependencies
+//!
+//! [`sea_orm`] (connections, transactions, entities, `DbErr` in
+//! [`OutboxError`]) and [`outbox_core`] appear in this crate's API and are
+//! re-exported: depend on the same SeaORM major version (2), or name it as
+//! `outbox_sea_orm::sea_orm`. `chrono` and `uuid` come through
+//! `outbox_core::{chrono, uuid}`.
 
 mod aggregate_entity;
 mod config;
@@ -56,6 +64,7 @@ pub use outbox_core;
 pub use outbox_core::STANDALONE;
 pub use repository::Repository;
 pub use schema::create_schema;
+pub use sea_orm;
 pub use store::{
     AggregateQueue, AggregateTypeStats, BlockedAggregate, DeadMessage, MessageState, Overview,
     STATS_EXACT_PENDING, SeaOrmOutboxStore, StoredMessage,

@@ -116,7 +116,7 @@ impl Outbox {
             };
             match result {
                 Err(err) if err.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
-                    tracing::debug!(attempt, error = %err, "outbox unit of work retried");
+                    tracing::debug!(attempt, error = %outbox_core::ErrorChain(&err), "outbox unit of work retried");
                     // Jittered, so contenders drift apart.
                     tokio::time::sleep(pause.next_pause()).await;
                     attempt += 1;

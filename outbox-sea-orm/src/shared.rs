@@ -56,7 +56,7 @@ impl Shared {
         };
         if let Err(err) = self.store().release(refused.token, &refused.ids).await {
             tracing::warn!(
-                error = %err, messages = refused.ids.len(),
+                error = %outbox_core::ErrorChain(&err), messages = refused.ids.len(),
                 "outbox release after the processor stopped failed; the messages wait for their lease"
             );
         }

@@ -192,7 +192,7 @@ impl<P: Publisher + Clone> TestOutbox<P> {
         handle
             .shutdown()
             .await
-            .map_err(|err| DrainError::Processor(err.to_string()))?;
+            .map_err(|err| DrainError::Processor(outbox_core::ErrorChain(&err).to_string()))?;
         Ok(self
             .store
             .published()

@@ -22,6 +22,11 @@
 //! - Handlers are tested with a `Delivery` built in memory:
 //!   `Delivery::new(message).with_delivery_count(2)` is a redelivery.
 //!
+//! Public dependencies: [`outbox_core`] (its types are this kit's API), and
+//! with the feature `nats-server`, `async-nats` (`NatsServer::connect`
+//! returns its `Client`): use the versions `outbox_core` and
+//! `outbox_nats::async_nats` re-export.
+//!
 //! ```
 //! # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RetryPolicy};
 //! # use serde::{Deserialize, Serialize};

@@ -125,17 +125,11 @@ impl Publisher for MemoryPublisher {
         let mut broker = self.broker();
         broker.publishes += 1;
         if let Some(&sequence) = broker.sequences.get(&message.id) {
-            return Ok(PublishAck {
-                stream_sequence: Some(sequence),
-                duplicate: true,
-            });
+            return Ok(PublishAck::new(Some(sequence), true));
         }
         broker.stored.push(message.clone());
         let sequence = broker.stored.len() as u64;
         broker.sequences.insert(message.id, sequence);
-        Ok(PublishAck {
-            stream_sequence: Some(sequence),
-            duplicate: false,
-        })
+        Ok(PublishAck::new(Some(sequence), false))
     }
 }

@@ -39,7 +39,7 @@ pub enum NatsServerError {
         log: String,
     },
     /// A file, a port, a signal or a connection failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// What was being done.
         what: &'static str,
@@ -48,7 +48,7 @@ pub enum NatsServerError {
         source: std::io::Error,
     },
     /// The client could not connect.
-    #[error("connecting to the private nats-server: {0}")]
+    #[error("connecting to the private nats-server")]
     Connect(#[from] async_nats::ConnectError),
 }
 
@@ -57,7 +57,8 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> NatsServerError {
 }
 
 /// Options of a [`NatsServer`] beyond JetStream, its port and its store.
-#[derive(Debug, Default, Clone)]
+/// `Debug` hides the token.
+#[derive(Default, Clone)]
 pub struct NatsServerBuilder {
     binary: Option<String>,
     config: Option<String>,
@@ -66,6 +67,53 @@ pub struct NatsServerBuilder {
     /// Start-up ends when the port answers, not JetStream (a cluster node's
     /// JetStream answers only once a quorum of nodes runs).
     port_only: bool,
+}
+
+/// `args` with the value of `--auth` (the token) redacted.
+fn shown_args(args: &[String]) -> Vec<&str> {
+    let mut after_auth = false;
+    args.iter()
+        .map(|arg| {
+            let shown = if after_auth {
+                outbox_core::redact::REDACTED
+            } else {
+                arg.as_str()
+            };
+            after_auth = arg == "--auth";
+            shown
+        })
+        .collect()
+}
+
+impl std::fmt::Debug for NatsServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsServerBuilder")
+            .field("binary", &self.binary)
+            .field("config", &self.config)
+            .field("args", &shown_args(&self.args))
+            .field(
+                "token",
+                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+            )
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for NatsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsServer")
+            .field("binary", &self.binary)
+            .field("port", &self.port)
+            .field("dir", &self.dir)
+            .field("config", &self.config)
+            .field("args", &shown_args(&self.args))
+            .field(
+                "token",
+                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+            )
+            .field("child", &self.child)
+            .finish()
+    }
 }
 
 impl NatsServerBuilder {
@@ -154,7 +202,6 @@ impl NatsServerBuilder {
 /// server.restart().await?;              // same port, same store
 /// # drop(client); Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct NatsServer {
     binary: String,
     port: u16,
@@ -394,4 +441,20 @@ pub(crate) fn free_port() -> Result<u16, NatsServerError> {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .map_err(io("finding a free port"))
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::NatsServer;
+
+    #[test]
+    fn the_builder_shows_no_token() {
+        let builder = NatsServer::builder().token("s3cret-tok").arg("--debug");
+        let shown = format!("{builder:?} {builder:#?}");
+        assert!(!shown.contains("s3cret-tok"), "{shown}");
+        assert!(
+            shown.contains("--auth") && shown.contains("--debug"),
+            "{shown}"
+        );
+    }
 }

@@ -8,6 +8,7 @@ use outbox_core::{MessageId, OutboxMessage};
 /// a gap between consecutive ones.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{aggregate_type} {aggregate_id}: #{sequence} (message {id}) was stored after #{previous}")]
+#[non_exhaustive]
 pub struct OrderViolation {
     /// The aggregate type.
     pub aggregate_type: String,

@@ -37,7 +37,13 @@ pub(crate) fn events_of<E: IntegrationEvent>(
     let registry = EventRegistry::builder()
         .register::<E>()
         .build()
-        .unwrap_or_else(|err| panic!("{} cannot be registered: {err}", E::NAME));
+        .unwrap_or_else(|err| {
+            panic!(
+                "{} cannot be registered: {}",
+                E::NAME,
+                outbox_core::ErrorChain(&err)
+            )
+        });
     messages
         .into_iter()
         .filter(|message| message.event_name == E::NAME)
@@ -46,9 +52,10 @@ pub(crate) fn events_of<E: IntegrationEvent>(
                 .decode_message::<E>(&message)
                 .unwrap_or_else(|err| {
                     panic!(
-                        "message {} does not decode into {}: {err}",
+                        "message {} does not decode into {}: {}",
                         message.id,
-                        E::NAME
+                        E::NAME,
+                        outbox_core::ErrorChain(&err)
                     )
                 });
             PublishedEvent { event, message }

@@ -34,11 +34,11 @@ async fn a_drain_publishes_every_aggregate_in_order() {
 #[tokio::test]
 async fn a_rejected_message_backs_off_on_the_test_clock_and_holds_its_aggregate() {
     let publisher = FaultyPublisher::new(MemoryPublisher::new());
-    let outbox = TestOutbox::with_publisher(publisher.clone()).retry(RetryPolicy {
-        max_attempts: 5,
-        initial_backoff: Duration::from_secs(60),
-        max_backoff: Duration::from_secs(60),
-    });
+    let outbox = TestOutbox::with_publisher(publisher.clone()).retry(RetryPolicy::new(
+        5,
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    ));
     let mut a = Order::place("a", 1).unwrap();
     a.amend(2).unwrap();
     outbox.save(&mut a).unwrap();

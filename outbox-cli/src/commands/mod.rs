@@ -35,8 +35,8 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Where the outbox is.
-#[derive(Debug, Args)]
+/// Where the outbox is. `Debug` hides the database URL's password.
+#[derive(Args)]
 pub(crate) struct Target {
     /// The database (postgres://, mysql://, sqlite://).
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
@@ -60,6 +60,23 @@ pub(crate) struct Target {
     /// Print JSON instead of text (read commands).
     #[arg(long, global = true)]
     pub(crate) json: bool,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field(
+                "database_url",
+                &self
+                    .database_url
+                    .as_deref()
+                    .map(outbox_core::redact::redact_url),
+            )
+            .field("table", &self.table)
+            .field("inbox_table", &self.inbox_table)
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 /// What to do.
@@ -264,4 +281,42 @@ async fn connect(url: &str) -> Result<sea_orm::DatabaseConnection, CliError> {
     sea_orm::Database::connect(options)
         .await
         .map_err(CliError::Connect)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// `Debug` of the parsed command line (what a `dbg!` or a log of it
+    /// prints) shows none of the secrets it was given.
+    #[test]
+    fn debug_output_shows_no_secret() {
+        const SECRETS: [&str; 4] = ["db-pass-1", "nats-pass-2", "nats-tok-3", "SUANKEYSEED4"];
+        let base = [
+            "outbox",
+            "--database-url",
+            "postgres://app:db-pass-1@db:5432/app",
+            "verify",
+            "--stream",
+            "EVENTS",
+            "--nats-url",
+            "nats://u:nats-pass-2@n1:4222,nats://nats-tok-3@n2:4222",
+        ];
+        let variants: [&[&str]; 3] = [
+            &["--nats-user", "u", "--nats-password", "nats-pass-2"],
+            &["--nats-token", "nats-tok-3"],
+            &["--nats-nkey", "SUANKEYSEED4"],
+        ];
+        for extra in variants {
+            let args = base.iter().chain(extra).copied();
+            let cli = Cli::try_parse_from(args).expect("the arguments parse");
+            let shown = format!("{cli:?} {cli:#?}");
+            for secret in SECRETS {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
+    }
 }

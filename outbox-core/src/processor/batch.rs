@@ -265,7 +265,9 @@ async fn keep_renewed<S: OutboxStore, P: Publisher>(
                 return;
             }
             // The old lease still holds until `valid_until`.
-            Err(err) => tracing::warn!(%token, error = %err, "outbox lease renewal failed"),
+            Err(err) => {
+                tracing::warn!(%token, error = %crate::ErrorChain(&err), "outbox lease renewal failed")
+            }
         }
     }
 }
@@ -358,7 +360,7 @@ async fn publish_chain<S: OutboxStore, P: Publisher>(
                 }
                 Err(err) if err.kind() == PublishErrorKind::Unavailable => {
                     if !unavailable.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                        tracing::warn!(error = %err, "outbox broker unavailable; pausing");
+                        tracing::warn!(error = %crate::ErrorChain(&err), "outbox broker unavailable; pausing");
                     }
                     stop.cancel();
                     return release_from(index);
@@ -431,13 +433,13 @@ fn record_failure<S: OutboxStore, P: Publisher>(
         ::metrics::counter!(metrics::DEAD).increment(1);
         tracing::error!(
             message_id = %message.id, event = %message.event_name,
-            attempts = claimed.attempts + 1, error = %err,
+            attempts = claimed.attempts + 1, error = %crate::ErrorChain(&err),
             "outbox message is dead"
         );
     } else {
         tracing::warn!(
             message_id = %message.id, event = %message.event_name,
-            attempts = claimed.attempts + 1, error = %err,
+            attempts = claimed.attempts + 1, error = %crate::ErrorChain(&err),
             "outbox publish rejected; will retry"
         );
     }
@@ -522,11 +524,11 @@ where
                 return;
             }
             Err(err) if abort.is_cancelled() => {
-                tracing::error!(error = %err, what, "outbox settlement failed at the shutdown deadline; the lease will run out and the batch be claimed again");
+                tracing::error!(error = %crate::ErrorChain(&err), what, "outbox settlement failed at the shutdown deadline; the lease will run out and the batch be claimed again");
                 return;
             }
             Err(err) => {
-                tracing::warn!(error = %err, attempt, what, "outbox settlement failed; retrying");
+                tracing::warn!(error = %crate::ErrorChain(&err), attempt, what, "outbox settlement failed; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(pause.next_pause()) => {}
                     () = abort.cancelled() => {}
@@ -552,10 +554,7 @@ mod tests {
             if attempt <= failures {
                 Err(StoreError::msg("connection refused"))
             } else {
-                Ok(LeaseOutcome {
-                    applied: 1,
-                    stale: 0,
-                })
+                Ok(LeaseOutcome::new(1, 0))
             }
         }
     }

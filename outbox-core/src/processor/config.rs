@@ -24,6 +24,7 @@ pub(crate) const LEASE_MARGIN_DIVISOR: u32 = 5;
 /// module's `BuildError`; the subscriber's is `outbox_nats::subscriber::BuildError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
+#[non_exhaustive]
 pub struct BuildError {
     /// The setting's name.
     pub setting: &'static str,

@@ -344,7 +344,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 Ok(outcome) => self.report.released += outcome.applied,
                 // Their lease runs out; any processor claims them then.
                 Err(err) => {
-                    tracing::warn!(error = %err, "outbox release of handed-over messages failed")
+                    tracing::warn!(error = %crate::ErrorChain(&err), "outbox release of handed-over messages failed")
                 }
             }
         }
@@ -360,7 +360,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 Ok(outcome) => self.report.released += outcome.applied,
                 // Their lease runs out; any processor claims them then.
                 Err(err) => {
-                    tracing::warn!(error = %err, "outbox release after an uncertain commit failed")
+                    tracing::warn!(error = %crate::ErrorChain(&err), "outbox release after an uncertain commit failed")
                 }
             }
         }
@@ -404,7 +404,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             Err(err) => {
                 // Its messages stay leased until the lease runs out, then
                 // any processor claims them again.
-                tracing::error!(error = %err, "outbox batch task failed");
+                tracing::error!(error = %crate::ErrorChain(&err), "outbox batch task failed");
                 return;
             }
         };
@@ -476,7 +476,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     async fn store_failed(&mut self, err: StoreError, shutdown: &CancellationToken) {
         let pause = self.store_backoff.next_pause();
         self.claim_due = true;
-        tracing::warn!(error = %err, pause_ms = pause.as_millis() as u64, "outbox claim failed; retrying");
+        tracing::warn!(error = %crate::ErrorChain(&err), pause_ms = pause.as_millis() as u64, "outbox claim failed; retrying");
         tokio::select! {
             () = sleep(pause) => {}
             () = shutdown.cancelled() => {}
@@ -546,7 +546,7 @@ async fn refresh_gauges<S: OutboxStore>(store: Arc<S>, interval: Duration, healt
                 metrics::gauges(&stats);
                 health.oldest_pending(stats.oldest_pending_age);
             }
-            Err(err) => tracing::warn!(error = %err, "outbox stats failed"),
+            Err(err) => tracing::warn!(error = %crate::ErrorChain(&err), "outbox stats failed"),
         }
     }
 }

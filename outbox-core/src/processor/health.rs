@@ -43,6 +43,7 @@ impl HealthThresholds {
 
 /// What a [`HealthProbe::check`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Health {
     /// No problem.
     pub healthy: bool,

@@ -107,6 +107,7 @@ impl<S, P> std::fmt::Debug for Processor<S, P> {
 
 /// What a processor did, returned when it stops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProcessorReport {
     /// Batches claimed (empty claims not counted).
     pub batches: u64,
@@ -122,10 +123,11 @@ pub struct ProcessorReport {
 
 /// The processor's task stopped abnormally.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProcessorError {
     /// The task panicked or was aborted; leased messages become claimable
     /// again when their lease runs out.
-    #[error("the outbox processor task failed: {0}")]
+    #[error("the outbox processor task failed")]
     Task(#[from] tokio::task::JoinError),
 }
 

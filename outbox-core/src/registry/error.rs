@@ -5,9 +5,10 @@ use crate::naming::InvalidName;
 /// The registry refused to start: two types claim one (name, version), or
 /// an upcast chain is broken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistryError {
     /// A hand-written impl has a name or subject that breaks the naming rules.
-    #[error("{rust_type}: {source}")]
+    #[error("{rust_type} has an invalid name or subject")]
     InvalidName {
         /// The Rust type.
         rust_type: &'static str,
@@ -85,6 +86,7 @@ pub enum RegistryError {
 
 /// A message could not be decoded into an event.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// No type is registered under this name.
     #[error("no event type is registered as `{name}` (message has v{version})")]
@@ -105,7 +107,7 @@ pub enum DecodeError {
         known: Vec<u32>,
     },
     /// The payload does not deserialize into the registered type.
-    #[error("cannot decode `{name}` v{version} into {rust_type}: {source}")]
+    #[error("cannot decode `{name}` v{version} into {rust_type}")]
     Malformed {
         /// The name on the message.
         name: String,

@@ -23,6 +23,12 @@ pub struct EventRegistration {
     rust_type: fn() -> &'static str,
     decode: fn(&[u8]) -> Result<ErasedEvent, serde_json::Error>,
     upcast: Option<Upcast>,
+    schema: fn() -> Option<serde_json::Value>,
+}
+
+/// The schema of a registration that has none.
+fn no_schema() -> Option<serde_json::Value> {
+    None
 }
 
 /// Converts a decoded previous version into the next one.
@@ -54,6 +60,7 @@ impl EventRegistration {
             rust_type,
             decode,
             upcast: None,
+            schema: no_schema,
         }
     }
 
@@ -61,6 +68,24 @@ impl EventRegistration {
     pub(crate) const fn with_upcast(mut self, upcast: Upcast) -> Self {
         self.upcast = Some(upcast);
         self
+    }
+
+    /// This registration, with `schema` as the JSON Schema of its payload
+    /// (what [`schema`](Self::schema) returns). `#[derive(IntegrationEvent)]`
+    /// sets it when the type implements `schemars::JsonSchema` and
+    /// `outbox-core`'s feature `schema` is on; a hand-written impl passes
+    /// `outbox_core::schema::json_schema::<Self>`.
+    #[must_use]
+    pub const fn with_schema(mut self, schema: fn() -> Option<serde_json::Value>) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// The JSON Schema of the event's payload, if the registration has one
+    /// (see [`with_schema`](Self::with_schema)): what a schema lock
+    /// (`outbox_core::schema`, feature `schema`) records per (name, version).
+    pub fn schema(&self) -> Option<serde_json::Value> {
+        (self.schema)()
     }
 
     /// The event's wire name.

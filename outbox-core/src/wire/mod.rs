@@ -105,6 +105,7 @@ pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
 
 /// A NATS message that does not carry a valid envelope.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// A required header is absent.
     #[error("header `{0}` is missing")]
@@ -120,7 +121,7 @@ pub enum WireError {
         reason: String,
     },
     /// The body is not one JSON value.
-    #[error("payload is not valid JSON: {0}")]
+    #[error("payload is not valid JSON")]
     Payload(#[source] serde_json::Error),
 }
 

@@ -93,6 +93,7 @@ pub struct Replayed {
 
 /// Reading or replaying dead letters failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeadLetterError {
     /// No stream captures the consumer's dead-letter subject.
     #[error("no stream captures the dead-letter subject `{subject}`")]
@@ -128,7 +129,7 @@ pub enum DeadLetterError {
     #[error(transparent)]
     Read(#[from] ReadError),
     /// The replay's publish failed.
-    #[error("replaying dead letter {sequence} to `{subject}`: {source}")]
+    #[error("replaying dead letter {sequence} to `{subject}`")]
     Publish {
         /// The dead letter.
         sequence: u64,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use futures::FutureExt;
-use outbox_core::{DecodeError, Delivery, EventRegistry, OutboxMessage, wire};
+use outbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
 use tracing::Span;
 
 use super::dead_letter::DeadLetterKind;
@@ -113,7 +113,10 @@ pub(crate) async fn decide_delivered(
         delivered.payload,
     ) {
         Ok(envelope) => envelope,
-        Err(err) => return dead(DeadLetterKind::InvalidEnvelope, err.to_string(), None),
+        Err(err) => {
+            let reason = ErrorChain(&err).to_string();
+            return dead(DeadLetterKind::InvalidEnvelope, reason, None);
+        }
     };
     record(span, &envelope);
     let Some(handler) = shared.handlers.get(&envelope.event_name) else {
@@ -131,7 +134,10 @@ pub(crate) async fn decide_delivered(
     }));
     let result = match calling {
         Ok(Ok(running)) => AssertUnwindSafe(running).catch_unwind().await,
-        Ok(Err(err)) => return dead(decode_kind(&err), err.to_string(), Some(event)),
+        Ok(Err(err)) => {
+            let reason = ErrorChain(&err).to_string();
+            return dead(decode_kind(&err), reason, Some(event));
+        }
         Err(panic) => Err(panic),
     };
     ::metrics::histogram!(

@@ -5,6 +5,7 @@ use outbox_core::{BoxError, RegistryError};
 
 /// The subscriber could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A setting is missing or out of range.
     #[error("invalid subscriber setting: {0}")]
@@ -38,7 +39,7 @@ pub enum BuildError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     /// The stream does not exist or cannot be read.
-    #[error("stream `{stream}`: {source}")]
+    #[error("reading stream `{stream}`")]
     Stream {
         /// The stream.
         stream: String,
@@ -63,7 +64,7 @@ pub enum BuildError {
     },
     /// The dead-letter stream given with `dead_letter_stream` could not be
     /// created or does not fit.
-    #[error("dead-letter stream: {0}")]
+    #[error("dead-letter stream")]
     DeadLetterStream(#[from] crate::StreamError),
     /// The durable consumer exists with settings other than this
     /// subscriber's. Change the settings, or delete the consumer (it then
@@ -82,7 +83,7 @@ pub enum BuildError {
         wanted: String,
     },
     /// JetStream refused to create or describe the consumer.
-    #[error("consumer `{consumer}`: {source}")]
+    #[error("creating or describing consumer `{consumer}`")]
     Consumer {
         /// The durable name.
         consumer: String,
@@ -94,6 +95,7 @@ pub enum BuildError {
 
 /// The subscriber stopped on its own.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubscriberError {
     /// Someone deleted the durable consumer. The subscriber does not
     /// recreate it: a new consumer would start over from its deliver policy
@@ -104,6 +106,6 @@ pub enum SubscriberError {
         consumer: String,
     },
     /// The subscriber's task panicked or was aborted.
-    #[error("the subscriber task failed: {0}")]
+    #[error("the subscriber task failed")]
     Task(#[from] tokio::task::JoinError),
 }

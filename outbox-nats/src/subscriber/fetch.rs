@@ -55,7 +55,7 @@ pub(crate) async fn run(
     if let Some(holds) = &shared.holds {
         // Before the first message: one of a held aggregate must be parked.
         if let Err(err) = holds.refresh(&shared.consumer).await {
-            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read held aggregates yet; retrying every second");
+            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "cannot read held aggregates yet; retrying every second");
         }
         workers.spawn(release::watch(
             Arc::clone(&shared),
@@ -80,7 +80,7 @@ pub(crate) async fn run(
                 }
                 Err(err) => {
                     let pause = reopen.next_pause();
-                    tracing::warn!(consumer = %shared.consumer, error = %err, retry_in = ?pause, "cannot pull messages");
+                    tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), retry_in = ?pause, "cannot pull messages");
                     tokio::select! {
                         () = shutdown.cancelled() => break Ok(()),
                         () = tokio::time::sleep(pause) => {}
@@ -96,7 +96,7 @@ pub(crate) async fn run(
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
                 if let Err(err) = joined {
-                    tracing::error!(consumer = %shared.consumer, error = %err, "lane worker failed");
+                    tracing::error!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "lane worker failed");
                 }
             }
             next = stream.next() => match next {
@@ -105,7 +105,7 @@ pub(crate) async fn run(
                     break Err(SubscriberError::ConsumerDeleted { consumer: shared.consumer.to_string() });
                 }
                 Some(Err(err)) => {
-                    tracing::warn!(consumer = %shared.consumer, error = %err, "pulling messages");
+                    tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "pulling messages");
                 }
                 None => {
                     tracing::warn!(consumer = %shared.consumer, "message stream ended; reopening it");

@@ -121,14 +121,14 @@ impl Holds {
                 Err(err) if attempt == HOLD_ATTEMPTS => {
                     tracing::error!(
                         consumer, %aggregate_type, %aggregate_id,
-                        message_id = %message.message_id, error = %err,
+                        message_id = %message.message_id, error = %outbox_core::ErrorChain(&*err),
                         "cannot record the hold of an aggregate behind a dead message; \
                          later messages of the aggregate will be applied without it"
                     );
                 }
                 Err(err) => {
                     let pause = delay.next_pause();
-                    tracing::warn!(consumer, error = %err, retry_in = ?pause, "recording a hold");
+                    tracing::warn!(consumer, error = %outbox_core::ErrorChain(&*err), retry_in = ?pause, "recording a hold");
                     tokio::time::sleep(pause).await;
                 }
             }

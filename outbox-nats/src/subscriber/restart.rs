@@ -37,7 +37,7 @@ pub(crate) async fn expect_outstanding<T>(
     let info = match consumer.get_info().await {
         Ok(info) => info,
         Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read the consumer's state; order across the restart is not kept");
+            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the consumer's state; order across the restart is not kept");
             return;
         }
     };
@@ -51,7 +51,7 @@ pub(crate) async fn expect_outstanding<T>(
     let stream = match shared.context.get_stream(shared.stream.as_ref()).await {
         Ok(stream) => stream,
         Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read the stream; order across the restart is not kept");
+            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the stream; order across the restart is not kept");
             return;
         }
     };
@@ -69,7 +69,7 @@ pub(crate) async fn expect_outstanding<T>(
             // Gone from the stream (deleted, aged out): nothing to wait for.
             Err(err) if err.kind() == LastRawMessageErrorKind::NoMessageFound => continue,
             Err(err) => {
-                tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read the messages delivered before this process started; order across the restart is not kept");
+                tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the messages delivered before this process started; order across the restart is not kept");
                 return;
             }
         };
@@ -104,7 +104,7 @@ pub(crate) async fn expect_outstanding<T>(
     let done = match applied.applied(candidates.keys().copied().collect()).await {
         Ok(done) => done,
         Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot read what was applied; order across the restart is not kept");
+            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "cannot read what was applied; order across the restart is not kept");
             return;
         }
     };

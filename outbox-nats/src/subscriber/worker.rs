@@ -192,7 +192,10 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
         Ok(true) => Decision::Ack { outcome: "held" },
         Err(err) => Decision::Retry {
             delay: shared.backoff.jittered_delay(incoming.deliveries),
-            reason: format!("its aggregate is held and it cannot be parked: {err}"),
+            reason: format!(
+                "its aggregate is held and it cannot be parked: {}",
+                outbox_core::ErrorChain(&*err)
+            ),
         },
     };
     Some(Verdict {

@@ -42,6 +42,7 @@ pub type InboxFuture<'a> = Pin<Box<dyn Future<Output = Result<(), HandlerError>>
 
 /// What [`Inbox::process`] did with a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Processed {
     /// The handler ran and its effects committed with the inbox row.
     Applied,

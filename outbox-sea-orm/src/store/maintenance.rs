@@ -34,6 +34,12 @@ pub(super) async fn requeue_dead(
             sql.push(" AND id IN ")
                 .bind_list(ids.iter().map(|id| *id.as_uuid()));
         }
+        // A selector newer than this store: refuse rather than guess.
+        other => {
+            return Err(StoreError::msg(format!(
+                "this store cannot requeue by {other:?}"
+            )));
+        }
     }
     let result = store
         .db
@@ -150,10 +156,9 @@ pub(super) async fn stats(store: &SeaOrmOutboxStore) -> Result<OutboxStats, Stor
     let mut stats = OutboxStats::default();
     let mut by_event: BTreeMap<String, EventStats> = BTreeMap::new();
     fn entry(by_event: &mut BTreeMap<String, EventStats>, name: String) -> &mut EventStats {
-        by_event.entry(name.clone()).or_insert_with(|| EventStats {
-            event_name: name,
-            ..EventStats::default()
-        })
+        by_event
+            .entry(name.clone())
+            .or_insert_with(|| EventStats::new(name, 0, 0))
     }
 
     let pending = query(format!(

@@ -14,10 +14,7 @@ use crate::dialect::{ASYNC_COMMIT, millis};
 use crate::dialect::{Dialect, Sql};
 
 fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
-    LeaseOutcome {
-        applied,
-        stale: (asked as u64).saturating_sub(applied),
-    }
+    LeaseOutcome::new(applied, (asked as u64).saturating_sub(applied))
 }
 
 /// One statement for the whole batch.

@@ -77,13 +77,13 @@ impl WakeSource for PgNotifications {
             let mut listener = match PgListener::connect_with(&self.pool).await {
                 Ok(listener) => listener,
                 Err(err) => {
-                    tracing::warn!(error = %err, "outbox LISTEN connection failed; retrying");
+                    tracing::warn!(error = %outbox_core::ErrorChain(&err), "outbox LISTEN connection failed; retrying");
                     tokio::time::sleep(RECONNECT_PAUSE).await;
                     continue;
                 }
             };
             if let Err(err) = listener.listen(&self.channel).await {
-                tracing::warn!(error = %err, channel = %self.channel, "outbox LISTEN failed; retrying");
+                tracing::warn!(error = %outbox_core::ErrorChain(&err), channel = %self.channel, "outbox LISTEN failed; retrying");
                 tokio::time::sleep(RECONNECT_PAUSE).await;
                 continue;
             }
@@ -95,7 +95,7 @@ impl WakeSource for PgNotifications {
                     // The connection dropped; the next call reconnects.
                     Ok(None) => wake.claim(),
                     Err(err) => {
-                        tracing::warn!(error = %err, "outbox LISTEN connection lost; reconnecting");
+                        tracing::warn!(error = %outbox_core::ErrorChain(&err), "outbox LISTEN connection lost; reconnecting");
                         tokio::time::sleep(RECONNECT_PAUSE).await;
                         break;
                     }

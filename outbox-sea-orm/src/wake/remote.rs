@@ -131,7 +131,7 @@ async fn notify_loop(remote: Arc<Shared>) {
         let next_at = tokio::time::Instant::now() + NOTIFY_INTERVAL;
         if let Err(err) = remote.db.execute_raw(statement).await {
             // Processors fall back to polling; the next commit tries again.
-            tracing::warn!(error = %err, channel = %remote.channel, "outbox NOTIFY failed");
+            tracing::warn!(error = %outbox_core::ErrorChain(&err), channel = %remote.channel, "outbox NOTIFY failed");
         }
         tokio::time::sleep_until(next_at).await;
     }

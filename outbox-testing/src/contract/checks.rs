@@ -74,11 +74,8 @@ async fn release<S: OutboxStore>(store: &S, batch: &ClaimedBatch, which: &[Messa
 
 /// Up to `max_attempts` attempts, each backoff `backoff_ms`.
 fn policy(max_attempts: u32, backoff_ms: u64) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts,
-        initial_backoff: Duration::from_millis(backoff_ms),
-        max_backoff: Duration::from_millis(backoff_ms),
-    }
+    let backoff = Duration::from_millis(backoff_ms);
+    RetryPolicy::new(max_attempts, backoff, backoff)
 }
 
 /// Aggregates `a` (`events` messages) and `b` (one), all claimed; then

@@ -33,8 +33,12 @@ impl ContractWriter for MemoryStore {
             .unwrap_or(0);
         let messages: Vec<OutboxMessage> = (1..=count)
             .map(|k| {
-                let pending = PendingMessage::new(&Step { n: k })
-                    .unwrap_or_else(|err| panic!("the contract's event serializes: {err}"));
+                let pending = PendingMessage::new(&Step { n: k }).unwrap_or_else(|err| {
+                    panic!(
+                        "the contract's event serializes: {}",
+                        outbox_core::ErrorChain(&err)
+                    )
+                });
                 let owner = AggregateRef {
                     aggregate_type: "contract".to_owned(),
                     aggregate_id: aggregate_id.to_owned(),

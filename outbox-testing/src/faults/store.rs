@@ -133,10 +133,7 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
         lease: Duration,
     ) -> Result<LeaseOutcome, StoreError> {
         if take(&mut lock(&self.faults).lost_leases) {
-            return Ok(LeaseOutcome {
-                applied: 0,
-                stale: ids.len() as u64,
-            });
+            return Ok(LeaseOutcome::new(0, ids.len() as u64));
         }
         self.inner.renew(token, ids, lease).await
     }

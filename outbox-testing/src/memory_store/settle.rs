@@ -15,10 +15,7 @@ use super::Table;
 use super::row::{Row, RowLease, Status};
 
 fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
-    LeaseOutcome {
-        applied,
-        stale: (asked as u64).saturating_sub(applied),
-    }
+    LeaseOutcome::new(applied, (asked as u64).saturating_sub(applied))
 }
 
 impl Table {
@@ -105,6 +102,8 @@ impl Table {
                 DeadSelector::Ids(ids) => ids.contains(&row.message.id),
                 DeadSelector::EventName(name) => &row.message.event_name == name,
                 DeadSelector::All => true,
+                // A selector newer than this store chooses nothing.
+                _ => false,
             };
             if row.status == Status::Dead && chosen {
                 row.status = Status::Pending;
@@ -154,10 +153,7 @@ impl Table {
         let mut by_event: BTreeMap<&str, EventStats> = BTreeMap::new();
         let mut oldest: Option<DateTime<Utc>> = None;
         for row in self.rows.values() {
-            let counts = || EventStats {
-                event_name: row.message.event_name.clone(),
-                ..EventStats::default()
-            };
+            let counts = || EventStats::new(row.message.event_name.clone(), 0, 0);
             match row.status {
                 Status::Pending => {
                     stats.pending += 1;

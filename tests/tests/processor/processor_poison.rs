@@ -39,11 +39,11 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     );
     let processor = Processor::builder(store, publisher)
         .wake_on(outbox.listen())
-        .retry(RetryPolicy {
-            max_attempts: MAX_ATTEMPTS,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(1),
-        })
+        .retry(RetryPolicy::new(
+            MAX_ATTEMPTS,
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        ))
         .poll_interval(Duration::from_millis(100))
         .build_and_spawn();
 

@@ -196,16 +196,16 @@ async fn fail_ids(
 }
 
 fn outcome(applied: u64, stale: u64) -> LeaseOutcome {
-    LeaseOutcome { applied, stale }
+    LeaseOutcome::new(applied, stale)
 }
 
 /// A retry policy whose backoff is over in a few milliseconds.
 fn quick_retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
+    RetryPolicy::new(
         max_attempts,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-    }
+        Duration::from_millis(1),
+        Duration::from_millis(5),
+    )
 }
 
 /// A tiny xorshift generator, seeded at random (no `rand` dependency).
@@ -387,11 +387,7 @@ async fn ordered_claimer(
     total: usize,
     fail_percent: u64,
 ) -> (usize, usize) {
-    let policy = RetryPolicy {
-        max_attempts: 100,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-    };
+    let policy = RetryPolicy::new(100, Duration::from_millis(1), Duration::from_millis(5));
     let mut rng = Rng::new();
     let (mut failed_count, mut released_count) = (0, 0);
     let start = Instant::now();
@@ -525,11 +521,7 @@ async fn retryable_failure_backs_off(test: TestDb) {
     let batch = store.claim(10, LONG_LEASE).await.unwrap();
     assert_eq!(ids_of(&batch), ids);
 
-    let policy = RetryPolicy {
-        max_attempts: 10,
-        initial_backoff: Duration::from_secs(2),
-        max_backoff: Duration::from_secs(10),
-    };
+    let policy = RetryPolicy::new(10, Duration::from_secs(2), Duration::from_secs(10));
     let failed = failures(&[id], FailureKind::Retryable, "broker said no");
     assert_eq!(
         fail_ids(&store, batch.lease.token, &failed, &policy).await,

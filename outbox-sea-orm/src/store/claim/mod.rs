@@ -195,10 +195,13 @@ async fn batch(
                 let id: uuid::Uuid = row
                     .try_get("", "id")
                     .map_err(store_err("reading a claimed row's id"))?;
-                tracing::error!(message_id = %id, error = %err, "outbox row cannot be read as a message; it is dead");
+                tracing::error!(message_id = %id, error = %outbox_core::ErrorChain(&err), "outbox row cannot be read as a message; it is dead");
                 unreadable.push(Failure {
                     id: MessageId::from_uuid(id),
-                    error: format!("the outbox row cannot be read as a message: {err}"),
+                    error: format!(
+                        "the outbox row cannot be read as a message: {}",
+                        outbox_core::ErrorChain(&err)
+                    ),
                     kind: FailureKind::Permanent,
                 });
                 match position(row) {

@@ -402,11 +402,11 @@ pub(crate) type Builder =
 /// A retry policy of `max_attempts` with a quick backoff (50 ms up to
 /// 200 ms).
 pub(crate) fn quick_retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
+    RetryPolicy::new(
         max_attempts,
-        initial_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(200),
-    }
+        Duration::from_millis(50),
+        Duration::from_millis(200),
+    )
 }
 
 /// Saves a new order `id` (placed with `total_cents`) through the outbox's
