@@ -70,10 +70,20 @@
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
+//! - `processor` (default): the [`processor`] module (the engine that
+//!   claims, publishes, retries and dead-letters, on tokio). A crate that
+//!   only defines events turns it off
+//!   (`default-features = false, features = ["derive"]`) and pulls no
+//!   runtime: no tokio, tokio-util, futures or metrics.
+//! - `serde`: `Deserialize`/`Serialize` for `ProcessorConfig` and
+//!   `RetryPolicy`, durations in humantime form, to load them from a
+//!   configuration file.
 //! - `opentelemetry`: one OpenTelemetry trace from the request to the
 //!   handler (through `tracing-opentelemetry`): messages sealed inside a
 //!   span carry its context, the processor's `outbox.publish` span is its
 //!   child, and `otel` makes a consumer's span one too.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate;
 mod applied;
@@ -88,9 +98,12 @@ mod id;
 mod message;
 pub mod naming;
 #[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod otel;
 mod payload;
 mod pending;
+#[cfg(feature = "processor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "processor")))]
 pub mod processor;
 pub mod publisher;
 mod registry;
@@ -112,6 +125,7 @@ pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
+#[cfg(feature = "processor")]
 pub use processor::{
     BuildError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource,
 };
@@ -160,6 +174,7 @@ pub use trace::{InvalidTraceParent, TraceParent};
 /// subject, a generic type, a union, a type that is not
 /// `Serialize + DeserializeOwned`.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use outbox_macros::IntegrationEvent;
 
 /// `#[derive(AggregateRoot)]`: implements [`AggregateRoot`] for a struct
@@ -213,6 +228,7 @@ pub use outbox_macros::IntegrationEvent;
 /// the reverse; an id that is not `Display`; an enum, a tuple or unit
 /// struct, a union.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use outbox_macros::AggregateRoot;
 
 /// Re-exports used by code that `#[derive(IntegrationEvent)]` generates, so
@@ -251,3 +267,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

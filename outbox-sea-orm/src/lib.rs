@@ -29,6 +29,8 @@
 //! Supported backends: PostgreSQL 12+, MariaDB 10.6+ / MySQL 8.0.1+ (for
 //! `SKIP LOCKED`), SQLite 3.35+ (for `RETURNING`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod aggregate_entity;
 mod config;
 mod contention;
@@ -36,6 +38,7 @@ mod dialect;
 mod error;
 mod inbox;
 #[cfg(feature = "migration")]
+#[cfg_attr(docsrs, doc(cfg(feature = "migration")))]
 pub mod migration;
 mod outbox;
 mod repository;
@@ -70,3 +73,8 @@ pub use wake::{CommitEvent, CommitListener, PgNotifications};
 pub mod __private {
     pub use sea_orm::{EntityTrait, IntoActiveModel};
 }
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

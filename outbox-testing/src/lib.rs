@@ -48,6 +48,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod clock;
 pub mod contract;
 pub mod faults;
@@ -55,6 +57,7 @@ mod harness;
 mod memory_publisher;
 mod memory_store;
 #[cfg(feature = "nats-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nats-server")))]
 pub mod nats;
 mod order;
 mod recorded;
@@ -67,3 +70,8 @@ pub use memory_store::{MemoryStore, StoredMessage, StoredStatus, WriteError};
 pub use order::OrderViolation;
 pub use recorded::recorded;
 pub use typed::PublishedEvent;
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
