@@ -1,5 +1,5 @@
 //! A private nats-server for fault tests: the testing kit's
-//! [`NatsServer`](outbox_testing::nats::NatsServer) (its own port and store
+//! [`NatsServer`] (its own port and store
 //! directory, killed, frozen and restarted at will, never the machine's
 //! shared server), which these tests use as a service's tests would.
 //!

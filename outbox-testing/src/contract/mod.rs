@@ -1,6 +1,7 @@
-//! The store contract: what every [`OutboxStore`] must do, as checks that
-//! run against any store, so one suite proves the SQL stores (PostgreSQL,
-//! MariaDB, SQLite) and [`MemoryStore`](crate::MemoryStore) alike.
+//! The store contract: what every [`OutboxStore`](outbox_core::OutboxStore)
+//! must do, as checks that run against any store, so one suite proves the SQL
+//! stores (PostgreSQL, MariaDB, SQLite) and [`MemoryStore`](crate::MemoryStore)
+//! alike.
 //!
 //! A store under test comes with a [`ContractWriter`] (how to commit new
 //! events of an aggregate into it, as the store's unit of work does);
