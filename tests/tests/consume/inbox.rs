@@ -289,9 +289,9 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .await
             .unwrap()
             .len(),
-        4,
+        5,
         "the inbox table, the queue indexes (claim walk, dead count), the abandoned claims, \
-         the held messages"
+         the held messages, the skipped messages"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);
