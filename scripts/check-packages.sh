@@ -9,7 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step says what it checks and, when the next starts, how long it took.
+step() {
+    if [[ -n ${step_name:-} ]]; then printf '== %s: %ds\n' "$step_name" $((SECONDS - step_start)); fi
+    step_name=$*
+    step_start=$SECONDS
+    [[ -n $step_name ]] && printf '\n== %s\n' "$step_name"
+    return 0
+}
 
 # Published packages, in dependency order (folder names stay outbox-*).
 LIBS=(-p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm
@@ -51,3 +58,4 @@ if command -v rustup >/dev/null 2>&1 && rustup toolchain install "$msrv" --profi
 else
     echo "warning: rustup cannot install Rust $msrv here: rust-version $msrv NOT checked" >&2
 fi
+step ""
