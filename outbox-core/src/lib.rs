@@ -72,8 +72,9 @@
 //! re-exported here (or the same major version) when you name them:
 //! [`chrono`] (`DateTime<Utc>` of envelopes, leases and stats),
 //! [`uuid`] (the ids: `MessageId::as_uuid`), `serde_json` (payloads,
-//! errors, schemas: depend on serde_json 1), `tokio_util` (the processor's `CancellationToken`,
-//! re-exported as [`tokio_util`]), `serde` (the derives' bounds), and with
+//! errors, schemas: depend on serde_json 1), `tokio_util` (the processor's
+//! `CancellationToken`, re-exported as `outbox_core::tokio_util` with the
+//! `processor` feature), `serde` (the derives' bounds), and with
 //! the feature `schema`, `schemars` (`outbox_core::schema::schemars`).
 //!
 //! # Semver
@@ -90,6 +91,14 @@
 //!
 //! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
 //!   `#[derive(AggregateRoot)]`.
+//! - `processor` (default): the [`processor`] module (the engine that
+//!   claims, publishes, retries and dead-letters, on tokio). A crate that
+//!   only defines events turns it off
+//!   (`default-features = false, features = ["derive"]`) and pulls no
+//!   runtime: no tokio, tokio-util, futures or metrics.
+//! - `serde`: `Deserialize`/`Serialize` for `ProcessorConfig` and
+//!   `RetryPolicy`, durations in humantime form, to load them from a
+//!   configuration file.
 //! - `schema`: a lock on the wire contract (`outbox_core::schema`): the JSON Schema of
 //!   every registered (name, version) from `schemars::JsonSchema`, a lock
 //!   file, and a check that fails on incompatible changes.
@@ -97,6 +106,8 @@
 //!   handler (through `tracing-opentelemetry`): messages sealed inside a
 //!   span carry its context, the processor's `outbox.publish` span is its
 //!   child, and `otel` makes a consumer's span one too.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate;
 mod applied;
@@ -112,14 +123,18 @@ mod id;
 mod message;
 pub mod naming;
 #[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod otel;
 mod payload;
 mod pending;
+#[cfg(feature = "processor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "processor")))]
 pub mod processor;
 pub mod publisher;
 pub mod redact;
 mod registry;
 #[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;
 mod schema_probe;
 pub mod store;
@@ -141,6 +156,7 @@ pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
+#[cfg(feature = "processor")]
 pub use processor::{
     BuildError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource,
 };
@@ -157,6 +173,8 @@ pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
 
 pub use chrono;
+#[cfg(feature = "processor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "processor")))]
 pub use tokio_util;
 pub use uuid;
 
@@ -193,6 +211,7 @@ pub use uuid;
 /// subject, a generic type, a union, a type that is not
 /// `Serialize + DeserializeOwned`.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use outbox_macros::IntegrationEvent;
 
 /// `#[derive(AggregateRoot)]`: implements [`AggregateRoot`] for a struct
@@ -246,6 +265,7 @@ pub use outbox_macros::IntegrationEvent;
 /// the reverse; an id that is not `Display`; an enum, a tuple or unit
 /// struct, a union.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use outbox_macros::AggregateRoot;
 
 /// Re-exports used by code that `#[derive(IntegrationEvent)]` generates, so
@@ -289,3 +309,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-#[path = "naming_rules.rs"]
-mod rules;
+// The rules themselves live in `outbox-naming`, which the derive macros use
+// too: the compile-time and the start-up checks can never disagree.
+use outbox_naming as rules;
 
 /// Longest accepted event name, in bytes (the outbox table's column width).
 pub const MAX_EVENT_NAME_LEN: usize = rules::MAX_EVENT_NAME_LEN;

@@ -42,7 +42,8 @@ impl ClaimedMessage {
         messages.sort_by(|a, b| a.publishing_key().cmp(&b.publishing_key()));
     }
 
-    /// Whether `other` belongs to the same aggregate.
+    /// Whether `other` belongs to the same aggregate (the processor's batches).
+    #[cfg(feature = "processor")]
     pub(crate) fn same_aggregate(&self, other: &ClaimedMessage) -> bool {
         self.message.aggregate_type == other.message.aggregate_type
             && self.message.aggregate_id == other.message.aggregate_id

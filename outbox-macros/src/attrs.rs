@@ -5,7 +5,9 @@ use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{DeriveInput, Lit, LitStr, Path, Type};
 
-use crate::naming_rules::{check_event_name, check_subject};
+// The rules outbox-core checks at start-up (`outbox-naming`, shared), so the
+// two checks can never disagree.
+use outbox_naming::{check_event_name, check_subject};
 
 const KEYS: &str = "`name`, `version`, `subject`, `upcast_from`, `crate`";
 

@@ -1,5 +1,5 @@
 //! `#[derive(IntegrationEvent)]` and `#[derive(AggregateRoot)]` for
-//! [`outbox-core`](https://docs.rs/outbox-core).
+//! [`txoutbox-core`](https://docs.rs/txoutbox-core) (the `outbox_core` library).
 //!
 //! Use them through `outbox_core::IntegrationEvent` and
 //! `outbox_core::AggregateRoot` (the `derive` feature, on by default); their
@@ -10,12 +10,6 @@
 mod aggregate;
 mod attrs;
 mod expand;
-
-// The naming rules are shared verbatim with outbox-core, so the checks made
-// here at compile time and there at start-up can never disagree.
-#[allow(dead_code)]
-#[path = "../../outbox-core/src/naming_rules.rs"]
-mod naming_rules;
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

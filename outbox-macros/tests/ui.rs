@@ -5,7 +5,7 @@
 ///
 /// The expected errors live next to the failing cases as `.stderr` files.
 /// After changing a message or span on purpose, regenerate them with
-/// `TRYBUILD=overwrite cargo test -p outbox-macros --test ui` and review the
+/// `TRYBUILD=overwrite cargo test -p txoutbox-macros --test ui` and review the
 /// diff.
 #[test]
 fn ui() {

@@ -47,6 +47,8 @@
 //! Replaying from the outbox table is possible while rows are kept
 //! (`Retention::KeepPublished`).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod connect;
 mod jetstream_of;
 mod publisher;
@@ -67,3 +69,8 @@ pub use subscriber::{RunningSubscriber, Subscriber};
 
 pub use async_nats;
 pub use outbox_core;
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

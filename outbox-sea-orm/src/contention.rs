@@ -8,9 +8,12 @@
 //! | MySQL/MariaDB | 1213 deadlock, 1205 lock wait timeout |
 //! | SQLite | `SQLITE_BUSY`, `SQLITE_LOCKED` (and their extended codes) |
 
-use sea_orm::{DbErr, RuntimeErr};
+use sea_orm::DbErr;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+use sea_orm::RuntimeErr;
 
 /// Whether `err` is contention (see the module docs).
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) fn is_contention(err: &DbErr) -> bool {
     let (DbErr::Exec(RuntimeErr::SqlxError(err))
     | DbErr::Query(RuntimeErr::SqlxError(err))
@@ -37,4 +40,10 @@ pub(crate) fn is_contention(err: &DbErr) -> bool {
             .is_some_and(|code| matches!(code & 0xff, 5 | 6));
     }
     matches!(err.code().as_deref(), Some("40001" | "40P01" | "55P03"))
+}
+
+/// Without a database driver (no backend feature) no error comes from one.
+#[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+pub(crate) fn is_contention(_: &DbErr) -> bool {
+    false
 }

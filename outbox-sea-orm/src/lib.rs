@@ -37,6 +37,8 @@
 //! `outbox_sea_orm::sea_orm`. `chrono` and `uuid` come through
 //! `outbox_core::{chrono, uuid}`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod aggregate_entity;
 mod config;
 mod contention;
@@ -44,6 +46,7 @@ mod dialect;
 mod error;
 mod inbox;
 #[cfg(feature = "migration")]
+#[cfg_attr(docsrs, doc(cfg(feature = "migration")))]
 pub mod migration;
 mod outbox;
 mod repository;
@@ -79,3 +82,8 @@ pub use wake::{CommitEvent, CommitListener, PgNotifications};
 pub mod __private {
     pub use sea_orm::{EntityTrait, IntoActiveModel};
 }
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -53,6 +53,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod clock;
 pub mod contract;
 pub mod faults;
@@ -60,6 +62,7 @@ mod harness;
 mod memory_publisher;
 mod memory_store;
 #[cfg(feature = "nats-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nats-server")))]
 pub mod nats;
 #[cfg(feature = "nats-server")]
 mod nats_cluster;
@@ -74,3 +77,8 @@ pub use memory_store::{MemoryRow, MemoryStore, RowStatus, WriteError};
 pub use order::OrderViolation;
 pub use recorded::recorded;
 pub use typed::PublishedEvent;
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

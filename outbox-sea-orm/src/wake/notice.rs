@@ -17,7 +17,8 @@ use uuid::Uuid;
 /// claim finds a burst that large more cheaply anyway.
 pub(crate) const MAX_IDS: usize = 200;
 
-/// What one notification says.
+/// What one notification says (read by the `LISTEN` side, feature `postgres`).
+#[cfg(any(feature = "postgres", test))]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Notice<'a> {
     /// The sending [`Outbox`](crate::Outbox)'s origin.
@@ -45,6 +46,7 @@ pub(crate) fn encode(origin: &str, ids: &[MessageId]) -> String {
 }
 
 /// Reads a payload; anything but a well-formed id list means "claim".
+#[cfg(any(feature = "postgres", test))]
 pub(crate) fn decode(payload: &str) -> Notice<'_> {
     let Some((origin, ids)) = payload.split_once(' ') else {
         return Notice {

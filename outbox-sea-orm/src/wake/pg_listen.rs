@@ -3,6 +3,7 @@
 
 use outbox_core::{WakeHandle, WakeSource};
 
+#[cfg(feature = "postgres")]
 use super::notice;
 
 /// Wakes a processor when another process commits outbox messages: `LISTEN`
@@ -57,6 +58,7 @@ impl PgNotifications {
 
     /// Hands a notification to the processor: the ids it carries go to the
     /// fast path (leased by primary key); without ids, a claim.
+    #[cfg(feature = "postgres")]
     fn pass_on(&self, payload: &str, wake: &WakeHandle) {
         let notice = notice::decode(payload);
         if Some(notice.origin) == self.ignored_origin.as_deref() {

@@ -1,4 +1,4 @@
-//! The store contract: what every [`OutboxStore`](outbox_core::OutboxStore) must do, as checks that
+//! The store contract: what every [`OutboxStore`] must do, as checks that
 //! run against any store, so one suite proves the SQL stores (PostgreSQL,
 //! MariaDB, SQLite) and [`MemoryStore`](crate::MemoryStore) alike.
 //!

@@ -1,18 +1,35 @@
-// The rules for event names and NATS subjects, in one file.
-//
-// `outbox-macros` includes this file verbatim (`#[path]`), so the derive's
-// compile-time checks and the registry's start-up checks can never disagree.
-// It must therefore stay free of any dependency: plain `core` only.
+//! The rules for event names and NATS subjects, in one place.
+//!
+//! [`txoutbox-core`](https://docs.rs/txoutbox-core) checks names with them at
+//! start-up (`outbox_core::naming`, with typed errors) and
+//! [`txoutbox-macros`](https://docs.rs/txoutbox-macros) at compile time
+//! (`#[derive(IntegrationEvent)]`), so the two can never disagree. Depend on
+//! `txoutbox-core` and use `outbox_core::naming` (typed errors) instead of
+//! this crate, whose API serves those two crates.
+//!
+//! ```
+//! assert!(outbox_naming::check_event_name("order.placed").is_ok());
+//! assert_eq!(outbox_naming::check_subject("events.>"), Err(
+//!     "may only contain printable ASCII without whitespace or the wildcards `*` and `>`"
+//! ));
+//! ```
+//!
+//! See the [workspace README](https://github.com/txoutbox/txoutbox#readme).
+//!
+//! Free of any dependency, `no_std` and without allocation: a proc-macro
+//! crate and a runtime crate both build it cheaply.
+
+#![no_std]
 
 /// Longest accepted event name, in bytes (the outbox table's column width).
-pub(crate) const MAX_EVENT_NAME_LEN: usize = 128;
+pub const MAX_EVENT_NAME_LEN: usize = 128;
 
 /// Longest accepted subject, in bytes (the outbox table's column width).
-pub(crate) const MAX_SUBJECT_LEN: usize = 255;
+pub const MAX_SUBJECT_LEN: usize = 255;
 
 /// Checks an event's wire name: dot-separated tokens of ASCII letters,
 /// digits, `_` and `-`, e.g. `order.placed`.
-pub(crate) fn check_event_name(name: &str) -> Result<(), &'static str> {
+pub fn check_event_name(name: &str) -> Result<(), &'static str> {
     if name.len() > MAX_EVENT_NAME_LEN {
         return Err("is longer than 128 bytes");
     }
@@ -27,7 +44,7 @@ pub(crate) fn check_event_name(name: &str) -> Result<(), &'static str> {
 
 /// Checks a NATS subject that events are published on: dot-separated, non-empty
 /// tokens of printable ASCII without wildcards (`*`, `>`) or whitespace.
-pub(crate) fn check_subject(subject: &str) -> Result<(), &'static str> {
+pub fn check_subject(subject: &str) -> Result<(), &'static str> {
     if subject.len() > MAX_SUBJECT_LEN {
         return Err("is longer than 255 bytes");
     }
@@ -60,3 +77,8 @@ fn check_tokens(value: &str, allowed: impl Fn(char) -> bool) -> Result<(), Token
     }
     Ok(())
 }
+
+/// This crate's README (crates.io's page), whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
