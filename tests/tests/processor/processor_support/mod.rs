@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
@@ -697,10 +697,19 @@ pub(crate) async fn read_all(stream: &TestStream) -> Vec<(u64, OutboxMessage)> {
     if count == 0 {
         return out;
     }
-    let consumer = handle
-        .create_consumer(pull::OrderedConfig::default())
-        .await
-        .expect("ordered consumer");
+    // A replicated stream may refuse consumers for a moment after a node
+    // came back: ask again for up to 30 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let consumer = loop {
+        match handle.create_consumer(pull::OrderedConfig::default()).await {
+            Ok(consumer) => break consumer,
+            Err(err) if Instant::now() < deadline => {
+                eprintln!("ordered consumer not created yet: {err}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(err) => panic!("ordered consumer: {err}"),
+        }
+    };
     let mut messages = consumer.messages().await.expect("consume");
     while out.len() < count {
         let message = tokio::time::timeout(Duration::from_secs(10), messages.next())
