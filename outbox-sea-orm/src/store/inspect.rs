@@ -166,7 +166,8 @@ pub(super) async fn aggregate_queue(
 ) -> Result<AggregateQueue, StoreError> {
     let dialect = store.dialect;
     let table = store.table();
-    let read = store_err("reading an aggregate's messages");
+    let doing = "reading an aggregate's messages";
+    let read = store_err(doing);
     let after = after.map(|sequence| i64::try_from(sequence).unwrap_or(i64::MAX));
     let of_aggregate = |sql: &mut Sql| {
         sql.push(" WHERE aggregate_type = ")
@@ -188,14 +189,8 @@ pub(super) async fn aggregate_queue(
     let limit = sql.param(i64::from(limit));
     sql.push(&format!(" ORDER BY sequence LIMIT {limit}"));
     let messages = store
-        .db
-        .query_all_raw(sql.build())
-        .await
-        .map_err(&read)?
-        .iter()
-        .map(|row| read_stored(dialect, row))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(&read)?;
+        .read_rows(sql.build(), doing, |row| read_stored(dialect, row))
+        .await?;
 
     let mut sql = Sql::new(dialect);
     sql.push(&format!("SELECT COUNT(*) AS n FROM {table}"));

@@ -169,6 +169,26 @@ fn store_err(what: &'static str) -> impl Fn(sea_orm::DbErr) -> StoreError {
     move |err| StoreError::new(what, err)
 }
 
+impl SeaOrmOutboxStore {
+    /// Runs `statement` and reads each row it returns with `read_row`; a
+    /// failure of either is a [`StoreError`] saying what was being `doing`.
+    pub(crate) async fn read_rows<T>(
+        &self,
+        statement: sea_orm::Statement,
+        doing: &'static str,
+        read_row: impl FnMut(&sea_orm::QueryResult) -> Result<T, sea_orm::DbErr>,
+    ) -> Result<Vec<T>, StoreError> {
+        let read = store_err(doing);
+        sea_orm::ConnectionTrait::query_all_raw(&self.db, statement)
+            .await
+            .map_err(&read)?
+            .iter()
+            .map(read_row)
+            .collect::<Result<_, _>>()
+            .map_err(read)
+    }
+}
+
 impl OutboxStore for SeaOrmOutboxStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
         claim::claim(self, limit, lease).await

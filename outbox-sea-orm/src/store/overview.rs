@@ -188,14 +188,8 @@ async fn blocked_heads(
            AND e.aggregate_id = b.aggregate_id AND e.status <> 1 AND e.sequence < b.sequence) \
          ORDER BY b.id LIMIT {limit}"
     ));
-    let read = store_err("finding blocked aggregates");
     store
-        .db
-        .query_all_raw(sql.build())
-        .await
-        .map_err(&read)?
-        .iter()
-        .map(|row| {
+        .read_rows(sql.build(), "finding blocked aggregates", |row| {
             let sequence: i64 = row.try_get("", "sequence")?;
             let attempts: i32 = row.try_get("", "attempts")?;
             Ok(BlockedAggregate {
@@ -213,6 +207,5 @@ async fn blocked_heads(
                 waiting: count(row, "waiting")?,
             })
         })
-        .collect::<Result<_, sea_orm::DbErr>>()
-        .map_err(read)
+        .await
 }

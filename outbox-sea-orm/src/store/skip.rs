@@ -57,14 +57,9 @@ pub(super) async fn skipped_messages(
         columns(store.dialect),
         store.table()
     ));
-    let read = store_err("listing skipped messages");
     store
-        .db
-        .query_all_raw(sql.build())
+        .read_rows(sql.build(), "listing skipped messages", |row| {
+            read_stored(store.dialect, row)
+        })
         .await
-        .map_err(&read)?
-        .iter()
-        .map(|row| read_stored(store.dialect, row))
-        .collect::<Result<_, _>>()
-        .map_err(read)
 }
