@@ -3,6 +3,7 @@
 
 pub mod contract;
 pub mod db;
+pub mod effects;
 pub mod jetstream;
 pub mod nats;
 pub mod orders;

@@ -4,15 +4,23 @@
 //! a node fails: the stream's leader killed (SIGKILL) mid-drain and
 //! restarted; a follower killed and restarted; the whole cluster down for
 //! 10 s and back; a follower restarted with an empty store, which must
-//! catch up. After each: every committed event in the stream exactly once,
-//! in per-aggregate order, nothing dead, and no attempt spent (leader
-//! elections are transient failures).
+//! catch up. A subscriber with an inbox (`keep_order`) applies every event
+//! as an effect row all along. After each: every committed event in the
+//! stream exactly once, in per-aggregate order, nothing dead, no attempt
+//! spent (leader elections are transient failures), and every event's
+//! effect applied once, in its aggregate's order.
 
 mod processor_support;
 
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::stream::StorageType;
+use outbox_nats::StreamSpec;
+use outbox_nats::subscriber::{Backoff, RunningSubscriber, Subscriber};
+use outbox_sea_orm::{Inbox, Outbox};
+use outbox_tests::effects;
 use outbox_tests::nats::NatsCluster;
+use outbox_tests::orders::{OrderAmended, OrderPlaced};
 use processor_support::{
     RoundWriter, assert_all_published_cleanly, assert_stream_matches_outbox, cluster_setup,
     spawn_outage_processor, wait_all_published, wait_until, write_orders,
@@ -57,6 +65,8 @@ async fn survives(fault: Fault, prefix: &str) {
     let (test, stream, outbox, table) = setup.into_parts();
     let client = cluster.connect().await.expect("a client of the cluster");
     let processor = spawn_outage_processor(&outbox, client, &format!("/{prefix}-test"));
+    effects::create_table(&test).await;
+    let subscriber = spawn_subscriber(&cluster, &outbox, &stream.name).await;
     let writer = RoundWriter::spawn(&outbox);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -105,6 +115,22 @@ async fn survives(fault: Fault, prefix: &str) {
     assert_stream_matches_outbox(&stream, &test, &table).await;
     assert_all_published_cleanly(&test, &table).await;
     assert_eq!(report.dead + report.failed, 0, "{report:?}");
+    let drained = Instant::now();
+    wait_until(
+        Duration::from_secs(60),
+        "the subscriber applied every event",
+        || async { test.count("effects", "1=1").await >= total },
+    )
+    .await;
+    println!(
+        "{fault:?}: the subscriber applied the last effect {:?} after the outbox drained",
+        drained.elapsed()
+    );
+    subscriber
+        .shutdown()
+        .await
+        .expect("the subscriber stops cleanly");
+    effects::assert_each_applied_once_in_order(&test, &table).await;
     if let Fault::FollowerLosesItsStore = fault {
         wait_until(
             Duration::from_secs(60),
@@ -113,6 +139,40 @@ async fn survives(fault: Fault, prefix: &str) {
         )
         .await;
     }
+}
+
+/// A subscriber on the cluster (all three URLs) applying every order event
+/// as an effect row through the inbox, in each aggregate's order
+/// (`keep_order`); its dead letters go to a replicated file stream.
+async fn spawn_subscriber(
+    cluster: &NatsCluster,
+    outbox: &Outbox,
+    stream: &str,
+) -> RunningSubscriber {
+    let client = cluster.connect().await.expect("a client of the cluster");
+    let inbox = Inbox::new(outbox, "effects").expect("an inbox");
+    let dead_letters = StreamSpec::new("DLQ_effects", ["dlq.effects"])
+        .storage(StorageType::File)
+        .replicas(3);
+    Subscriber::builder(client, "effects")
+        .stream(stream)
+        .ack_wait(Duration::from_secs(5))
+        .backoff(Backoff::exponential(
+            Duration::from_millis(100),
+            Duration::from_secs(1),
+        ))
+        .dead_letter_stream(dead_letters)
+        .keep_order(inbox.clone())
+        .on(inbox.handler_boxed(|_: OrderPlaced, delivery, uow| {
+            Box::pin(async move { effects::apply(uow, &delivery).await })
+        }))
+        .on(inbox.handler_boxed(|_: OrderAmended, delivery, uow| {
+            Box::pin(async move { effects::apply(uow, &delivery).await })
+        }))
+        .build()
+        .await
+        .expect("the subscriber")
+        .spawn()
 }
 
 /// Kills `nodes` (SIGKILL), keeps them down for `down`, optionally empties

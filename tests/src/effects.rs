@@ -1,0 +1,91 @@
+//! What a consumer's handlers did, as rows: each applied event is a row of
+//! `effects` (aggregate, sequence) written in the inbox's transaction, so a
+//! test can check that every committed event was applied once and in each
+//! aggregate's order, whatever was killed on the way.
+
+use std::collections::HashMap;
+
+use outbox_core::{Delivery, HandlerError};
+use outbox_sea_orm::UnitOfWork;
+use sea_orm::ConnectionTrait;
+
+use crate::TestDb;
+
+/// Creates the `effects` table in `test`'s schema.
+///
+/// # Panics
+/// When the database refuses the statement.
+pub async fn create_table(test: &TestDb) {
+    let id = match test.backend() {
+        crate::Backend::Postgres => "id bigserial PRIMARY KEY",
+        crate::Backend::MySql => "id bigint AUTO_INCREMENT PRIMARY KEY",
+        crate::Backend::Sqlite => "id INTEGER PRIMARY KEY AUTOINCREMENT",
+    };
+    test.db
+        .execute_unprepared(&format!(
+            "CREATE TABLE effects ({id}, aggregate_id varchar(255) NOT NULL, \
+             sequence bigint NOT NULL)"
+        ))
+        .await
+        .expect("effects table");
+}
+
+/// Applies the delivered event: one row of `effects` with its aggregate
+/// and sequence, in the handler's unit of work (so the row and the inbox's
+/// record of the message commit together).
+pub async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
+    let message = delivery.message();
+    uow.connection()
+        .await?
+        .execute_unprepared(&format!(
+            "INSERT INTO effects (aggregate_id, sequence) VALUES ('{}', {})",
+            message.aggregate_id, message.sequence
+        ))
+        .await?;
+    Ok(())
+}
+
+/// The applied sequences of each aggregate, in the order they were applied.
+pub async fn applied(test: &TestDb) -> HashMap<String, Vec<i64>> {
+    per_aggregate(
+        test,
+        "SELECT aggregate_id, sequence FROM effects ORDER BY id",
+    )
+    .await
+}
+
+/// Asserts that the effects are exactly the rows of the outbox `table`:
+/// each aggregate's sequences once each, in sequence order.
+pub async fn assert_each_applied_once_in_order(test: &TestDb, table: &str) {
+    let written = per_aggregate(
+        test,
+        &format!("SELECT aggregate_id, sequence FROM {table} ORDER BY sequence"),
+    )
+    .await;
+    let applied = applied(test).await;
+    let mut aggregates: Vec<&String> = written.keys().chain(applied.keys()).collect();
+    aggregates.sort();
+    aggregates.dedup();
+    let wrong: Vec<_> = aggregates
+        .into_iter()
+        .map(|aggregate| (aggregate, written.get(aggregate), applied.get(aggregate)))
+        .filter(|(_, written, applied)| written != applied)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} aggregates not applied once each in order; first (aggregate, written, applied): {:?}",
+        wrong.len(),
+        written.len(),
+        wrong.first()
+    );
+}
+
+async fn per_aggregate(test: &TestDb, sql: &str) -> HashMap<String, Vec<i64>> {
+    let mut out: HashMap<String, Vec<i64>> = HashMap::new();
+    for row in test.rows(sql).await {
+        let aggregate: String = row.try_get("", "aggregate_id").expect("aggregate_id");
+        let sequence: i64 = row.try_get("", "sequence").expect("sequence");
+        out.entry(aggregate).or_default().push(sequence);
+    }
+    out
+}
