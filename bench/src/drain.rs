@@ -13,7 +13,7 @@ use tokio::process::Command;
 
 use crate::BoxError;
 use crate::drain_child::{self, Output};
-use crate::fixture::{self, BenchDb, BenchStream, fill};
+use crate::fixture::{self, BenchDb, BenchStream, Broker, fill};
 use crate::machine::CpuTimes;
 use crate::memory;
 use crate::pgstats;
@@ -221,8 +221,19 @@ pub(crate) async fn drain(
     aggregates: u64,
     sample_every: Duration,
 ) -> Result<Drain, BoxError> {
+    drain_on(&Broker::shared(), settings, rows, aggregates, sample_every).await
+}
+
+/// [`drain`] publishing to `broker`.
+pub(crate) async fn drain_on(
+    broker: &Broker,
+    settings: Settings,
+    rows: u64,
+    aggregates: u64,
+    sample_every: Duration,
+) -> Result<Drain, BoxError> {
     let bench = BenchDb::create().await?;
-    let stream = BenchStream::create().await?;
+    let stream = BenchStream::create_on(broker).await?;
     let fill_secs = fill(&bench, &stream.prefix, rows).await?;
     println!(
         "   ({} rows filled in {fill_secs:.1} s, not measured)",
@@ -245,6 +256,7 @@ pub(crate) async fn drain(
             settings,
             sample_every,
         ))
+        .env("OUTBOX_TEST_NATS_URL", &broker.urls)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

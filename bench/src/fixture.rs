@@ -182,6 +182,27 @@ pub(crate) fn config(prefix: &str) -> Result<OutboxConfig, BoxError> {
     Ok(OutboxConfig::default().with_subject_prefix(prefix)?)
 }
 
+/// Where a part publishes: the shared nats-server, or a private server or
+/// cluster a part started (its client URLs, comma-separated) and the
+/// replicas its streams get.
+#[derive(Debug, Clone)]
+pub(crate) struct Broker {
+    /// Client URLs, comma-separated (as `OUTBOX_TEST_NATS_URL` takes them).
+    pub(crate) urls: String,
+    /// Replicas of every stream created on it.
+    pub(crate) replicas: usize,
+}
+
+impl Broker {
+    /// The machine's shared nats-server ([`nats_url`]), one replica.
+    pub(crate) fn shared() -> Self {
+        Self {
+            urls: nats_url(),
+            replicas: 1,
+        }
+    }
+}
+
 /// A fresh file-backed stream capturing `<prefix>.>`, like production's.
 #[derive(Debug)]
 pub(crate) struct BenchStream {
@@ -194,12 +215,18 @@ pub(crate) struct BenchStream {
 }
 
 impl BenchStream {
-    /// Connects and creates the stream.
+    /// Connects to the shared server and creates the stream.
     pub(crate) async fn create() -> Result<Self, BoxError> {
-        let client = async_nats::connect(nats_url()).await?;
+        Self::create_on(&Broker::shared()).await
+    }
+
+    /// Connects to `broker` and creates the stream with its replicas.
+    pub(crate) async fn create_on(broker: &Broker) -> Result<Self, BoxError> {
+        let client = async_nats::connect(broker.urls.as_str()).await?;
         let tag = &uuid::Uuid::now_v7().simple().to_string()[16..];
         let (name, prefix) = (format!("BENCH_{tag}"), format!("bench{tag}"));
         StreamSpec::new(&name, [format!("{prefix}.>")])
+            .replicas(broker.replicas)
             // Leftovers of a run that could not delete its stream expire.
             .max_age(Duration::from_secs(3600))
             .ensure(&jetstream::new(client.clone()), LEASE)

@@ -68,7 +68,7 @@ pub(crate) async fn run() -> Result<JetStreamCeiling, BoxError> {
 }
 
 /// `count` raw publishes; returns messages per second.
-async fn raw(stream: &BenchStream, count: usize) -> Result<f64, BoxError> {
+pub(crate) async fn raw(stream: &BenchStream, count: usize) -> Result<f64, BoxError> {
     let jetstream = jetstream::ContextBuilder::new()
         .timeout(Duration::from_secs(5))
         .max_ack_inflight(DEFAULT_MAX_ACKS_IN_FLIGHT)

@@ -18,6 +18,7 @@
 //! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
+//! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
 //!
@@ -27,6 +28,7 @@
 
 mod backlog;
 mod child;
+mod cluster;
 mod crash;
 mod drain;
 mod drain_child;
@@ -56,7 +58,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 12] = [
+const PARTS: [(&str, bool); 13] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -69,6 +71,7 @@ const PARTS: [(&str, bool); 12] = [
     ("outage", true),
     ("drain-1m", false),
     ("drain-tune", false),
+    ("drain-cluster", false),
 ];
 
 #[tokio::main]
@@ -153,6 +156,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("drain-tune") {
         backlog::tune().await?;
+    }
+    if wants("drain-cluster") {
+        cluster::run().await?;
     }
     if !summary.is_empty() {
         println!("== summary ==");
