@@ -111,7 +111,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     }
     let outbox = Outbox::new(db.clone(), config);
     let counts = Arc::new(StoreCounts::default());
-    let client = async_nats::connect(fixture::nats_url()).await?;
+    let client = fixture::connect(&fixture::nats_url()).await?;
     let mut processors = Vec::new();
     for _ in 0..settings.processors.max(1) {
         let publisher = JetStreamPublisher::new(client.clone(), "/outbox-bench");

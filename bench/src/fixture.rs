@@ -182,6 +182,16 @@ pub(crate) fn config(prefix: &str) -> Result<OutboxConfig, BoxError> {
     Ok(OutboxConfig::default().with_subject_prefix(prefix)?)
 }
 
+/// A client of the servers at `urls` (comma-separated, as
+/// `OUTBOX_TEST_NATS_URL` may list a cluster's nodes).
+pub(crate) async fn connect(urls: &str) -> Result<async_nats::Client, BoxError> {
+    let addresses = urls
+        .split(',')
+        .map(|url| url.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(async_nats::connect(addresses).await?)
+}
+
 /// Where a part publishes: the shared nats-server, or a private server or
 /// cluster a part started (its client URLs, comma-separated) and the
 /// replicas its streams get.
@@ -222,7 +232,7 @@ impl BenchStream {
 
     /// Connects to `broker` and creates the stream with its replicas.
     pub(crate) async fn create_on(broker: &Broker) -> Result<Self, BoxError> {
-        let client = async_nats::connect(broker.urls.as_str()).await?;
+        let client = connect(&broker.urls).await?;
         let tag = &uuid::Uuid::now_v7().simple().to_string()[16..];
         let (name, prefix) = (format!("BENCH_{tag}"), format!("bench{tag}"));
         StreamSpec::new(&name, [format!("{prefix}.>")])

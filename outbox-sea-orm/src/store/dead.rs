@@ -2,10 +2,9 @@
 //! waits behind it.
 
 use outbox_core::{MessageId, StoreError};
-use sea_orm::ConnectionTrait;
 
+use super::SeaOrmOutboxStore;
 use super::maintenance::count;
-use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Sql;
 
 /// A message that will not be retried, as an operator sees it.
@@ -45,13 +44,8 @@ pub(super) async fn dead_messages(
          AND w.aggregate_id = d.aggregate_id AND w.sequence > d.sequence AND w.status <> 1) \
          AS waiting FROM {table} d WHERE d.status = 2 ORDER BY d.id LIMIT {limit}"
     ));
-    let rows = store
-        .db
-        .query_all_raw(sql.build())
-        .await
-        .map_err(store_err("listing dead messages"))?;
-    rows.iter()
-        .map(|row| {
+    store
+        .read_rows(sql.build(), "listing dead messages", |row| {
             // Read as the claim reads them (row.rs); `waiting` is a COUNT.
             let sequence: i64 = row.try_get("", "sequence")?;
             let attempts: i32 = row.try_get("", "attempts")?;
@@ -66,6 +60,5 @@ pub(super) async fn dead_messages(
                 waiting_behind: count(row, "waiting")?,
             })
         })
-        .collect::<Result<_, sea_orm::DbErr>>()
-        .map_err(store_err("reading dead messages"))
+        .await
 }

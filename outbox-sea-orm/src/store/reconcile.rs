@@ -8,9 +8,9 @@ use std::time::Duration;
 use outbox_core::MessageId;
 use outbox_core::StoreError;
 use outbox_core::verify::{PublishedRecord, StalePending};
-use sea_orm::{ConnectionTrait, QueryResult};
+use sea_orm::QueryResult;
 
-use super::{SeaOrmOutboxStore, store_err};
+use super::SeaOrmOutboxStore;
 use crate::dialect::{Sql, millis};
 
 impl SeaOrmOutboxStore {
@@ -39,24 +39,17 @@ impl SeaOrmOutboxStore {
              WHERE {filter} ORDER BY published_at, id",
             self.table()
         ));
-        let rows = self
-            .db
-            .query_all_raw(sql.build())
-            .await
-            .map_err(store_err("reading published rows"))?;
-        rows.iter()
-            .map(|row| {
-                let stream_sequence: Option<i64> = row.try_get("", "stream_sequence")?;
-                Ok(PublishedRecord {
-                    id: id(row)?,
-                    aggregate_type: row.try_get("", "aggregate_type")?,
-                    aggregate_id: row.try_get("", "aggregate_id")?,
-                    sequence: sequence(row)?,
-                    stream_sequence: stream_sequence.and_then(|s| u64::try_from(s).ok()),
-                })
+        self.read_rows(sql.build(), "reading published rows", |row| {
+            let stream_sequence: Option<i64> = row.try_get("", "stream_sequence")?;
+            Ok(PublishedRecord {
+                id: id(row)?,
+                aggregate_type: row.try_get("", "aggregate_type")?,
+                aggregate_id: row.try_get("", "aggregate_id")?,
+                sequence: sequence(row)?,
+                stream_sequence: stream_sequence.and_then(|s| u64::try_from(s).ok()),
             })
-            .collect::<Result<_, sea_orm::DbErr>>()
-            .map_err(store_err("reading published rows"))
+        })
+        .await
     }
 
     /// The oldest `limit` pending rows written more than `older_than` ago
@@ -78,28 +71,21 @@ impl SeaOrmOutboxStore {
             now = dialect.now(),
             table = self.table(),
         ));
-        let rows = self
-            .db
-            .query_all_raw(sql.build())
-            .await
-            .map_err(store_err("reading stale pending rows"))?;
-        rows.iter()
-            .map(|row| {
-                let attempts: i32 = row.try_get("", "attempts")?;
-                let created = dialect.time(row, "created_at")?;
-                let now = dialect.time(row, "db_now")?;
-                Ok(StalePending {
-                    id: id(row)?,
-                    event_name: row.try_get("", "event_name")?,
-                    aggregate_type: row.try_get("", "aggregate_type")?,
-                    aggregate_id: row.try_get("", "aggregate_id")?,
-                    sequence: sequence(row)?,
-                    attempts: u32::try_from(attempts).unwrap_or(0),
-                    age: (now - created).to_std().unwrap_or_default(),
-                })
+        self.read_rows(sql.build(), "reading stale pending rows", |row| {
+            let attempts: i32 = row.try_get("", "attempts")?;
+            let created = dialect.time(row, "created_at")?;
+            let now = dialect.time(row, "db_now")?;
+            Ok(StalePending {
+                id: id(row)?,
+                event_name: row.try_get("", "event_name")?,
+                aggregate_type: row.try_get("", "aggregate_type")?,
+                aggregate_id: row.try_get("", "aggregate_id")?,
+                sequence: sequence(row)?,
+                attempts: u32::try_from(attempts).unwrap_or(0),
+                age: (now - created).to_std().unwrap_or_default(),
             })
-            .collect::<Result<_, sea_orm::DbErr>>()
-            .map_err(store_err("reading stale pending rows"))
+        })
+        .await
     }
 }
 
