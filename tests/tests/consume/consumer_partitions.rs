@@ -1,7 +1,8 @@
 //! Consumers on three processes, each owning a third of the partitions
 //! (`SubscriberBuilder::partitions`), while writers publish steadily on
 //! partitioned subjects (`OutboxConfig::with_partitions`). One process is
-//! SIGKILLed mid-stream and started again later, writes going on
+//! SIGKILLed mid-stream (holding much of a burst) and started again
+//! before its messages' ack wait ran out, writes going on
 //! throughout. Afterwards every event's effect is applied exactly once, in
 //! each aggregate's sequence order, each by the process owning the
 //! aggregate's partition; the killed process's partitions wait while it is
@@ -31,6 +32,8 @@ const OWNERS: [&str; 3] = ["0,3", "1,4", "2,5"];
 /// The process that is killed and started again.
 const VICTIM: usize = 1;
 const ORDERS: usize = 60;
+/// Events of each order in the stream before the consumers start.
+const BURST: usize = 10;
 /// How long the killed process stays down.
 const DOWN: Duration = Duration::from_millis(1500);
 
@@ -107,8 +110,11 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
             .expect("prefix")
             .with_partitions(partitions()),
     );
-    let placed = write_orders(&outbox, "p", ORDERS, 1, 20).await;
+    // A burst in the stream before the consumers start, so that the victim
+    // dies holding many messages; then steady writes on top.
+    let placed = write_orders(&outbox, "p", ORDERS, BURST, 20).await;
     let processor = spawn_processor(&outbox, stream.jetstream.client(), "/consumer-partitions");
+    wait_all_published(test, table, placed as i64).await;
     let mut processes = Vec::new();
     for own in OWNERS {
         processes.push(Some(consumer(&setup, own).await));
@@ -118,7 +124,7 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
 
     // Mid-stream, with messages in flight: SIGKILL one process.
     wait_until(Duration::from_secs(20), "the victim applies", || async {
-        applied_by(&setup, OWNERS[VICTIM]).await >= 100
+        applied_by(&setup, OWNERS[VICTIM]).await >= 30
     })
     .await;
     processes[VICTIM].take().expect("running").kill();
