@@ -308,7 +308,8 @@ impl SubscriberBuilder {
     /// second the subscriber applies what is parked, in order, through the
     /// same handlers.
     ///
-    /// One process per durable (or per filter subject) for the restart
+    /// One process per durable (or per filter subject, or per partition:
+    /// [`partitions`](Self::partitions)) for the restart
     /// guard: a process starting beside a live one would wait, up to the
     /// same bound, for messages that the live one holds. Holds are read
     /// from the database every second, so other processes of the consumer

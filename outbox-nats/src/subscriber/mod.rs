@@ -105,7 +105,9 @@
 //!   durable are not waited for (they are the ones a lane gives up on), so
 //!   across processes one aggregate's messages may run in parallel or out
 //!   of order. Where that matters, run one process per durable, or give
-//!   each process its own filter subject;
+//!   each process its own filter subject, or split the stream into
+//!   partitions by aggregate and give each process its own
+//!   ([`partitions`](SubscriberBuilder::partitions));
 //! - a message given up on that turns up later, or one JetStream redelivers
 //!   after its ack wait (its process crashed, or its progress acks were
 //!   lost) after later messages of its aggregate were handled, is handled
@@ -302,7 +304,12 @@ impl Subscriber {
             .map(|(index, consumer)| {
                 // One task applies released holds for all of them.
                 let watch_holds = index == 0;
-                fetch::run(Arc::clone(&self.shared), consumer, stop.clone(), watch_holds)
+                fetch::run(
+                    Arc::clone(&self.shared),
+                    consumer,
+                    stop.clone(),
+                    watch_holds,
+                )
             })
             .collect();
         let mut result = Ok(());

@@ -60,11 +60,7 @@ impl Owned {
         if self.owned.is_empty() {
             return invalid("the set of owned partitions is empty".into());
         }
-        if let Some(outside) = self
-            .owned
-            .iter()
-            .find(|k| **k >= self.partitions.count())
-        {
+        if let Some(outside) = self.owned.iter().find(|k| **k >= self.partitions.count()) {
             return invalid(format!(
                 "owned partition {outside} is out of range: there are {}, numbered from 0",
                 self.partitions

@@ -21,8 +21,7 @@ use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::Backend;
 use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, amend_order, shared_setup, spawn_processor, wait_all_published, wait_until,
-    write_orders,
+    Setup, amend_order, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
 };
 use sea_orm::ConnectionTrait;
 
@@ -136,15 +135,20 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     tokio::time::sleep(DOWN).await;
     let while_down = applied_by(&setup, OWNERS[VICTIM]).await;
     let others_while_down = test.count("effects", "1=1").await - while_down - others_at_kill;
-    assert_eq!(while_down, at_kill, "nobody applies the dead process's partitions");
+    assert_eq!(
+        while_down, at_kill,
+        "nobody applies the dead process's partitions"
+    );
     assert!(others_while_down > 0, "the other processes go on");
 
     // Back, with writes still going on: its partitions move again.
     let restart = Instant::now();
     processes[VICTIM] = Some(consumer(&setup, OWNERS[VICTIM]).await);
-    wait_until(Duration::from_secs(20), "the victim's partitions move", || async {
-        applied_by(&setup, OWNERS[VICTIM]).await > at_kill
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "the victim's partitions move",
+        || async { applied_by(&setup, OWNERS[VICTIM]).await > at_kill },
+    )
     .await;
     let (resumed, since_kill) = (restart.elapsed(), killed.elapsed());
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -152,9 +156,11 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     let amended = writer.await.expect("writer");
     let total = (placed + amended) as i64;
     wait_all_published(test, table, total).await;
-    wait_until(Duration::from_secs(30), "every effect is applied", || async {
-        test.count("effects", "1=1").await >= total
-    })
+    wait_until(
+        Duration::from_secs(30),
+        "every effect is applied",
+        || async { test.count("effects", "1=1").await >= total },
+    )
     .await;
     processor.shutdown().await.expect("clean shutdown");
 

@@ -874,7 +874,10 @@ async fn build_creates_then_verifies_the_consumer() {
     // Partitions that cannot work: refused before any consumer is made.
     let four = outbox_core::Partitions::new(4).expect("4 partitions");
     let partition_refusals = [
-        (fx.subscriber().partitions(&fx.prefix, four, [1, 4]), "out of range"),
+        (
+            fx.subscriber().partitions(&fx.prefix, four, [1, 4]),
+            "out of range",
+        ),
         (fx.subscriber().partitions(&fx.prefix, four, []), "empty"),
         (
             fx.subscriber()
