@@ -115,6 +115,24 @@ impl OutboxMessage {
     /// Under a partitioned prefix its partition is that of this aggregate
     /// (`standalone`, its id), so standalone messages spread over every
     /// partition.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// use outbox_core::{IntegrationEvent, MessageContext, OutboxMessage, Partitions};
+    /// use outbox_core::{PendingMessage, SubjectPrefix};
+    ///
+    /// #[derive(Serialize, Deserialize, IntegrationEvent)]
+    /// #[event(name = "report.ready")]
+    /// struct ReportReady { report: u32 }
+    ///
+    /// let partitions = Partitions::new(8)?;
+    /// let prefix = SubjectPrefix::default().with_partitions(partitions);
+    /// let pending = PendingMessage::new(&ReportReady { report: 1 })?;
+    /// let message = OutboxMessage::standalone(pending, &MessageContext::new(), &prefix);
+    /// let k = partitions.of("standalone", &message.id.to_string());
+    /// assert_eq!(message.subject, format!("events.p{k}.report.ready"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn standalone(
         pending: PendingMessage,
         context: &MessageContext,
