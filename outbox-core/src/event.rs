@@ -52,7 +52,9 @@ pub trait IntegrationEvent: Serialize + DeserializeOwned + Send + Sync + 'static
     /// fills it in; a hand-written impl rarely needs to override it.
     const REGISTRATION: EventRegistration = EventRegistration::of::<Self>();
 
-    /// The subject this event is published on, under `prefix`.
+    /// The subject this event is published on, under `prefix` (without a
+    /// partition token: a partitioned prefix's subjects depend on the
+    /// aggregate, see [`EventSubject::resolve_for`]).
     fn subject(prefix: &SubjectPrefix) -> String {
         Self::SUBJECT.resolve(prefix, Self::NAME)
     }

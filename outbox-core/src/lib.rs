@@ -125,6 +125,7 @@ pub mod naming;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod otel;
+pub mod partition;
 mod payload;
 mod pending;
 #[cfg(feature = "processor")]
@@ -154,6 +155,7 @@ pub use headers::{Headers, InvalidHeader};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
+pub use partition::{MAX_PARTITIONS, Partitions, PartitionsError};
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 #[cfg(feature = "processor")]

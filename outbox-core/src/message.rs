@@ -112,6 +112,27 @@ pub const STANDALONE: &str = "standalone";
 impl OutboxMessage {
     /// Seals an event that belongs to no aggregate: its own ordering group,
     /// aggregate type [`STANDALONE`], its id as the aggregate id, sequence 1.
+    /// Under a partitioned prefix its partition is that of this aggregate
+    /// (`standalone`, its id), so standalone messages spread over every
+    /// partition.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// use outbox_core::{IntegrationEvent, MessageContext, OutboxMessage, Partitions};
+    /// use outbox_core::{PendingMessage, SubjectPrefix};
+    ///
+    /// #[derive(Serialize, Deserialize, IntegrationEvent)]
+    /// #[event(name = "report.ready")]
+    /// struct ReportReady { report: u32 }
+    ///
+    /// let partitions = Partitions::new(8)?;
+    /// let prefix = SubjectPrefix::default().with_partitions(partitions);
+    /// let pending = PendingMessage::new(&ReportReady { report: 1 })?;
+    /// let message = OutboxMessage::standalone(pending, &MessageContext::new(), &prefix);
+    /// let k = partitions.of("standalone", &message.id.to_string());
+    /// assert_eq!(message.subject, format!("events.p{k}.report.ready"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn standalone(
         pending: PendingMessage,
         context: &MessageContext,
@@ -127,7 +148,8 @@ impl OutboxMessage {
 
     /// Seals a recorded event into a message of `aggregate`, stamping the
     /// context's correlation, causation, tenant, trace and headers, and
-    /// resolving the subject under `prefix`. Per-message headers win over the
+    /// resolving the subject under `prefix` (with the aggregate's partition
+    /// token if the prefix is partitioned). Per-message headers win over the
     /// context's.
     ///
     /// With the `opentelemetry` feature, a context without a trace context
@@ -141,7 +163,12 @@ impl OutboxMessage {
     ) -> Self {
         let id = pending.id();
         let event_name = pending.event_name();
-        let subject = pending.subject().resolve(prefix, event_name);
+        let subject = pending.subject().resolve_for(
+            prefix,
+            &aggregate.aggregate_type,
+            &aggregate.aggregate_id,
+            event_name,
+        );
         let (event_version, occurred_at) = (pending.event_version(), pending.occurred_at());
         let deliver_at = pending.deliver_at();
         let (payload, own_headers) = pending.into_payload_and_headers();

@@ -1,6 +1,6 @@
 //! Where the outbox lives and how it behaves.
 
-use outbox_core::SubjectPrefix;
+use outbox_core::{Partitions, SubjectPrefix};
 
 use crate::error::OutboxError;
 
@@ -94,9 +94,10 @@ pub enum Retention {
 /// use outbox_sea_orm::{OutboxConfig, Retention};
 /// let config: OutboxConfig = serde_json::from_str(r#"{
 ///     "table": "billing_outbox", "subject_prefix": "billing",
-///     "retention": "delete", "notify": false
+///     "retention": "delete", "notify": false, "partitions": 8
 /// }"#)?;
 /// assert_eq!(config.table().as_str(), "billing_outbox");
+/// assert_eq!(config.subject_prefix().partitions().map(|p| p.count()), Some(8));
 /// assert_eq!(config.retention(), Retention::Delete);
 /// assert_eq!(config.notify_channel(), None);
 /// assert!(serde_json::from_str::<OutboxConfig>(r#"{"table": "x; DROP"}"#).is_err());
@@ -124,8 +125,35 @@ impl OutboxConfig {
 
     /// Publishes derived subjects under this prefix (default `events`).
     pub fn with_subject_prefix(mut self, prefix: impl Into<String>) -> Result<Self, OutboxError> {
+        let partitions = self.subject_prefix.partitions();
         self.subject_prefix = SubjectPrefix::new(prefix)?;
+        if let Some(partitions) = partitions {
+            self.subject_prefix = self.subject_prefix.with_partitions(partitions);
+        }
         Ok(self)
+    }
+
+    /// Splits derived subjects into `partitions` by aggregate, for consumers
+    /// on several processes (`outbox_nats`' `SubscriberBuilder::partitions`):
+    /// an event of an aggregate in partition `k` goes to
+    /// `<prefix>.p<k>.<event name>` ([`Partitions::of`]). Events with a fixed
+    /// subject (`#[event(subject = "..")]`) keep it; standalone messages
+    /// (no aggregate) take the partition of (`standalone`, their id).
+    ///
+    /// Writers and subscribers must agree on the count; changing it moves
+    /// aggregates between partitions (README, "Consumers on more than one
+    /// process", for the procedure).
+    ///
+    /// ```
+    /// use outbox_core::Partitions;
+    /// use outbox_sea_orm::OutboxConfig;
+    /// let config = OutboxConfig::default().with_partitions(Partitions::new(8)?);
+    /// assert_eq!(config.subject_prefix().partitions(), Some(Partitions::new(8)?));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_partitions(mut self, partitions: Partitions) -> Self {
+        self.subject_prefix = self.subject_prefix.with_partitions(partitions);
+        self
     }
 
     /// Keeps or deletes published rows (default: keep).
@@ -164,7 +192,7 @@ impl OutboxConfig {
         self.inbox_table.as_ref().unwrap_or(&DEFAULT_INBOX_TABLE)
     }
 
-    /// The subject prefix.
+    /// The subject prefix, with its partitions if any.
     pub fn subject_prefix(&self) -> &SubjectPrefix {
         &self.subject_prefix
     }
@@ -183,6 +211,7 @@ struct OutboxConfigFile {
     table: Option<String>,
     inbox_table: Option<String>,
     subject_prefix: Option<String>,
+    partitions: Option<u32>,
     #[serde(default)]
     retention: Retention,
     notify: Option<bool>,
@@ -204,6 +233,9 @@ impl<'de> serde::Deserialize<'de> for OutboxConfig {
             config = config
                 .with_subject_prefix(prefix)
                 .map_err(D::Error::custom)?;
+        }
+        if let Some(count) = file.partitions {
+            config = config.with_partitions(Partitions::new(count).map_err(D::Error::custom)?);
         }
         if file.notify == Some(false) {
             config = config.without_notify();

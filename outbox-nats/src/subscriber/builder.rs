@@ -10,6 +10,7 @@ use async_nats::jetstream::{
 };
 use outbox_core::{
     AppliedMessages, Delivery, EventRegistry, HandlerError, HeldMessages, IntegrationEvent,
+    Partitions,
 };
 use tokio::sync::Semaphore;
 
@@ -22,6 +23,7 @@ use super::dead_letter::DeadLetterPolicy;
 use super::error::BuildError;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
+use super::partitioned::{Owned, PullSpec};
 use super::shared::Shared;
 use crate::StreamSpec;
 
@@ -32,6 +34,7 @@ use crate::StreamSpec;
 /// |---|---|
 /// | [`stream`](Self::stream) | required |
 /// | [`filter_subject`](Self::filter_subject) | every subject of the stream |
+/// | [`partitions`](Self::partitions) | none: one consumer, `durable` |
 /// | [`deliver_policy`](Self::deliver_policy) | `All` (from the start of the stream) |
 /// | [`max_in_flight`](Self::max_in_flight) | 64 |
 /// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
@@ -49,6 +52,7 @@ pub struct SubscriberBuilder {
     durable: String,
     stream: Option<String>,
     filter_subject: String,
+    partitions: Option<Owned>,
     deliver_policy: DeliverPolicy,
     max_in_flight: usize,
     max_ack_pending: Option<usize>,
@@ -71,6 +75,7 @@ impl std::fmt::Debug for SubscriberBuilder {
             .field("durable", &self.durable)
             .field("stream", &self.stream)
             .field("filter_subject", &self.filter_subject)
+            .field("partitions", &self.partitions)
             .field("max_in_flight", &self.max_in_flight)
             .field("max_ack_pending", &self.window())
             .field("max_deliver", &self.max_deliver)
@@ -87,6 +92,7 @@ impl SubscriberBuilder {
             durable,
             stream: None,
             filter_subject: String::new(),
+            partitions: None,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -115,6 +121,53 @@ impl SubscriberBuilder {
     /// consumer need nats-server 2.10.
     pub fn filter_subject(mut self, subject: impl Into<String>) -> Self {
         self.filter_subject = subject.into();
+        self
+    }
+
+    /// Consumes only the partitions `owned` of a stream the writers split
+    /// into `partitions` under the subject prefix `prefix`
+    /// (`OutboxConfig::with_partitions` in `outbox_sea_orm`): one durable
+    /// consumer per owned partition `k`, named `<durable>-p<k>` and
+    /// filtering `<prefix>.p<k>.>`, all feeding the same handlers, under the
+    /// same `max_in_flight`, in the same per-aggregate order.
+    ///
+    /// Each aggregate lives in one partition, so a process that owns a
+    /// partition alone sees every message of its aggregates: per-aggregate
+    /// order (with [`keep_order`](Self::keep_order), across restarts too)
+    /// holds with several processes, each owning a disjoint set
+    /// ([`Partitions::share`] splits them). The inbox, its holds and the
+    /// dead-letter subject use `durable` itself, so effects apply once
+    /// whichever partition a message came through.
+    ///
+    /// Ownership is static: a stopped process's partitions wait until it,
+    /// or a replacement owning the same set, starts; no other process takes
+    /// them over. `max_ack_pending` applies to each partition's consumer.
+    /// Excludes [`filter_subject`](Self::filter_subject); `build` fails
+    /// with [`BuildError::InvalidConfig`] for both, an empty set, or a
+    /// partition not below the count.
+    ///
+    /// ```no_run
+    /// # async fn run(jetstream: outbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+    /// use outbox_core::Partitions;
+    /// use outbox_nats::Subscriber;
+    /// let partitions = Partitions::new(12)?;
+    /// // process 1 of 3: partitions 1, 4, 7, 10
+    /// let builder = Subscriber::builder(jetstream, "billing")
+    ///     .stream("EVENTS")
+    ///     .partitions("events", partitions, partitions.share(1, 3));
+    /// # let _ = builder; Ok(()) }
+    /// ```
+    pub fn partitions(
+        mut self,
+        prefix: impl Into<String>,
+        partitions: Partitions,
+        owned: impl IntoIterator<Item = u16>,
+    ) -> Self {
+        self.partitions = Some(Owned::new(
+            prefix.into(),
+            partitions,
+            owned.into_iter().collect(),
+        ));
         self
     }
 
@@ -255,7 +308,8 @@ impl SubscriberBuilder {
     /// second the subscriber applies what is parked, in order, through the
     /// same handlers.
     ///
-    /// One process per durable (or per filter subject) for the restart
+    /// One process per durable (or per filter subject, or per partition:
+    /// [`partitions`](Self::partitions)) for the restart
     /// guard: a process starting beside a live one would wait, up to the
     /// same bound, for messages that the live one holds. Holds are read
     /// from the database every second, so other processes of the consumer
@@ -308,6 +362,7 @@ impl SubscriberBuilder {
     /// subscriber, ready to [`run`](Subscriber::run).
     pub async fn build(self) -> Result<Subscriber, BuildError> {
         let stream_name = self.check()?;
+        let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
         let registry = match self.registry {
@@ -345,6 +400,7 @@ impl SubscriberBuilder {
             })?;
         if let Some(subject) = self.dead_letter.subject(&self.durable) {
             let captured_here = self.filter_subject.is_empty()
+                && self.partitions.is_none()
                 && stream
                     .cached_info()
                     .config
@@ -366,20 +422,20 @@ impl SubscriberBuilder {
             .await?;
         }
         let max_deliver = i64::try_from(self.max_deliver).unwrap_or(i64::MAX);
-        let consumer = consumer::ensure(
-            &stream,
-            pull::Config {
-                durable_name: Some(self.durable.clone()),
+        let mut consumers = Vec::new();
+        for pull in pulls {
+            let config = pull::Config {
+                durable_name: Some(pull.durable),
                 ack_policy: AckPolicy::Explicit,
                 ack_wait: self.ack_wait,
                 max_deliver,
                 max_ack_pending,
-                filter_subject: self.filter_subject,
+                filter_subject: pull.filter,
                 deliver_policy: self.deliver_policy,
                 ..Default::default()
-            },
-        )
-        .await?;
+            };
+            consumers.push(consumer::ensure(&stream, config).await?);
+        }
         let shared = Shared {
             consumer: self.durable.into(),
             stream: stream_name.into(),
@@ -401,8 +457,20 @@ impl SubscriberBuilder {
         };
         Ok(Subscriber {
             shared: Arc::new(shared),
-            consumer,
+            consumers,
         })
+    }
+
+    /// The durable consumers to read: `durable` itself, or one per owned
+    /// partition.
+    fn pulls(&self) -> Vec<PullSpec> {
+        match &self.partitions {
+            Some(owned) => owned.pulls(&self.durable),
+            None => vec![PullSpec {
+                durable: self.durable.clone(),
+                filter: self.filter_subject.clone(),
+            }],
+        }
     }
 
     /// The consumer's `max_ack_pending`, as set or by default.
@@ -441,13 +509,19 @@ impl SubscriberBuilder {
         if self.ack_wait < Duration::from_millis(100) {
             return invalid("ack_wait must be at least 100 ms".into());
         }
+        if let Some(owned) = &self.partitions {
+            owned.check(&self.filter_subject)?;
+        }
         if let Some(subject) = self.dead_letter.subject(durable)
-            && subject_matches(&self.filter_subject, &subject)
+            && let Some(pull) = self
+                .pulls()
+                .into_iter()
+                .find(|pull| subject_matches(&pull.filter, &subject))
         {
             return invalid(format!(
                 "the dead-letter subject `{subject}` matches the consumer's filter `{}`: \
                  dead letters would come back to it",
-                self.filter_subject
+                pull.filter
             ));
         }
         Ok(stream)

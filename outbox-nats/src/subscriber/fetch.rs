@@ -43,11 +43,14 @@ const LANE_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// How long abandoned handlers get to hand their messages back.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs until `shutdown` is cancelled (then drains) or the consumer is deleted.
+/// Runs until `shutdown` is cancelled (then drains) or the consumer is
+/// deleted. `watch_holds`: this loop also applies released holds (one loop
+/// of a subscriber does).
 pub(crate) async fn run(
     shared: Arc<Shared>,
     consumer: PullConsumer,
     shutdown: CancellationToken,
+    watch_holds: bool,
 ) -> Result<(), SubscriberError> {
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
     let stop = Stop::default();
@@ -57,11 +60,13 @@ pub(crate) async fn run(
         if let Err(err) = holds.refresh(&shared.consumer).await {
             tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "cannot read held aggregates yet; retrying every second");
         }
-        workers.spawn(release::watch(
-            Arc::clone(&shared),
-            Arc::clone(holds),
-            stop.draining.clone(),
-        ));
+        if watch_holds {
+            workers.spawn(release::watch(
+                Arc::clone(&shared),
+                Arc::clone(holds),
+                stop.draining.clone(),
+            ));
+        }
     }
     restart::expect_outstanding(&shared, &consumer, &lanes).await;
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
@@ -70,7 +75,8 @@ pub(crate) async fn run(
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut messages: Option<Stream> = None;
     let mut reopen = Doubling::new(Duration::from_millis(100), MAX_REOPEN_DELAY);
-    tracing::info!(consumer = %shared.consumer, stream = %shared.stream, "subscriber started");
+    let pull = consumer.cached_info().name.clone();
+    tracing::info!(consumer = %shared.consumer, %pull, stream = %shared.stream, "subscriber started");
     let result = loop {
         let Some(stream) = messages.as_mut() else {
             match open(&consumer, &shared).await {
@@ -102,7 +108,7 @@ pub(crate) async fn run(
             next = stream.next() => match next {
                 Some(Ok(message)) => admit(&shared, &lanes, &stop, &mut workers, message).await,
                 Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
-                    break Err(SubscriberError::ConsumerDeleted { consumer: shared.consumer.to_string() });
+                    break Err(SubscriberError::ConsumerDeleted { consumer: pull.clone() });
                 }
                 Some(Err(err)) => {
                     tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "pulling messages");
@@ -115,7 +121,7 @@ pub(crate) async fn run(
         }
     };
     drain(&shared, &stop, &mut workers, messages).await;
-    tracing::info!(consumer = %shared.consumer, "subscriber stopped");
+    tracing::info!(consumer = %shared.consumer, %pull, "subscriber stopped");
     result
 }
 

@@ -105,7 +105,9 @@
 //!   durable are not waited for (they are the ones a lane gives up on), so
 //!   across processes one aggregate's messages may run in parallel or out
 //!   of order. Where that matters, run one process per durable, or give
-//!   each process its own filter subject;
+//!   each process its own filter subject, or split the stream into
+//!   partitions by aggregate and give each process its own
+//!   ([`partitions`](SubscriberBuilder::partitions));
 //! - a message given up on that turns up later, or one JetStream redelivers
 //!   after its ack wait (its process crashed, or its progress acks were
 //!   lost) after later messages of its aggregate were handled, is handled
@@ -173,6 +175,7 @@ mod handler;
 mod hold;
 pub mod metrics;
 mod ordering;
+mod partitioned;
 mod release;
 mod restart;
 mod settings;
@@ -194,11 +197,13 @@ pub use settings::{BackoffSettings, SubscriberSettings};
 
 use shared::Shared;
 
-/// A typed subscriber on a durable JetStream pull consumer, built and
+/// A typed subscriber on a durable JetStream pull consumer (or one per
+/// owned partition, see [`SubscriberBuilder::partitions`]), built and
 /// ready to run (see the [module docs](self)).
 pub struct Subscriber {
     shared: Arc<Shared>,
-    consumer: PullConsumer,
+    /// The durable itself, or one consumer per owned partition; never empty.
+    consumers: Vec<PullConsumer>,
 }
 
 impl std::fmt::Debug for Subscriber {
@@ -256,9 +261,19 @@ impl Subscriber {
         SubscriberBuilder::new(jetstream.into_jetstream(), durable.into())
     }
 
-    /// The durable consumer's name.
+    /// The durable consumer's name (with partitions, the base name: the
+    /// inbox's and the dead letters' key).
     pub fn durable(&self) -> &str {
         &self.shared.consumer
+    }
+
+    /// The names of the JetStream consumers it reads: [`durable`](Self::durable),
+    /// or `<durable>-p<k>` for each owned partition `k`.
+    pub fn consumers(&self) -> Vec<String> {
+        self.consumers
+            .iter()
+            .map(|consumer| consumer.cached_info().name.clone())
+            .collect()
     }
 
     /// The stream it reads.
@@ -276,8 +291,37 @@ impl Subscriber {
     /// consumer is deleted under it; connection trouble is logged and
     /// retried. Dropping the future stops everything at once, without
     /// handing messages back (they are redelivered after `ack_wait`).
+    ///
+    /// With partitions, each owned partition's consumer is read by a loop
+    /// of its own; should one consumer be deleted, the others shut down in
+    /// order and the error is returned.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
-        fetch::run(self.shared, self.consumer, shutdown).await
+        let stop = shutdown.child_token();
+        let mut loops: futures::stream::FuturesUnordered<_> = self
+            .consumers
+            .into_iter()
+            .enumerate()
+            .map(|(index, consumer)| {
+                // One task applies released holds for all of them.
+                let watch_holds = index == 0;
+                fetch::run(
+                    Arc::clone(&self.shared),
+                    consumer,
+                    stop.clone(),
+                    watch_holds,
+                )
+            })
+            .collect();
+        let mut result = Ok(());
+        while let Some(ended) = futures::StreamExt::next(&mut loops).await {
+            if let Err(err) = ended
+                && result.is_ok()
+            {
+                stop.cancel();
+                result = Err(err);
+            }
+        }
+        result
     }
 
     /// Runs on a task of its own.

@@ -1,23 +1,27 @@
-//! A consumer as a process of its own, for the consumer crash test
-//! (`tests/tests/consume/consumer_crash_order.rs`): a durable subscriber whose
+//! A consumer as a process of its own, for the consumer crash tests
+//! (`tests/tests/consume/consumer_crash_order.rs`,
+//! `tests/tests/consume/consumer_partitions.rs`): a durable subscriber whose
 //! inbox handlers apply each order event as a row of `effects` (in the
 //! inbox's transaction), in the order they run.
 //!
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
 //!     --subject-prefix PREFIX --stream NAME --durable NAME --ack-wait-ms N [--ordered] \
-//!     [--only-amended]
+//!     [--only-amended] [--partitions N --own K,K,..]
 //! ```
 //!
 //! `--ordered` turns on `keep_order` with the inbox;
 //! `--only-amended` handles `OrderAmended` only (`OrderPlaced` is acked
-//! unhandled: a handler with gaps in each aggregate's sequences). Prints
+//! unhandled: a handler with gaps in each aggregate's sequences);
+//! `--partitions N --own 0,3` consumes only partitions 0 and 3 of a stream
+//! split into N under the subject prefix, and records the `--own` text in
+//! the effect's `process` column. Prints
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
 
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError};
+use outbox_core::{Delivery, HandlerError, Partitions};
 use outbox_nats::async_nats::jetstream::stream::StorageType;
 use outbox_nats::subscriber::DeadLetterPolicy;
 use outbox_nats::{StreamSpec, Subscriber};
@@ -36,6 +40,8 @@ struct Args {
     ack_wait: Duration,
     ordered: bool,
     only_amended: bool,
+    partitions: Option<u32>,
+    own: Option<String>,
 }
 
 fn parse() -> Result<(ChildArgs, Args), String> {
@@ -47,25 +53,44 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             "--ack-wait-ms" => args.ack_wait = Duration::from_millis(number(flag, &value()?)?),
             "--ordered" => args.ordered = true,
             "--only-amended" => args.only_amended = true,
+            "--partitions" => args.partitions = Some(number(flag, &value()?)?),
+            "--own" => args.own = Some(value()?),
             _ => return Ok(false),
         }
         Ok(true)
     })?;
+    if args.partitions.is_some() != args.own.is_some() {
+        return Err("--partitions and --own go together".to_owned());
+    }
     Ok((common, args))
 }
 
-/// Applies one event of `aggregate` at `sequence`: a row of `effects`.
-async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
+/// The partitions of `--own`: `0,3,6`.
+fn owned(own: &str) -> Result<Vec<u16>, String> {
+    own.split(',').map(|k| number("--own", k.trim())).collect()
+}
+
+/// Applies one event of `aggregate` at `sequence`: a row of `effects`,
+/// naming the partitions this process owns (`process`) when it owns some.
+async fn apply(
+    uow: &mut UnitOfWork,
+    delivery: &Delivery,
+    process: Option<&str>,
+) -> Result<(), HandlerError> {
     // Some work, so that many messages are in flight when the process dies.
     tokio::time::sleep(Duration::from_millis(2)).await;
     let message = delivery.message();
-    uow.connection()
-        .await?
-        .execute_unprepared(&format!(
+    let sql = match process {
+        Some(process) => format!(
+            "INSERT INTO effects (aggregate_id, sequence, process) VALUES ('{}', {}, '{process}')",
+            message.aggregate_id, message.sequence
+        ),
+        None => format!(
             "INSERT INTO effects (aggregate_id, sequence) VALUES ('{}', {})",
             message.aggregate_id, message.sequence
-        ))
-        .await?;
+        ),
+    };
+    uow.connection().await?.execute_unprepared(&sql).await?;
     Ok(())
 }
 
@@ -85,21 +110,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .storage(StorageType::Memory)
     .max_age(Duration::from_secs(600));
+    // Leaked: the handlers outlive `main`'s borrows (it is one string).
+    let process: Option<&'static str> = args.own.clone().map(|own| &*own.leak());
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
         .stream(&args.stream)
         .dead_letter(DeadLetterPolicy::publish_to(dead_letter_subject))
         .dead_letter_stream(dead_letters)
         .ack_wait(args.ack_wait)
-        .on(inbox.handler_boxed(|_: OrderAmended, delivery, uow| {
-            Box::pin(async move { apply(uow, &delivery).await })
+        .on(inbox.handler_boxed(move |_: OrderAmended, delivery, uow| {
+            Box::pin(async move { apply(uow, &delivery, process).await })
         }));
     builder = if args.only_amended {
         builder.ignore_unhandled()
     } else {
-        builder.on(inbox.handler_boxed(|_: OrderPlaced, delivery, uow| {
-            Box::pin(async move { apply(uow, &delivery).await })
+        builder.on(inbox.handler_boxed(move |_: OrderPlaced, delivery, uow| {
+            Box::pin(async move { apply(uow, &delivery, process).await })
         }))
     };
+    if let (Some(count), Some(own)) = (args.partitions, &args.own) {
+        builder = builder.partitions(&common.subject_prefix, Partitions::new(count)?, owned(own)?);
+    }
     if args.ordered {
         builder = builder.keep_order(inbox.clone());
     }

@@ -870,6 +870,29 @@ async fn build_creates_then_verifies_the_consumer() {
     let dead_letters_to_itself = DeadLetterPolicy::publish_to(format!("{}.dead", fx.prefix));
     let looping = refused(fx.subscriber().dead_letter(dead_letters_to_itself)).await;
     assert!(matches!(looping, BuildError::InvalidConfig(_)), "{looping}");
+
+    // Partitions that cannot work: refused before any consumer is made.
+    let four = outbox_core::Partitions::new(4).expect("4 partitions");
+    let partition_refusals = [
+        (
+            fx.subscriber().partitions(&fx.prefix, four, [1, 4]),
+            "out of range",
+        ),
+        (fx.subscriber().partitions(&fx.prefix, four, []), "empty"),
+        (
+            fx.subscriber()
+                .filter_subject(format!("{}.>", fx.prefix))
+                .partitions(&fx.prefix, four, [0]),
+            "exclude each other",
+        ),
+    ];
+    for (settings, why) in partition_refusals {
+        let refusal = refused(settings).await;
+        assert!(
+            matches!(refusal, BuildError::InvalidConfig(ref what) if what.contains(why)),
+            "{refusal}"
+        );
+    }
     fx.delete().await;
 }
 
