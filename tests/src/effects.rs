@@ -1,5 +1,6 @@
 //! What a consumer's handlers did, as rows: each applied event is a row of
-//! `effects` (aggregate, sequence) written in the inbox's transaction, so a
+//! `effects` (aggregate, sequence, and the process that applied it where a
+//! test runs several) written in the inbox's transaction, so a
 //! test can check that every committed event was applied once and in each
 //! aggregate's order, whatever was killed on the way.
 
@@ -24,7 +25,7 @@ pub async fn create_table(test: &TestDb) {
     test.db
         .execute_unprepared(&format!(
             "CREATE TABLE effects ({id}, aggregate_id varchar(255) NOT NULL, \
-             sequence bigint NOT NULL)"
+             sequence bigint NOT NULL, process varchar(64))"
         ))
         .await
         .expect("effects table");
@@ -34,11 +35,21 @@ pub async fn create_table(test: &TestDb) {
 /// and sequence, in the handler's unit of work (so the row and the inbox's
 /// record of the message commit together).
 pub async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
+    apply_as(uow, delivery, None).await
+}
+
+/// [`apply`], naming the `process` that applied it.
+pub async fn apply_as(
+    uow: &mut UnitOfWork,
+    delivery: &Delivery,
+    process: Option<&str>,
+) -> Result<(), HandlerError> {
     let message = delivery.message();
+    let process = process.map_or("NULL".to_owned(), |process| format!("'{process}'"));
     uow.connection()
         .await?
         .execute_unprepared(&format!(
-            "INSERT INTO effects (aggregate_id, sequence) VALUES ('{}', {})",
+            "INSERT INTO effects (aggregate_id, sequence, process) VALUES ('{}', {}, {process})",
             message.aggregate_id, message.sequence
         ))
         .await?;

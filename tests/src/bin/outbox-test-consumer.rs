@@ -29,7 +29,6 @@ use outbox_sea_orm::{Inbox, UnitOfWork};
 use outbox_tests::orders::{OrderAmended, OrderPlaced};
 use outbox_tests::process::dead_letter_stream;
 use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
-use sea_orm::ConnectionTrait;
 use tokio_util::sync::CancellationToken;
 
 /// The consumer's own arguments.
@@ -79,19 +78,7 @@ async fn apply(
 ) -> Result<(), HandlerError> {
     // Some work, so that many messages are in flight when the process dies.
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let message = delivery.message();
-    let sql = match process {
-        Some(process) => format!(
-            "INSERT INTO effects (aggregate_id, sequence, process) VALUES ('{}', {}, '{process}')",
-            message.aggregate_id, message.sequence
-        ),
-        None => format!(
-            "INSERT INTO effects (aggregate_id, sequence) VALUES ('{}', {})",
-            message.aggregate_id, message.sequence
-        ),
-    };
-    uow.connection().await?.execute_unprepared(&sql).await?;
-    Ok(())
+    outbox_tests::effects::apply_as(uow, delivery, process).await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

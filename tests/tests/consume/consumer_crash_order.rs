@@ -17,7 +17,6 @@ use outbox_tests::process::ProcessorProcess;
 use processor_support::{
     Setup, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
 };
-use sea_orm::{ConnectionTrait, Statement};
 
 const ORDERS: usize = 200;
 const EVENTS: usize = 8;
@@ -58,13 +57,7 @@ async fn crash_mid_burst(
         outbox,
         table,
     } = setup;
-    test.db
-        .execute_unprepared(
-            "CREATE TABLE effects (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, \
-             sequence bigint NOT NULL)",
-        )
-        .await
-        .expect("effects table");
+    outbox_tests::effects::create_table(test).await;
     let total = write_orders(outbox, "c", ORDERS, EVENTS, 50).await as i64;
     let processor = spawn_processor(outbox, stream.jetstream.client(), "/consumer-crash");
     wait_all_published(test, table, total).await;
@@ -90,22 +83,10 @@ async fn crash_mid_burst(
     println!(
         "killed after {at_kill} of {expected_effects} effects; the second consumer applied the rest"
     );
-    let rows = test
-        .db
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            "SELECT aggregate_id, sequence FROM effects ORDER BY id",
-        ))
-        .await
-        .expect("effects");
-    assert_eq!(rows.len() as i64, expected_effects, "every effect once");
+    let applied = outbox_tests::effects::applied(test).await;
+    let rows: usize = applied.values().map(Vec::len).sum();
+    assert_eq!(rows as i64, expected_effects, "every effect once");
     second.stop();
-    let mut applied: HashMap<String, Vec<i64>> = HashMap::new();
-    for row in &rows {
-        let aggregate: String = row.try_get("", "aggregate_id").expect("aggregate");
-        let sequence: i64 = row.try_get("", "sequence").expect("sequence");
-        applied.entry(aggregate).or_default().push(sequence);
-    }
     applied
 }
 

@@ -23,7 +23,6 @@ use outbox_tests::process::ProcessorProcess;
 use processor_support::{
     Setup, amend_order, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
 };
-use sea_orm::ConnectionTrait;
 
 const PARTITIONS: u32 = 6;
 /// What each process owns: `Partitions::share(i, 3)` of 6.
@@ -95,13 +94,7 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     let started = Instant::now();
     let setup = shared_setup(Backend::Postgres).await;
     let (test, stream, _, table) = setup.parts();
-    test.db
-        .execute_unprepared(
-            "CREATE TABLE effects (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, \
-             sequence bigint NOT NULL, process text NOT NULL)",
-        )
-        .await
-        .expect("effects table");
+    outbox_tests::effects::create_table(test).await;
     let outbox = Outbox::new(
         test.db.clone(),
         OutboxConfig::default()
