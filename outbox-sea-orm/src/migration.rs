@@ -27,7 +27,7 @@ use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 use crate::schema::{
     abandoned_column, create_held, create_inbox, create_outbox, drop_held, drop_inbox, drop_outbox,
-    drop_skipped_columns, queue_indexes, skipped_columns,
+    drop_skipped_columns, held_table, queue_index_name, queue_indexes, skipped_columns,
 };
 
 /// Where [`OutboxMigrator`] records which migrations ran.
@@ -72,9 +72,12 @@ impl MigrationName for CreateOutboxTable {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateOutboxTable {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = create_outbox(dialect(manager), self.config.table());
+        execute_unless(
             manager,
-            create_outbox(dialect(manager), self.config.table()),
+            &self.name,
+            Present::Table(self.config.table().as_str().to_owned()),
+            statements,
         )
         .await
     }
@@ -114,9 +117,12 @@ impl MigrationName for CreateInboxTable {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateInboxTable {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = create_inbox(dialect(manager), self.config.inbox_table());
+        execute_unless(
             manager,
-            create_inbox(dialect(manager), self.config.inbox_table()),
+            &self.name,
+            Present::Table(self.config.inbox_table().as_str().to_owned()),
+            statements,
         )
         .await
     }
@@ -161,9 +167,12 @@ impl MigrationName for AddAbandonedClaims {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for AddAbandonedClaims {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = [abandoned_column(dialect(manager), self.config.table())];
+        execute_unless(
             manager,
-            [abandoned_column(dialect(manager), self.config.table())],
+            &self.name,
+            Present::Column(self.config.table().as_str().to_owned(), "abandoned"),
+            statements,
         )
         .await
     }
@@ -209,9 +218,15 @@ impl MigrationName for AddQueueIndexes {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for AddQueueIndexes {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = queue_indexes(dialect(manager), self.config.table());
+        execute_unless(
             manager,
-            queue_indexes(dialect(manager), self.config.table()),
+            &self.name,
+            Present::Index(
+                self.config.table().as_str().to_owned(),
+                queue_index_name(dialect(manager), self.config.table()),
+            ),
+            statements,
         )
         .await
     }
@@ -269,9 +284,12 @@ impl MigrationName for CreateHeldTable {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateHeldTable {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = create_held(dialect(manager), self.config.inbox_table());
+        execute_unless(
             manager,
-            create_held(dialect(manager), self.config.inbox_table()),
+            &self.name,
+            Present::Table(held_table(self.config.inbox_table())),
+            statements,
         )
         .await
     }
@@ -314,9 +332,12 @@ impl MigrationName for AddSkippedMessages {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for AddSkippedMessages {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        execute(
+        let statements = skipped_columns(dialect(manager), self.config.table());
+        execute_unless(
             manager,
-            skipped_columns(dialect(manager), self.config.table()),
+            &self.name,
+            Present::Column(self.config.table().as_str().to_owned(), "skipped_at"),
+            statements,
         )
         .await
     }
@@ -332,6 +353,47 @@ impl MigrationTrait for AddSkippedMessages {
 
 fn dialect(manager: &SchemaManager<'_>) -> Dialect {
     Dialect::of(manager.get_database_backend())
+}
+
+/// What a migration adds, by which it recognises a schema that already has
+/// it: [`create_schema`](crate::create_schema) builds the latest schema at
+/// once, so an application that started with it and moves to migrations
+/// finds every change made.
+enum Present {
+    Table(String),
+    Column(String, &'static str),
+    Index(String, String),
+}
+
+/// Runs `statements` unless what they add is already `present`, in which
+/// case the migration is recorded as run without repeating them (MySQL and
+/// MariaDB have no `IF NOT EXISTS` for every statement, SQLite none for
+/// columns).
+async fn execute_unless(
+    manager: &SchemaManager<'_>,
+    migration: &str,
+    present: Present,
+    statements: impl IntoIterator<Item = String>,
+) -> Result<(), DbErr> {
+    let (there, what) = match &present {
+        Present::Table(table) => (manager.has_table(table).await?, format!("table {table}")),
+        Present::Column(table, column) => (
+            manager.has_column(table, column).await?,
+            format!("column {table}.{column}"),
+        ),
+        Present::Index(table, index) => (
+            manager.has_index(table, index).await?,
+            format!("index {index} on {table}"),
+        ),
+    };
+    if there {
+        tracing::info!(
+            migration,
+            "{what} is already there (built by create_schema?): nothing to do"
+        );
+        return Ok(());
+    }
+    execute(manager, statements).await
 }
 
 /// Runs `statements` in order on the migration's connection.

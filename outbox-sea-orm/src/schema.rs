@@ -167,6 +167,16 @@ pub(crate) fn create_outbox(dialect: Dialect, table: &TableName) -> Vec<String> 
 /// The indexes of migration `m20261124_000003` (see the module docs):
 /// `<table>_dead` for `stats`, and on MySQL/MariaDB `<table>_heads`, which
 /// replaces `<table>_unpublished`.
+/// The index [`queue_indexes`] creates: `<table>_heads` on MySQL/MariaDB,
+/// `<table>_dead` on the others.
+#[cfg(feature = "migration")]
+pub(crate) fn queue_index_name(dialect: Dialect, table: &TableName) -> String {
+    match dialect {
+        Dialect::MySql => format!("{table}_heads"),
+        _ => format!("{table}_dead"),
+    }
+}
+
 pub(crate) fn queue_indexes(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();
     let q = |ident: &str| dialect.quote(ident);

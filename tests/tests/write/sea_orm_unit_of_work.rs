@@ -1136,6 +1136,25 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     );
 }
 
+/// A database whose tables `create_schema` built (the latest schema at
+/// once) moves to migrations: every migration finds its change made and is
+/// recorded without repeating it (MySQL/MariaDB and SQLite have no
+/// `IF NOT EXISTS` for every statement), and the data stays.
+async fn migrations_after_create_schema_find_every_change_made(test: TestDb) {
+    let outbox = outbox(&test);
+    save_new(&outbox.repository(), "o-1").await;
+    OutboxMigrator::up(&test.db, None).await.unwrap();
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 6);
+    assert!(
+        OutboxMigrator::get_pending_migrations(&test.db)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    save_new(&outbox.repository(), "o-2").await;
+    assert_eq!(outbox_count(&test).await, 2, "the data stays, writes go on");
+}
+
 /// The application's `orders` table, as the application's own migration.
 struct CreateOrders;
 
@@ -1496,6 +1515,7 @@ outbox_tests::each_backend!(
     unserializable_event_fails_at_record,
     message_context_round_trips,
     listeners_receive_exactly_committed_messages,
+    migrations_after_create_schema_find_every_change_made,
 );
 
 // Migrations start from an empty database.
