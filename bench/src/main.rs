@@ -18,6 +18,7 @@
 //! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
+//! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `soak.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
 //!
@@ -43,6 +44,12 @@ mod record;
 mod report;
 mod save_cost;
 mod skew;
+mod soak;
+mod soak_check;
+mod soak_faults;
+mod soak_procs;
+mod soak_subscriber;
+mod soak_timeline;
 mod stats;
 mod writer_child;
 mod writers;
@@ -56,7 +63,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 12] = [
+const PARTS: [(&str, bool); 13] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -69,6 +76,7 @@ const PARTS: [(&str, bool); 12] = [
     ("outage", true),
     ("drain-1m", false),
     ("drain-tune", false),
+    ("soak", false),
 ];
 
 #[tokio::main]
@@ -78,8 +86,14 @@ async fn main() -> Result<(), BoxError> {
         Some(child::PART) => return child::run(&args[1..]).await,
         Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
         Some(writer_child::PART) => return writer_child::run(&args[1..]).await,
+        Some(soak_subscriber::PART) => return soak_subscriber::run(&args[1..]).await,
         _ => {}
     }
+    // What follows `soak` are its flags.
+    let (args, soak_flags) = match args.iter().position(|a| a == "soak") {
+        Some(at) => (args[..=at].to_vec(), args[at + 1..].to_vec()),
+        None => (args, Vec::new()),
+    };
     if let Some(unknown) = args.iter().find(|a| !PARTS.iter().any(|(p, _)| p == a)) {
         let names: Vec<&str> = PARTS.iter().map(|(p, _)| *p).collect();
         return Err(format!("unknown part `{unknown}`; parts: {}", names.join(", ")).into());
@@ -153,6 +167,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("drain-tune") {
         backlog::tune().await?;
+    }
+    if wants("soak") {
+        soak::run(&soak_flags).await?;
     }
     if !summary.is_empty() {
         println!("== summary ==");
