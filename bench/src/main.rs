@@ -48,6 +48,7 @@ mod soak;
 mod soak_check;
 mod soak_faults;
 mod soak_procs;
+mod soak_report;
 mod soak_subscriber;
 mod soak_timeline;
 mod stats;

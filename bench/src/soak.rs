@@ -28,22 +28,29 @@ use std::time::{Duration, Instant};
 use outbox_nats::StreamSpec;
 use outbox_sea_orm::Outbox;
 use outbox_tests::nats::NatsServer;
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::BoxError;
 use crate::fixture::{self, BenchDb};
 use crate::pgstats;
-use crate::soak_check;
-use crate::soak_faults::{self, FaultCounts, FaultKind};
+use crate::soak_check::{self, Violation};
+use crate::soak_faults::{self, FaultCounts, FaultKind, Planned};
 use crate::soak_procs::{Proc, args};
+use crate::soak_report::{self, Figures};
 use crate::soak_subscriber;
-use crate::soak_timeline::{self, Hit, Sampler};
+use crate::soak_timeline::{Hit, Sampler};
 use crate::stats::ms;
 use crate::{child, writer_child};
 
 /// How long the end may wait for the outbox to drain and the subscriber to
 /// catch up once the writers are done.
 const CATCH_UP: Duration = Duration::from_secs(120);
+/// The end gives up sooner if nothing moved for this long (longer than the
+/// subscriber's ack wait and the processor's lease, after which anything
+/// held by a dead process comes back).
+const STALL: Duration = Duration::from_secs(20);
+/// How long a graceful stop may take.
+const STOP: Duration = Duration::from_secs(30);
 
 /// The soak's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,14 +115,19 @@ impl Settings {
     }
 }
 
-/// Everything the soak runs.
+/// The private broker and the processes the faults hit.
 struct Rig {
     bench: BenchDb,
     server: NatsServer,
     stream: String,
     prefix: String,
-    /// Duplicate counts of the processes that are gone.
+    victim: Option<Proc>,
+    subscriber: Option<Proc>,
+    kills: u32,
+    /// Re-publishes absorbed by deduplication, by processes that are gone.
     republished: u64,
+    /// Duplicate deliveries absorbed by the inbox, by processes that are
+    /// gone.
     absorbed: u64,
 }
 
@@ -148,10 +160,83 @@ impl Rig {
         ]);
         Proc::start("subscriber", &argv).await
     }
+
+    async fn writers(&self, settings: &Settings) -> Result<Proc, BoxError> {
+        let argv = args(&[
+            writer_child::PART,
+            "--url",
+            &fixture::postgres_url(),
+            "--schema",
+            &self.bench.schema,
+            "--prefix",
+            &self.prefix,
+            "--rate",
+            &settings.rate.to_string(),
+            "--writers",
+            &settings.writers.to_string(),
+            "--events",
+            &settings.events.to_string(),
+        ]);
+        Proc::start("writers", &argv).await
+    }
+
+    /// Kills what `fault` names and starts it again after its time down.
+    /// Returns when it hit (since `started`).
+    async fn inflict(
+        &mut self,
+        fault: &Planned,
+        db: &DatabaseConnection,
+        started: Instant,
+    ) -> Result<Duration, BoxError> {
+        let at = match fault.kind {
+            FaultKind::Processor => {
+                // Mid-burst: while rows are leased (by either processor).
+                until_leased(db, Duration::from_secs(2)).await?;
+                let at = started.elapsed();
+                if let Some(victim) = self.victim.as_mut() {
+                    self.republished += victim.kill().await?;
+                }
+                self.kills += 1;
+                tokio::time::sleep(fault.down).await;
+                let name = format!("processor 1 (restart {})", self.kills);
+                self.victim = Some(self.processor(&name).await?);
+                at
+            }
+            FaultKind::Broker => {
+                let at = started.elapsed();
+                self.server.kill();
+                tokio::time::sleep(fault.down).await;
+                self.server.restart().await?;
+                at
+            }
+            FaultKind::Subscriber => {
+                let at = started.elapsed();
+                if let Some(subscriber) = self.subscriber.as_mut() {
+                    self.absorbed += subscriber.kill().await?;
+                }
+                tokio::time::sleep(fault.down).await;
+                self.subscriber = Some(self.subscriber().await?);
+                at
+            }
+        };
+        Ok(at)
+    }
+
+    /// Stops the victim and the subscriber gracefully, adding their
+    /// counts.
+    async fn stop(&mut self) -> Result<(), BoxError> {
+        if let Some(victim) = self.victim.take() {
+            self.republished += victim.stop(STOP).await?;
+        }
+        if let Some(subscriber) = self.subscriber.take() {
+            self.absorbed += subscriber.stop(STOP).await?;
+        }
+        Ok(())
+    }
 }
 
 /// Waits until some rows are leased, or for `at_most`.
-async fn until_leased(db: &sea_orm::DatabaseConnection, at_most: Duration) -> Result<(), BoxError> {
+async fn until_leased(db: &DatabaseConnection, at_most: Duration) -> Result<(), BoxError> {
     let until = Instant::now() + at_most;
     let leased = "SELECT count(*) AS n FROM outbox_messages \
                   WHERE status = 0 AND lease_expires_at > now()";
@@ -183,8 +268,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let (stream, prefix) = (format!("SOAK_{tag}"), format!("soak{tag}"));
     let outbox = Outbox::new(db.clone(), fixture::config(&prefix)?);
     let server = NatsServer::start().await?;
-    let client = server.connect().await?;
-    let jetstream = async_nats::jetstream::new(client);
+    let jetstream = async_nats::jetstream::new(server.connect().await?);
     StreamSpec::new(&stream, [format!("{prefix}.>")])
         .ensure(&jetstream, outbox_core::processor::DEFAULT_LEASE)
         .await?;
@@ -193,32 +277,16 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         server,
         stream,
         prefix,
+        victim: None,
+        subscriber: None,
+        kills: 0,
         republished: 0,
         absorbed: 0,
     };
-
-    let mut subscriber = rig.subscriber().await?;
-    let mut victim = rig.processor("processor 1").await?;
+    rig.subscriber = Some(rig.subscriber().await?);
+    rig.victim = Some(rig.processor("processor 1").await?);
     let survivor = rig.processor("processor 2").await?;
-    let mut writers = Proc::start(
-        "writers",
-        &args(&[
-            writer_child::PART,
-            "--url",
-            &fixture::postgres_url(),
-            "--schema",
-            &rig.bench.schema,
-            "--prefix",
-            &rig.prefix,
-            "--rate",
-            &settings.rate.to_string(),
-            "--writers",
-            &settings.writers.to_string(),
-            "--events",
-            &settings.events.to_string(),
-        ]),
-    )
-    .await?;
+    let mut writers = rig.writers(&settings).await?;
     let started = Instant::now();
     let mut sampler = Sampler::start(db.clone(), jetstream.clone(), rig.stream.clone(), started);
     // The writers' own pace, with room for a slow machine.
@@ -226,7 +294,6 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let deadline = started + expected * 3 + Duration::from_secs(60);
 
     let mut hits = Vec::new();
-    let mut kills = 0;
     for fault in &plan {
         if !sampler.until_events(fault.after_events, deadline).await {
             return Err(format!(
@@ -236,32 +303,10 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
             )
             .into());
         }
-        let at = started.elapsed();
-        match fault.kind {
-            FaultKind::Processor => {
-                kills += 1;
-                // Mid-burst: while rows are leased (by either processor).
-                until_leased(&db, Duration::from_secs(2)).await?;
-                rig.republished += victim.kill().await?;
-                tokio::time::sleep(fault.down).await;
-                victim = rig
-                    .processor(&format!("processor 1 (restart {kills})"))
-                    .await?;
-            }
-            FaultKind::Broker => {
-                rig.server.kill();
-                tokio::time::sleep(fault.down).await;
-                rig.server.restart().await?;
-            }
-            FaultKind::Subscriber => {
-                rig.absorbed += subscriber.kill().await?;
-                tokio::time::sleep(fault.down).await;
-                subscriber = rig.subscriber().await?;
-            }
-        }
+        let at = rig.inflict(fault, &db, started).await?;
         let back = started.elapsed();
         println!(
-            "{:>8}  {} at {} events, back after {}",
+            "{}: {} at {} events, back after {}",
             ms(at),
             fault.kind,
             sampler.latest().events,
@@ -281,83 +326,34 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let written_for = started.elapsed();
-    let done = writers.done().unwrap_or_default();
-    writers.stop(Duration::from_secs(10)).await?;
+    let writers_said = writers.done().unwrap_or_default();
+    writers.stop(STOP).await?;
 
     // The end: the outbox drained, every effect applied.
-    let caught_up_by = Instant::now() + CATCH_UP;
-    let mut not_caught_up = None;
-    loop {
-        let now = sampler.latest();
-        if now.at > written_for && now.pending == 0 && now.effects >= now.events {
-            break;
-        }
-        if Instant::now() > caught_up_by {
-            not_caught_up = Some(format!(
-                "{} pending, {} of {} effects {} after the writers finished",
-                now.pending,
-                now.effects,
-                now.events,
-                ms(CATCH_UP)
-            ));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let not_caught_up = sampler
+        .until_caught_up(written_for, CATCH_UP, STALL)
+        .await
+        .err();
     let total = started.elapsed();
     let samples = sampler.stop().await?;
-    rig.republished += victim.stop(Duration::from_secs(30)).await?;
-    rig.republished += survivor.stop(Duration::from_secs(30)).await?;
-    rig.absorbed += subscriber.stop(Duration::from_secs(30)).await?;
+    rig.republished += survivor.stop(STOP).await?;
+    rig.stop().await?;
 
     let mut findings = soak_check::check(&outbox, &db, &jetstream, &rig.stream).await?;
     if let Some(what) = not_caught_up {
-        findings
-            .violations
-            .insert(0, soak_check::Violation::NotCaughtUp(what));
+        findings.violations.insert(0, Violation::NotCaughtUp(what));
     }
-    println!(
-        "writers: {} ({} events in {}, {:.0} events/s); everything published and applied {} after the start ({:.0} events/s end to end)",
-        done.trim(),
-        findings.rows,
-        ms(written_for),
-        findings.rows as f64 / written_for.as_secs_f64(),
-        ms(total),
-        findings.rows as f64 / total.as_secs_f64(),
-    );
-    for (i, hit) in hits.iter().enumerate() {
-        let until = hits.get(i + 1).map_or(total, |next| next.at);
-        let recovery = soak_timeline::recovery(&samples, hit, until);
-        let shown = |d: Option<Duration>| d.map_or("-".to_owned(), ms);
-        println!(
-            "fault {}: {} at {}, down {}: publishing went on {} and consuming {} after it was back; backlog peak {}",
-            i + 1,
-            hit.kind,
-            ms(hit.at),
-            ms(hit.back - hit.at),
-            shown(recovery.publishing),
-            shown(recovery.consuming),
-            recovery.peak_backlog
-        );
-    }
-    println!(
-        "read back: {} rows, {} messages in the stream, {} aggregates, {} effects; \
-         re-publishes absorbed by deduplication {}, duplicate deliveries absorbed by the inbox {}",
-        findings.rows,
-        findings.stored,
-        findings.aggregates,
-        findings.effects,
-        rig.republished,
-        rig.absorbed
-    );
-    let verdict = findings.verdict();
-    match &verdict {
-        Ok(()) => println!(
-            "soak PASSED: 0 lost, 0 duplicates, 0 order violations, 0 dead, every effect once and in order"
-        ),
-        Err(failed) => println!("{failed}"),
-    }
+    soak_report::print(&Figures {
+        writers_said: writers_said.trim(),
+        written_for,
+        total,
+        hits: &hits,
+        samples: &samples,
+        findings: &findings,
+        republished: rig.republished,
+        absorbed: rig.absorbed,
+    });
     drop(outbox);
     db.close().await?;
-    Ok(verdict?)
+    Ok(findings.verdict()?)
 }

@@ -79,10 +79,10 @@ impl Proc {
 
     /// SIGKILL, as a crash; reaps the process and reads what it printed.
     /// Returns the last duplicate count it printed.
-    pub(crate) async fn kill(mut self) -> Result<u64, BoxError> {
+    pub(crate) async fn kill(&mut self) -> Result<u64, BoxError> {
         self.child.start_kill()?;
         self.child.wait().await?;
-        self.reader.await?;
+        (&mut self.reader).await?;
         Ok(self.dups.load(Ordering::Relaxed))
     }
 

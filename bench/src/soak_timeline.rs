@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use crate::BoxError;
 use crate::pgstats;
 use crate::soak_faults::FaultKind;
+use crate::stats::ms;
 
 const EVERY: Duration = Duration::from_millis(100);
 /// A stream-info request while the broker is down gives up after this.
@@ -81,6 +82,40 @@ impl Sampler {
             tokio::time::timeout_at(deadline.into(), wait).await,
             Ok(Ok(_))
         )
+    }
+
+    /// Waits until a sample taken after `after` (since the start) shows the
+    /// outbox drained and as many effects as events. Gives up after
+    /// `limit`, or once nothing moved for `stall`, saying where it stood.
+    pub(crate) async fn until_caught_up(
+        &mut self,
+        after: Duration,
+        limit: Duration,
+        stall: Duration,
+    ) -> Result<(), String> {
+        let (began, mut moved) = (Instant::now(), Instant::now());
+        let mut seen = self.latest();
+        loop {
+            let now = self.latest();
+            if now.at > after && now.pending == 0 && now.effects >= now.events {
+                return Ok(());
+            }
+            if (now.pending, now.effects, now.stored) != (seen.pending, seen.effects, seen.stored) {
+                (seen, moved) = (now, Instant::now());
+            }
+            if began.elapsed() > limit || moved.elapsed() > stall {
+                return Err(format!(
+                    "{} pending, {} of {} events applied, {} after the writers finished \
+                     (nothing moved for {})",
+                    now.pending,
+                    now.effects,
+                    now.events,
+                    ms(began.elapsed()),
+                    ms(moved.elapsed())
+                ));
+            }
+            tokio::time::sleep(EVERY).await;
+        }
     }
 
     /// Stops sampling and returns every sample.
