@@ -45,15 +45,18 @@ pub(crate) fn print(figures: &Figures<'_>) {
         let until = figures.hits.get(i + 1).map_or(*total, |next| next.at);
         let recovery = soak_timeline::recovery(figures.samples, hit, until);
         println!(
-            "fault {}: {} at {}, down {}: publishing went on {} and consuming {} after it was \
-             back; backlog peak {} rows",
+            "fault {}: {} at {}, down {}; after it was back, publishing went on after {} and \
+             consuming after {}; backlog peak {} rows, back to its level before the fault after \
+             {} (published) and {} (applied)",
             i + 1,
             hit.kind,
             ms(hit.at),
             ms(hit.back - hit.at),
             shown(recovery.publishing),
             shown(recovery.consuming),
-            recovery.peak_backlog
+            recovery.peak_backlog,
+            shown(recovery.published_up),
+            shown(recovery.applied_up),
         );
     }
     println!(

@@ -177,9 +177,19 @@ pub(crate) struct Recovery {
     pub(crate) publishing: Option<Duration>,
     /// The same for effects.
     pub(crate) consuming: Option<Duration>,
+    /// From `back` until the backlog was no larger than before the fault
+    /// (the largest in the 2 s before it, at least 20 rows).
+    pub(crate) published_up: Option<Duration>,
+    /// The same for events not yet applied.
+    pub(crate) applied_up: Option<Duration>,
     /// The largest backlog from the fault until the next one.
     pub(crate) peak_backlog: u64,
 }
+
+/// Before a fault, the steady level is the largest in this long.
+const STEADY_BEFORE: Duration = Duration::from_secs(2);
+/// A level this low counts as steady anyway.
+const STEADY_FLOOR: u64 = 20;
 
 /// How `hit` went, from `samples`; `until` is when the next fault hit.
 pub(crate) fn recovery(samples: &[Sample], hit: &Hit, until: Duration) -> Recovery {
@@ -191,9 +201,24 @@ pub(crate) fn recovery(samples: &[Sample], hit: &Hit, until: Duration) -> Recove
             .find(|(_, v)| *v > base)
             .map(|(at, _)| at.saturating_sub(hit.back))
     };
+    let caught_up = |behind: fn(&Sample) -> u64| {
+        let steady = samples
+            .iter()
+            .filter(|s| s.at < hit.at && s.at + STEADY_BEFORE >= hit.at)
+            .map(behind)
+            .max()
+            .unwrap_or(0)
+            .max(STEADY_FLOOR);
+        after
+            .iter()
+            .find(|s| behind(s) <= steady)
+            .map(|s| s.at.saturating_sub(hit.back))
+    };
     Recovery {
         publishing: resumed(|s| s.stored),
         consuming: resumed(|s| Some(s.effects)),
+        published_up: caught_up(|s| s.pending),
+        applied_up: caught_up(|s| s.events.saturating_sub(s.effects)),
         peak_backlog: samples
             .iter()
             .filter(|s| s.at >= hit.at && s.at < until)
