@@ -9,6 +9,13 @@
 //! `stmt <count> <kind>` line per kind of statement sent between the first
 //! two marks, then `done <published> <batches>`. Parent and child read the
 //! same clock.
+//!
+//! For the soak: `--nats URL` publishes to that server (a private one,
+//! killed and restarted: the client rides that out) instead of the
+//! machine's; `--progress` prints `dups <n>` whenever the count of acks
+//! that were re-publishes dropped by the broker's deduplication changed
+//! (checked every 250 ms), so a parent learns it even if it SIGKILLs the
+//! process.
 
 use std::io::Write;
 use std::time::UNIX_EPOCH;
@@ -35,7 +42,10 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let mut db = connect_schema(schema, POOL).await?;
     let log = StatementLog::install(&mut db);
     let outbox = Outbox::new(db, fixture::config(prefix)?);
-    let client = async_nats::connect(fixture::nats_url()).await?;
+    let client = match fixture::flag_value(args, PART, "--nats") {
+        Ok(url) => fixture::reconnecting_client(url).await?,
+        Err(_) => async_nats::connect(fixture::nats_url()).await?,
+    };
     let acks = Acks::default();
     let publisher = RecordingPublisher::new(
         JetStreamPublisher::new(client, "/outbox-bench-child"),
@@ -47,6 +57,10 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         writeln!(out, "ready")?;
         out.flush()?;
     }
+    let progress = args.iter().any(|a| a == "--progress").then(|| {
+        let acks = acks.clone();
+        tokio::spawn(print_count("dups", move || acks.duplicates()))
+    });
 
     let mut marks = Vec::new();
     let mut input = BufReader::new(tokio::io::stdin()).lines();
@@ -56,6 +70,10 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         }
     }
     let report = processor.shutdown().await?;
+    if let Some(progress) = progress {
+        progress.abort();
+        println!("dups {}", acks.duplicates());
+    }
 
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (id, at) in acks.take() {
@@ -70,4 +88,24 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     writeln!(out, "done {} {}", report.published, report.batches)?;
     out.flush()?;
     Ok(())
+}
+
+/// Prints `<label> <n>` whenever `count()` changed, checked every 250 ms,
+/// until aborted: progress a parent still has after SIGKILLing the process.
+pub(crate) async fn print_count(
+    label: &'static str,
+    count: impl Fn() -> u64,
+) -> Result<(), std::io::Error> {
+    let mut shown = 0;
+    let mut every = tokio::time::interval(std::time::Duration::from_millis(250));
+    loop {
+        every.tick().await;
+        let now = count();
+        if now != shown {
+            shown = now;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{label} {now}")?;
+            out.flush()?;
+        }
+    }
 }

@@ -38,6 +38,17 @@ pub(crate) fn nats_url() -> String {
     outbox_tests::jetstream::nats_url()
 }
 
+/// A client of the nats-server at `url` that rides out its crashes and
+/// restarts: connected in the background if the server is down at the
+/// start, reconnecting every 100 ms.
+pub(crate) async fn reconnecting_client(url: &str) -> Result<async_nats::Client, BoxError> {
+    Ok(async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .reconnect_delay_callback(|_| Duration::from_millis(100))
+        .connect(url)
+        .await?)
+}
+
 /// The event every part publishes: ~300 bytes of JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "bench.event")]

@@ -19,6 +19,7 @@
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
+//! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `soak.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
 //!
@@ -45,6 +46,13 @@ mod record;
 mod report;
 mod save_cost;
 mod skew;
+mod soak;
+mod soak_check;
+mod soak_faults;
+mod soak_procs;
+mod soak_report;
+mod soak_subscriber;
+mod soak_timeline;
 mod stats;
 mod writer_child;
 mod writers;
@@ -58,7 +66,7 @@ use crate::report::Check;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 13] = [
+const PARTS: [(&str, bool); 14] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -72,6 +80,7 @@ const PARTS: [(&str, bool); 13] = [
     ("drain-1m", false),
     ("drain-tune", false),
     ("drain-cluster", false),
+    ("soak", false),
 ];
 
 #[tokio::main]
@@ -81,8 +90,14 @@ async fn main() -> Result<(), BoxError> {
         Some(child::PART) => return child::run(&args[1..]).await,
         Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
         Some(writer_child::PART) => return writer_child::run(&args[1..]).await,
+        Some(soak_subscriber::PART) => return soak_subscriber::run(&args[1..]).await,
         _ => {}
     }
+    // What follows `soak` are its flags.
+    let (args, soak_flags) = match args.iter().position(|a| a == "soak") {
+        Some(at) => (args[..=at].to_vec(), args[at + 1..].to_vec()),
+        None => (args, Vec::new()),
+    };
     if let Some(unknown) = args.iter().find(|a| !PARTS.iter().any(|(p, _)| p == a)) {
         let names: Vec<&str> = PARTS.iter().map(|(p, _)| *p).collect();
         return Err(format!("unknown part `{unknown}`; parts: {}", names.join(", ")).into());
@@ -159,6 +174,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("drain-cluster") {
         cluster::run().await?;
+    }
+    if wants("soak") {
+        soak::run(&soak_flags).await?;
     }
     if !summary.is_empty() {
         println!("== summary ==");

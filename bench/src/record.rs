@@ -13,13 +13,26 @@ use outbox_core::{
 };
 
 /// The (message id, wall-clock ack time) pairs a [`RecordingPublisher`]
-/// collected. Cheap to clone.
+/// collected, and how many acks said the broker had the message already (a
+/// re-publish absorbed by deduplication). Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Acks {
     inner: Arc<Mutex<Vec<(MessageId, SystemTime)>>>,
+    duplicates: Arc<AtomicU64>,
 }
 
 impl Acks {
+    /// Acks of re-publishes the broker dropped as duplicates, so far.
+    pub(crate) fn duplicates(&self) -> u64 {
+        self.duplicates.load(Ordering::Relaxed)
+    }
+
+    fn count(&self, ack: &PublishAck) {
+        if ack.duplicate {
+            self.duplicates.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// How many acks so far.
     pub(crate) fn len(&self) -> usize {
         self.inner
@@ -59,6 +72,7 @@ impl<P: Publisher> Publisher for RecordingPublisher<P> {
     async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
         let ack = self.inner.publish(message).await?;
         self.acks.push(message.id, SystemTime::now());
+        self.acks.count(&ack);
         Ok(ack)
     }
 
@@ -66,8 +80,9 @@ impl<P: Publisher> Publisher for RecordingPublisher<P> {
         let results = self.inner.publish_run(run).await;
         let now = SystemTime::now();
         for (message, result) in run.iter().zip(&results) {
-            if result.is_ok() {
+            if let Ok(ack) = result {
                 self.acks.push(message.id, now);
+                self.acks.count(ack);
             }
         }
         results

@@ -1,12 +1,16 @@
-//! `outbox-bench writer-child --url URL [--schema S] --prefix P --rate R`:
-//! writers in a process of their own (no processor there, so the processor
-//! learns of their commits only by PostgreSQL `NOTIFY` or by polling). They
-//! save bank-account-like orders through the unit of work at R events/s
-//! until their standard input closes: 2,000 accounts, a fifth of the events
-//! on 20 hot ones, each save one event. Prints `ready` when writing starts
-//! and `done <events>` at the end.
+//! `outbox-bench writer-child --url URL [--schema S] --prefix P --rate R
+//! [--writers W] [--events N]`: writers in a process of their own (no
+//! processor there, so the processor learns of their commits only by
+//! PostgreSQL `NOTIFY` or by polling). W writers (default 8) save
+//! bank-account-like orders through the unit of work at R events/s in
+//! total until their standard input closes, or until N events are
+//! committed: 2,000 accounts, a fifth of the events on 20 hot ones, each
+//! save one event. Prints `ready` when writing starts and `done <events>`
+//! at the end.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use outbox_sea_orm::Outbox;
@@ -22,7 +26,7 @@ pub(crate) const PART: &str = "writer-child";
 /// Accounts written to, and how many of them are hot.
 const ACCOUNTS: u64 = 2_000;
 const HOT: u64 = 20;
-/// Concurrent writers.
+/// Concurrent writers by default.
 const WRITERS: u64 = 8;
 
 /// Runs the child with `args` (what follows the part's name).
@@ -32,34 +36,46 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     if let Ok(schema) = value("--schema") {
         options.set_schema_search_path(schema.to_owned());
     }
+    let writers: u64 = value("--writers").map_or(Ok(WRITERS), str::parse)?;
+    let events: u64 = value("--events").map_or(Ok(u64::MAX), str::parse)?;
     options
-        .max_connections(WRITERS as u32 + 2)
+        .max_connections(writers as u32 + 2)
         .sqlx_logging(false);
     let db = Database::connect(options).await?;
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
     let rate: u64 = value("--rate")?.parse()?;
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Events taken by a writer so far (a failed save keeps its own).
+    let taken = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
-    for writer in 0..WRITERS {
-        let (outbox, stop) = (outbox.clone(), stop.clone());
+    for writer in 0..writers {
+        let (outbox, stop, taken) = (outbox.clone(), stop.clone(), taken.clone());
         tasks.push(tokio::spawn(async move {
-            let every = Duration::from_secs(1) * WRITERS as u32 / rate.max(1) as u32;
+            let every = Duration::from_secs(1) * writers as u32 / rate.max(1) as u32;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut written = 0_u64;
             let mut n = writer;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            let mut holds_one = false;
+            while !stop.load(Ordering::Acquire) {
                 ticks.tick().await;
+                if !holds_one {
+                    if taken.fetch_add(1, Ordering::AcqRel) >= events {
+                        break;
+                    }
+                    holds_one = true;
+                }
                 // Every fifth event on a hot account.
                 let account = if n % 5 == 0 {
                     n / 5 % HOT
                 } else {
                     (n * 7_919) % ACCOUNTS
                 };
-                n += WRITERS;
+                n += writers;
                 if save(&outbox, account).await.is_ok() {
                     written += 1;
+                    holds_one = false;
                 }
             }
             written
@@ -70,13 +86,20 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         writeln!(out, "ready")?;
         out.flush()?;
     }
-    let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    while input.next_line().await?.is_some() {}
-    stop.store(true, std::sync::atomic::Ordering::Release);
+    // Standard input closing stops the writers early.
+    let stopper = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            while let Ok(Some(_)) = input.next_line().await {}
+            stop.store(true, Ordering::Release);
+        })
+    };
     let mut written = 0;
     for task in tasks {
         written += task.await?;
     }
+    stopper.abort();
     println!("done {written}");
     Ok(())
 }

@@ -1,0 +1,359 @@
+//! `soak`: the chaos soak (issue 20). Writers in a process of their own
+//! write N events through the unit of work (2,000 accounts, a fifth of the
+//! events on 20 hot ones, so aggregates have long histories whose order
+//! matters) at a steady rate that goes on through every fault; two
+//! processor processes share the outbox; a subscriber process with an
+//! inbox (`keep_order`) applies every event as a row of `effects`. Meanwhile
+//! one processor is SIGKILLed and restarted, the private nats-server (file
+//! store) is SIGKILLed and restarted on its port and store after 2-10 s,
+//! and the subscriber is SIGKILLed and restarted, at seeded moments while
+//! the writers write. At the end, once the outbox is drained and the
+//! subscriber caught up, the stream is read back and checked against the
+//! table and the effects ([`soak_check`]): 0 lost,
+//! 0 duplicates, 0 order violations, 0 dead, every effect once and in
+//! order; anything else fails the run.
+//!
+//! ```sh
+//! cargo run --release -p outbox-bench -- soak      # 100,000 events, 3 + 5 + 1 faults
+//! cargo run -p outbox-bench -- soak --short        # 5,000 events, one fault of each kind
+//! ```
+//!
+//! Flags: `--events N` (100000), `--writers N` (8), `--rate N` events/s
+//! (500), `--processor-kills N` (3), `--broker-kills N` (5),
+//! `--subscriber-kills N` (1), `--seed N` (20), `--short` (5,000 events at
+//! 200/s, one fault of each kind; later flags still apply).
+
+use std::time::{Duration, Instant};
+
+use outbox_nats::StreamSpec;
+use outbox_sea_orm::Outbox;
+use outbox_tests::nats::NatsServer;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+
+use crate::BoxError;
+use crate::fixture::{self, BenchDb};
+use crate::pgstats;
+use crate::soak_check::{self, Violation};
+use crate::soak_faults::{self, FaultCounts, FaultKind, Planned};
+use crate::soak_procs::{Proc, args};
+use crate::soak_report::{self, Figures};
+use crate::soak_subscriber;
+use crate::soak_timeline::{Hit, Sampler};
+use crate::stats::ms;
+use crate::{child, writer_child};
+
+/// How long the end may wait for the outbox to drain and the subscriber to
+/// catch up once the writers are done.
+const CATCH_UP: Duration = Duration::from_secs(120);
+/// The end gives up sooner if nothing moved for this long (longer than the
+/// subscriber's ack wait and the processor's lease, after which anything
+/// held by a dead process comes back).
+const STALL: Duration = Duration::from_secs(20);
+/// How long a graceful stop may take.
+const STOP: Duration = Duration::from_secs(30);
+
+/// The soak's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) events: u64,
+    pub(crate) writers: u64,
+    pub(crate) rate: u64,
+    pub(crate) faults: FaultCounts,
+    pub(crate) seed: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            events: 100_000,
+            writers: 8,
+            rate: 500,
+            faults: FaultCounts {
+                processor: 3,
+                broker: 5,
+                subscriber: 1,
+            },
+            seed: 20,
+        }
+    }
+}
+
+impl Settings {
+    /// Parses the flags after `soak`.
+    pub(crate) fn parse(flags: &[String]) -> Result<Self, BoxError> {
+        let mut settings = Self::default();
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            if flag == "--short" {
+                settings.events = 5_000;
+                settings.rate = 200;
+                settings.faults = FaultCounts {
+                    processor: 1,
+                    broker: 1,
+                    subscriber: 1,
+                };
+                continue;
+            }
+            let value: u64 = it
+                .next()
+                .ok_or_else(|| format!("soak: {flag} needs a value"))?
+                .parse()
+                .map_err(|e| format!("soak: {flag}: {e}"))?;
+            let count = || u32::try_from(value).map_err(|e| format!("soak: {flag}: {e}"));
+            match flag.as_str() {
+                "--events" => settings.events = value,
+                "--writers" => settings.writers = value.max(1),
+                "--rate" => settings.rate = value.max(1),
+                "--processor-kills" => settings.faults.processor = count()?,
+                "--broker-kills" => settings.faults.broker = count()?,
+                "--subscriber-kills" => settings.faults.subscriber = count()?,
+                "--seed" => settings.seed = value,
+                other => return Err(format!("soak: unknown flag `{other}`").into()),
+            }
+        }
+        Ok(settings)
+    }
+}
+
+/// The private broker and the processes the faults hit.
+struct Rig {
+    bench: BenchDb,
+    server: NatsServer,
+    stream: String,
+    prefix: String,
+    victim: Option<Proc>,
+    subscriber: Option<Proc>,
+    kills: u32,
+    /// Re-publishes absorbed by deduplication, by processes that are gone.
+    republished: u64,
+    /// Duplicate deliveries absorbed by the inbox, by processes that are
+    /// gone.
+    absorbed: u64,
+}
+
+impl Rig {
+    async fn processor(&self, name: &str) -> Result<Proc, BoxError> {
+        let argv = args(&[
+            child::PART,
+            "--schema",
+            &self.bench.schema,
+            "--prefix",
+            &self.prefix,
+            "--nats",
+            &self.server.url(),
+            "--progress",
+        ]);
+        Proc::start(name, &argv).await
+    }
+
+    async fn subscriber(&self) -> Result<Proc, BoxError> {
+        let argv = args(&[
+            soak_subscriber::PART,
+            "--schema",
+            &self.bench.schema,
+            "--prefix",
+            &self.prefix,
+            "--nats",
+            &self.server.url(),
+            "--stream",
+            &self.stream,
+        ]);
+        Proc::start("subscriber", &argv).await
+    }
+
+    async fn writers(&self, settings: &Settings) -> Result<Proc, BoxError> {
+        let argv = args(&[
+            writer_child::PART,
+            "--url",
+            &fixture::postgres_url(),
+            "--schema",
+            &self.bench.schema,
+            "--prefix",
+            &self.prefix,
+            "--rate",
+            &settings.rate.to_string(),
+            "--writers",
+            &settings.writers.to_string(),
+            "--events",
+            &settings.events.to_string(),
+        ]);
+        Proc::start("writers", &argv).await
+    }
+
+    /// Kills what `fault` names and starts it again after its time down.
+    /// Returns when it hit (since `started`).
+    async fn inflict(
+        &mut self,
+        fault: &Planned,
+        db: &DatabaseConnection,
+        started: Instant,
+    ) -> Result<Duration, BoxError> {
+        let at = match fault.kind {
+            FaultKind::Processor => {
+                // Mid-burst: while rows are leased (by either processor).
+                until_leased(db, Duration::from_secs(2)).await?;
+                let at = started.elapsed();
+                if let Some(victim) = self.victim.as_mut() {
+                    self.republished += victim.kill().await?;
+                }
+                self.kills += 1;
+                tokio::time::sleep(fault.down).await;
+                let name = format!("processor 1 (restart {})", self.kills);
+                self.victim = Some(self.processor(&name).await?);
+                at
+            }
+            FaultKind::Broker => {
+                let at = started.elapsed();
+                self.server.kill();
+                tokio::time::sleep(fault.down).await;
+                self.server.restart().await?;
+                at
+            }
+            FaultKind::Subscriber => {
+                let at = started.elapsed();
+                if let Some(subscriber) = self.subscriber.as_mut() {
+                    self.absorbed += subscriber.kill().await?;
+                }
+                tokio::time::sleep(fault.down).await;
+                self.subscriber = Some(self.subscriber().await?);
+                at
+            }
+        };
+        Ok(at)
+    }
+
+    /// Stops the victim and the subscriber gracefully, adding their
+    /// counts.
+    async fn stop(&mut self) -> Result<(), BoxError> {
+        if let Some(victim) = self.victim.take() {
+            self.republished += victim.stop(STOP).await?;
+        }
+        if let Some(subscriber) = self.subscriber.take() {
+            self.absorbed += subscriber.stop(STOP).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Waits until some rows are leased, or for `at_most`.
+async fn until_leased(db: &DatabaseConnection, at_most: Duration) -> Result<(), BoxError> {
+    let until = Instant::now() + at_most;
+    let leased = "SELECT count(*) AS n FROM outbox_messages \
+                  WHERE status = 0 AND lease_expires_at > now()";
+    while Instant::now() < until && pgstats::scalar::<i64>(db, leased, "n").await? == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
+/// Runs the soak with the flags after `soak`.
+pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
+    let settings = Settings::parse(flags)?;
+    let plan = soak_faults::plan(settings.faults, settings.events, settings.seed);
+    println!(
+        "== soak: {} events from {} writers at {}/s; faults: {} processor, {} broker, {} subscriber kills (seed {}) ==",
+        settings.events,
+        settings.writers,
+        settings.rate,
+        settings.faults.processor,
+        settings.faults.broker,
+        settings.faults.subscriber,
+        settings.seed
+    );
+    let bench = BenchDb::create().await?;
+    let db = bench.connect(4).await?;
+    db.execute_unprepared(soak_subscriber::EFFECTS_TABLE)
+        .await?;
+    let tag = &uuid::Uuid::now_v7().simple().to_string()[20..];
+    let (stream, prefix) = (format!("SOAK_{tag}"), format!("soak{tag}"));
+    let outbox = Outbox::new(db.clone(), fixture::config(&prefix)?);
+    let server = NatsServer::start().await?;
+    let jetstream = async_nats::jetstream::new(server.connect().await?);
+    StreamSpec::new(&stream, [format!("{prefix}.>")])
+        .ensure(&jetstream, outbox_core::processor::DEFAULT_LEASE)
+        .await?;
+    let mut rig = Rig {
+        bench,
+        server,
+        stream,
+        prefix,
+        victim: None,
+        subscriber: None,
+        kills: 0,
+        republished: 0,
+        absorbed: 0,
+    };
+    rig.subscriber = Some(rig.subscriber().await?);
+    rig.victim = Some(rig.processor("processor 1").await?);
+    let survivor = rig.processor("processor 2").await?;
+    let mut writers = rig.writers(&settings).await?;
+    let started = Instant::now();
+    let mut sampler = Sampler::start(db.clone(), jetstream.clone(), rig.stream.clone(), started);
+    // The writers' own pace, with room for a slow machine.
+    let expected = Duration::from_secs_f64(settings.events as f64 / settings.rate as f64);
+    let deadline = started + expected * 3 + Duration::from_secs(60);
+
+    let mut hits = Vec::new();
+    for fault in &plan {
+        if !sampler.until_events(fault.after_events, deadline).await {
+            return Err(format!(
+                "the writers did not reach {} events in time ({} written)",
+                fault.after_events,
+                sampler.latest().events
+            )
+            .into());
+        }
+        let at = rig.inflict(fault, &db, started).await?;
+        let back = started.elapsed();
+        println!(
+            "{}: {} at {} events, back after {}",
+            ms(at),
+            fault.kind,
+            sampler.latest().events,
+            ms(back - at)
+        );
+        hits.push(Hit {
+            kind: fault.kind,
+            at,
+            back,
+        });
+    }
+
+    while writers.done().is_none() {
+        if writers.exited() || Instant::now() > deadline {
+            return Err(format!("the {} stopped or stalled before the end", writers.name()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let written_for = started.elapsed();
+    let writers_said = writers.done().unwrap_or_default();
+    writers.stop(STOP).await?;
+
+    // The end: the outbox drained, every effect applied.
+    let not_caught_up = sampler
+        .until_caught_up(written_for, CATCH_UP, STALL)
+        .await
+        .err();
+    let total = started.elapsed();
+    let samples = sampler.stop().await?;
+    rig.republished += survivor.stop(STOP).await?;
+    rig.stop().await?;
+
+    let mut findings = soak_check::check(&outbox, &db, &jetstream, &rig.stream).await?;
+    if let Some(what) = not_caught_up {
+        findings.violations.insert(0, Violation::NotCaughtUp(what));
+    }
+    soak_report::print(&Figures {
+        writers_said: writers_said.trim(),
+        written_for,
+        total,
+        hits: &hits,
+        samples: &samples,
+        findings: &findings,
+        republished: rig.republished,
+        absorbed: rig.absorbed,
+    });
+    drop(outbox);
+    db.close().await?;
+    Ok(findings.verdict()?)
+}

@@ -1,0 +1,88 @@
+//! The soak's figures, printed: the writers, each fault and how publishing
+//! and consuming went on after it, what was read back, and the verdict.
+
+use std::time::Duration;
+
+use crate::soak_check::Findings;
+use crate::soak_timeline::{self, Hit, Sample};
+use crate::stats::ms;
+
+/// Everything the report shows.
+pub(crate) struct Figures<'a> {
+    /// The writers' `done …` line.
+    pub(crate) writers_said: &'a str,
+    /// From the start until the writers were done.
+    pub(crate) written_for: Duration,
+    /// From the start until everything was published and applied.
+    pub(crate) total: Duration,
+    pub(crate) hits: &'a [Hit],
+    pub(crate) samples: &'a [Sample],
+    pub(crate) findings: &'a Findings,
+    /// Acks of re-publishes the broker dropped as duplicates.
+    pub(crate) republished: u64,
+    /// Deliveries the inbox found applied already.
+    pub(crate) absorbed: u64,
+}
+
+/// Prints the figures and the verdict.
+pub(crate) fn print(figures: &Figures<'_>) {
+    let Figures {
+        findings, total, ..
+    } = figures;
+    let rows = findings.rows as f64;
+    println!(
+        "writers: {} ({} events in {}, {:.0} events/s); everything published and applied {} \
+         after the start ({:.0} events/s end to end)",
+        figures.writers_said,
+        findings.rows,
+        ms(figures.written_for),
+        rows / figures.written_for.as_secs_f64(),
+        ms(*total),
+        rows / total.as_secs_f64(),
+    );
+    let shown = |d: Option<Duration>| d.map_or("-".to_owned(), ms);
+    for (i, hit) in figures.hits.iter().enumerate() {
+        let until = figures.hits.get(i + 1).map_or(*total, |next| next.at);
+        let recovery = soak_timeline::recovery(figures.samples, hit, until);
+        println!(
+            "fault {}: {} at {}, down {}; after it was back, publishing went on after {} and \
+             consuming after {}; backlog peak {} rows, back to its level before the fault after \
+             {} (published) and {} (applied)",
+            i + 1,
+            hit.kind,
+            ms(hit.at),
+            ms(hit.back - hit.at),
+            shown(recovery.publishing),
+            shown(recovery.consuming),
+            recovery.peak_backlog,
+            shown(recovery.published_up),
+            shown(recovery.applied_up),
+        );
+    }
+    println!(
+        "read back: {} rows, {} messages in the stream, {} aggregates, {} effects; re-publishes \
+         absorbed by deduplication {}, duplicate deliveries absorbed by the inbox {}",
+        findings.rows,
+        findings.stored,
+        findings.aggregates,
+        findings.effects,
+        figures.republished,
+        figures.absorbed
+    );
+    if findings.violations.is_empty() {
+        println!(
+            "soak PASSED: 0 lost, 0 duplicates, 0 order violations, 0 dead, every effect once and \
+             in order"
+        );
+    } else {
+        let list: Vec<String> = findings
+            .violations
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        println!("soak FAILED: {}", list.join("; "));
+        for example in &findings.examples {
+            println!("  e.g. {example}");
+        }
+    }
+}
