@@ -38,15 +38,9 @@ pub enum SetupError {
     /// An I/O error while starting it.
     #[error("starting nats-server: {0}")]
     Io(#[from] std::io::Error),
-    /// Connecting failed.
-    #[error("connecting to NATS at {url}: {source}")]
-    Connect {
-        /// The URL.
-        url: String,
-        /// The cause.
-        #[source]
-        source: async_nats::ConnectError,
-    },
+    /// Connecting failed (the error names the server).
+    #[error(transparent)]
+    Connect(#[from] outbox_nats::ConnectError),
 }
 
 /// The NATS server the example uses, and the private one it started, if any.
@@ -104,14 +98,11 @@ impl Nats {
         self.private.is_some()
     }
 
-    /// Connects a client.
+    /// Connects a client (to any server of a comma-separated list).
     pub async fn connect(&self) -> Result<async_nats::Client, SetupError> {
-        async_nats::connect(self.url.as_str())
-            .await
-            .map_err(|source| SetupError::Connect {
-                url: self.url.clone(),
-                source,
-            })
+        Ok(outbox_nats::NatsConnect::new(self.url.as_str())
+            .connect()
+            .await?)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use async_nats::{Client, ConnectOptions, Event};
+use async_nats::{Client, ConnectOptions, Event, ServerAddr};
 use outbox_core::redact::{REDACTED, redact_url};
 
 /// How to authenticate. Its `Debug` output hides the nkey seed, the token
@@ -138,6 +138,16 @@ pub enum ConnectError {
         #[source]
         source: std::io::Error,
     },
+    /// A server URL of the list is not a NATS address (or the list is
+    /// empty).
+    #[error("`{url}` is not a NATS server URL")]
+    InvalidUrl {
+        /// The URL, credentials redacted.
+        url: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The server could not be reached or refused the connection.
     #[error("connecting to NATS at {url}")]
     Connect {
@@ -150,7 +160,9 @@ pub enum ConnectError {
 }
 
 impl NatsConnect {
-    /// Settings for `url` (comma-separated for a cluster).
+    /// Settings for `url`: one server, or a cluster's nodes comma-separated
+    /// (`nats://a:4222,nats://b:4222,nats://c:4222`): the client connects to
+    /// one of them and reconnects to the others when it goes away.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -261,13 +273,35 @@ impl NatsConnect {
             options = options.retry_on_initial_connect();
         }
         options
-            .connect(self.url.as_str())
+            .connect(server_addrs(&self.url)?)
             .await
             .map_err(|source| ConnectError::Connect {
                 url: redact_url(&self.url),
                 source,
             })
     }
+}
+
+/// The servers of `urls`, a comma-separated list (async-nats parses one
+/// address per string).
+fn server_addrs(urls: &str) -> Result<Vec<ServerAddr>, ConnectError> {
+    let invalid = |url: &str, source| ConnectError::InvalidUrl {
+        url: redact_url(url),
+        source,
+    };
+    let addrs = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .map(|url| url.parse::<ServerAddr>().map_err(|err| invalid(url, err)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if addrs.is_empty() {
+        return Err(invalid(
+            urls,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no server URL given"),
+        ));
+    }
+    Ok(addrs)
 }
 
 fn log_event(event: &Event) {
@@ -282,6 +316,27 @@ fn log_event(event: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_is_a_comma_separated_list() {
+        let addrs = server_addrs("nats://a:4222, nats://b:4223,nats://c:4224").unwrap();
+        assert_eq!(addrs.len(), 3);
+        assert_eq!(addrs[1].port(), 4223);
+        assert_eq!(server_addrs("nats://127.0.0.1:4222").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_bad_url_of_the_list_is_named_without_its_password() {
+        let err = server_addrs("nats://a:4222,nats://u:urlpass-4@b:notaport").unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, ConnectError::InvalidUrl { .. }), "{shown}");
+        assert!(shown.contains("b:notaport"), "{shown}");
+        assert_hidden(&shown);
+        assert!(matches!(
+            server_addrs(" , "),
+            Err(ConnectError::InvalidUrl { .. })
+        ));
+    }
 
     const SECRETS: [&str; 4] = ["pass-1", "tok-2", "SUSEED3", "urlpass-4"];
 
