@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use outbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
 use outbox_testing::faults::{FaultyPublisher, FaultyStore};
-use outbox_testing::{MemoryPublisher, RowStatus, TestOutbox};
+use outbox_core::processor::Processor;
+use outbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 use support::{Order, OrderAmended, OrderPlaced};
 
 #[tokio::test]
@@ -122,6 +123,41 @@ async fn a_broker_outage_spends_no_attempt_and_loses_nothing_while_writes_go_on(
     publisher.inner().assert_in_order();
     assert!(
         outbox.store().messages().iter().all(|m| m.attempts == 0),
+        "no attempt spent"
+    );
+}
+
+/// A 10-s outage grows the processor's pauses to their maximum (its
+/// default `unavailable_backoff`: 100 ms doubling to 5 s); when the
+/// connection comes back to a server that cannot store for another 500 ms
+/// (a restarted nats-server recovering its streams), publishing resumes
+/// within about a second of it being ready, not a long pause later.
+#[tokio::test(start_paused = true)]
+async fn after_a_long_outage_publishing_resumes_soon_after_the_broker_is_ready() {
+    let broker = MemoryPublisher::new();
+    let publisher = FaultyPublisher::new(broker.clone());
+    let store = MemoryStore::new();
+    let mut order = Order::place("after-outage", 0).unwrap();
+    store.save(&mut order).unwrap();
+    publisher.unavailable_for(Duration::from_secs(10));
+    publisher.not_ready_for(Duration::from_millis(10_500));
+    let started = tokio::time::Instant::now();
+    let processor = Processor::builder(store.clone(), publisher)
+        .build()
+        .unwrap()
+        .spawn();
+    while broker.messages().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never published");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = started.elapsed();
+    processor.shutdown().await.unwrap();
+    assert!(
+        took < Duration::from_millis(12_000),
+        "published {took:?} after the outage began (ready at 10.5 s)"
+    );
+    assert!(
+        store.messages().iter().all(|m| m.attempts == 0),
         "no attempt spent"
     );
 }

@@ -93,7 +93,9 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
 
     /// The global pause while the broker is unavailable: `first`, doubling up
     /// to `max` (default 100 ms to 5 s). The processor resumes at once when
-    /// the publisher reports the broker back.
+    /// the publisher reports the broker back, and pauses start at `first`
+    /// again from there (a restarted server may refuse to store for a
+    /// moment while it recovers its streams).
     pub fn unavailable_backoff(mut self, first: Duration, max: Duration) -> Self {
         self.config.unavailable_backoff = (first, max);
         self

@@ -43,7 +43,7 @@ pub struct BuildError {
 /// | `gather` | 2 ms | while a batch is publishing, how long just-committed messages may wait for more to join them in one claim (none wait while nothing is in flight) |
 /// | `poll_interval` | 1 s | fallback claim when no wake-up came; idle cost: one cheap query per interval |
 /// | `retry` | [`RetryPolicy::default`] | attempts and backoff for messages the broker rejected |
-/// | `unavailable_backoff` | 100 ms … 5 s | global pause, doubling, while the broker is unavailable |
+/// | `unavailable_backoff` | 100 ms … 5 s | global pause, doubling, while the broker is unavailable; back to the first step at a reconnect |
 /// | `shutdown_timeout` | 10 s | how long shutdown waits for acks in flight |
 /// | `stats_interval` | 15 s | how often the pending/dead/oldest-age gauges are refreshed (`None`: never) |
 ///

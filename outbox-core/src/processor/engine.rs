@@ -459,7 +459,12 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         let was_down = !self.ctx.publisher.is_available();
         while Instant::now() < until && !shutdown.is_cancelled() {
             if was_down && self.ctx.publisher.is_available() {
-                break; // reconnected: try at once
+                // Reconnected: try at once. A restarted server may still be
+                // recovering its streams and answer "unavailable" for a
+                // moment; the pauses start short again rather than at the
+                // length the outage grew them to.
+                self.broker_backoff.reset();
+                break;
             }
             tokio::select! {
                 () = sleep(AVAILABILITY_CHECK.min(until - Instant::now())) => {}

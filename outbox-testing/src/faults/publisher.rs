@@ -46,6 +46,7 @@ struct Faults {
     lost_acks: usize,
     ack_delay: Option<Duration>,
     unavailable_until: Option<Instant>,
+    not_ready_until: Option<Instant>,
     rejections: Vec<Rejection>,
 }
 
@@ -56,6 +57,7 @@ impl<P> std::fmt::Debug for FaultyPublisher<P> {
             .field("lost_acks", &faults.lost_acks)
             .field("ack_delay", &faults.ack_delay)
             .field("unavailable_until", &faults.unavailable_until)
+            .field("not_ready_until", &faults.not_ready_until)
             .field("rejections", &faults.rejections.len())
             .finish()
     }
@@ -88,6 +90,15 @@ impl<P: Publisher> FaultyPublisher<P> {
         lock(&self.faults).unavailable_until = Some(Instant::now() + window);
     }
 
+    /// The broker is connected but cannot store for `window` from now
+    /// (JetStream recovering its streams after a restart, or electing a
+    /// leader): available, yet every publish fails as unavailable. After
+    /// [`unavailable_for`](FaultyPublisher::unavailable_for) with a shorter
+    /// window, it is a reconnect to a server that is not ready yet.
+    pub fn not_ready_for(&self, window: Duration) {
+        lock(&self.faults).not_ready_until = Some(Instant::now() + window);
+    }
+
     /// The broker refuses every message `matches` picks, as `kind`
     /// (rejected: retried until out of attempts; permanent: dead at once),
     /// until [`heal`](FaultyPublisher::heal).
@@ -116,6 +127,12 @@ impl<P: Publisher> FaultyPublisher<P> {
             .unavailable_until
             .is_some_and(|until| Instant::now() < until)
     }
+
+    fn not_ready_now(&self) -> bool {
+        lock(&self.faults)
+            .not_ready_until
+            .is_some_and(|until| Instant::now() < until)
+    }
 }
 
 impl<P: Publisher> Publisher for FaultyPublisher<P> {
@@ -123,6 +140,11 @@ impl<P: Publisher> Publisher for FaultyPublisher<P> {
         if self.unavailable_now() {
             return Err(PublishError::unavailable(
                 "injected: the broker is unreachable",
+            ));
+        }
+        if self.not_ready_now() {
+            return Err(PublishError::unavailable(
+                "injected: JetStream is not ready to store",
             ));
         }
         let rejected = lock(&self.faults)
