@@ -7,9 +7,9 @@ mod support;
 
 use std::time::Duration;
 
+use outbox_core::processor::Processor;
 use outbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
 use outbox_testing::faults::{FaultyPublisher, FaultyStore};
-use outbox_core::processor::Processor;
 use outbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 use support::{Order, OrderAmended, OrderPlaced};
 
@@ -147,7 +147,10 @@ async fn after_a_long_outage_publishing_resumes_soon_after_the_broker_is_ready()
         .unwrap()
         .spawn();
     while broker.messages().is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(30), "never published");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never published"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let took = started.elapsed();
