@@ -7,7 +7,6 @@
 //! lease, not backing off, no earlier unpublished row of its aggregate):
 //! the row a claim should have taken.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use outbox_nats::{JetStreamPublisher, StreamSpec};
@@ -15,12 +14,11 @@ use outbox_sea_orm::Outbox;
 use outbox_tests::nats::NatsServer;
 use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
 
 use crate::BoxError;
 use crate::fixture;
 use crate::report::Check;
+use crate::soak_procs::{Proc, args};
 use crate::stats::{ms, percentile};
 use crate::writer_child;
 
@@ -30,6 +28,8 @@ const STEADY: Duration = Duration::from_secs(10);
 const OUTAGE: Duration = Duration::from_secs(5);
 const AFTER: Duration = Duration::from_secs(15);
 const SAMPLE: Duration = Duration::from_millis(100);
+/// How long the writers may take to stop once told.
+const WRITERS_STOP: Duration = Duration::from_secs(30);
 /// Targets: the oldest claimable row while the broker is up, and the time
 /// back to the steady backlog after the broker returns.
 const AGE_TARGET: Duration = Duration::from_secs(2);
@@ -78,7 +78,7 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
         ))
         .build()?
         .spawn();
-    let mut writers = spawn_writers(&test, &prefix).await?;
+    let writers = spawn_writers(&test, &prefix).await?;
     tokio::time::sleep(WARM).await;
 
     let steady = sample(&test.db, backend, STEADY).await?;
@@ -87,12 +87,8 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
     server.restart().await.expect("nats-server restarted");
     let after = sample(&test.db, backend, AFTER).await?;
 
-    drop(writers.stdin.take());
-    let mut out = String::new();
-    if let Some(stdout) = writers.stdout.take() {
-        BufReader::new(stdout).read_line(&mut out).await?;
-    }
-    writers.wait().await?;
+    let (_, said) = writers.stopped(WRITERS_STOP).await?;
+    let out = said.unwrap_or_default();
     processor.shutdown().await?;
 
     let mut backlog: Vec<Duration> = steady
@@ -158,35 +154,22 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
 }
 
 /// Starts the writer child on `test`'s database and waits for its `ready`.
-async fn spawn_writers(test: &TestDb, prefix: &str) -> Result<Child, BoxError> {
+async fn spawn_writers(test: &TestDb, prefix: &str) -> Result<Proc, BoxError> {
     let (url, schema) = test.location();
-    let mut command = Command::new(std::env::current_exe()?);
-    command.args([writer_child::PART, "--url", &url, "--prefix", prefix]);
-    command.args(["--rate", &RATE.to_string()]);
+    let rate = RATE.to_string();
+    let mut argv = vec![
+        writer_child::PART,
+        "--url",
+        &url,
+        "--prefix",
+        prefix,
+        "--rate",
+        &rate,
+    ];
     if let Some(schema) = &schema {
-        command.args(["--schema", schema]);
+        argv.extend(["--schema", schema]);
     }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or("the writer child has no stdout")?;
-    let mut reader = BufReader::new(stdout);
-    let mut line = String::new();
-    reader.read_line(&mut line).await?;
-    if line.trim() != "ready" {
-        return Err(format!("the writer child said {line:?} instead of `ready`").into());
-    }
-    child.stdout = Some(reader.into_inner());
-    if let Some(stdin) = child.stdin.as_mut() {
-        stdin.flush().await?;
-    }
-    Ok(child)
+    Proc::start("writer child", &args(&argv)).await
 }
 
 /// Samples every 100 ms for `length`.

@@ -1,4 +1,4 @@
-//! The soak's child processes: this binary as a processor
+//! The child processes of the soak (and of `outage`): this binary as a processor
 //! ([`child`](crate::child)), the writers
 //! ([`writer_child`](crate::writer_child)) or the subscriber
 //! ([`soak_subscriber`](crate::soak_subscriber)), each started and waited
@@ -88,7 +88,16 @@ impl Proc {
 
     /// Closes its standard input (a graceful stop) and waits up to
     /// `timeout` for it to exit successfully. Returns its duplicate count.
-    pub(crate) async fn stop(mut self, timeout: Duration) -> Result<u64, BoxError> {
+    pub(crate) async fn stop(self, timeout: Duration) -> Result<u64, BoxError> {
+        Ok(self.stopped(timeout).await?.0)
+    }
+
+    /// [`stop`](Self::stop), also returning the `done …` line it printed
+    /// on its way out.
+    pub(crate) async fn stopped(
+        mut self,
+        timeout: Duration,
+    ) -> Result<(u64, Option<String>), BoxError> {
         drop(self.child.stdin.take());
         let status = tokio::time::timeout(timeout, self.child.wait())
             .await
@@ -96,8 +105,8 @@ impl Proc {
         if !status.success() {
             return Err(format!("the {} failed: {status}", self.name).into());
         }
-        self.reader.await?;
-        Ok(self.dups.load(Ordering::Relaxed))
+        (&mut self.reader).await?;
+        Ok((self.dups.load(Ordering::Relaxed), self.done()))
     }
 
     /// The `done …` line, once it printed it.
