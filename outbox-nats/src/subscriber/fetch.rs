@@ -40,6 +40,11 @@ const PULL_HEARTBEAT: Duration = Duration::from_secs(10);
 const MAX_REOPEN_DELAY: Duration = Duration::from_secs(10);
 /// How often lanes left with only forgotten messages away are dropped.
 const LANE_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+/// How long the first message after a reconnect waits, at most, while the
+/// subscriber finds out what the reconnect lost in transit (the server is
+/// delivering again, so it normally answers at once).
+const LOST_IN_TRANSIT_PATIENCE: Duration = Duration::from_secs(5);
+
 /// How long abandoned handlers get to hand their messages back.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -75,6 +80,12 @@ pub(crate) async fn run(
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut messages: Option<Stream> = None;
     let mut reopen = Doubling::new(Duration::from_millis(100), MAX_REOPEN_DELAY);
+    // What a reconnect may have lost in transit is found before the first
+    // message after it is admitted (see `restart::expect_lost_in_transit`).
+    let client = shared.context.client();
+    let mut connects_seen = connects(&client);
+    let mut pull_failed = false;
+    let mut received: u64 = 0;
     let pull = consumer.cached_info().name.clone();
     tracing::info!(consumer = %shared.consumer, %pull, stream = %shared.stream, "subscriber started");
     let result = loop {
@@ -106,12 +117,22 @@ pub(crate) async fn run(
                 }
             }
             next = stream.next() => match next {
-                Some(Ok(message)) => admit(&shared, &lanes, &stop, &mut workers, message).await,
+                Some(Ok(message)) => {
+                    let connects_now = connects(&client);
+                    if connects_now != connects_seen || std::mem::take(&mut pull_failed) {
+                        connects_seen = connects_now;
+                        restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, LOST_IN_TRANSIT_PATIENCE).await;
+                    }
+                    if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, message).await {
+                        received = received.max(sequence);
+                    }
+                }
                 Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
                     break Err(SubscriberError::ConsumerDeleted { consumer: pull.clone() });
                 }
                 Some(Err(err)) => {
                     tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "pulling messages");
+                    pull_failed = true;
                 }
                 None => {
                     tracing::warn!(consumer = %shared.consumer, "message stream ended; reopening it");
@@ -135,17 +156,26 @@ async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, Stream
         .await
 }
 
+/// The client's connect count: it changes at every reconnect.
+fn connects(client: &async_nats::Client) -> u64 {
+    client
+        .statistics()
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Puts `message` in its aggregate's lane, starting the lane's worker if
-/// it has none. A message whose JetStream metadata cannot be read (so its
-/// stream sequence and delivery count are unknown, and it cannot be put in
-/// order) is settled at once instead (see [`settle::unreadable`]).
+/// it has none; returns its stream sequence. A message whose JetStream
+/// metadata cannot be read (so its stream sequence and delivery count are
+/// unknown, and it cannot be put in order) is settled at once instead (see
+/// [`settle::unreadable`]).
 async fn admit(
     shared: &Arc<Shared>,
     lanes: &Lanes<Incoming>,
     stop: &Stop,
     workers: &mut JoinSet<()>,
     message: jetstream::Message,
-) {
+) -> Option<u64> {
     let (stream_sequence, deliveries) = match message.info() {
         Ok(info) => (
             info.stream_sequence,
@@ -153,7 +183,7 @@ async fn admit(
         ),
         Err(err) => {
             settle::unreadable(shared, &message, &err.to_string()).await;
-            return;
+            return None;
         }
     };
     let key = aggregate_of(&message, stream_sequence);
@@ -175,6 +205,7 @@ async fn admit(
         ));
     }
     shared.report_in_flight();
+    Some(stream_sequence)
 }
 
 /// Sends a progress ack (`+WPI`) for every message waiting in a lane (for

@@ -4,13 +4,21 @@
 //! With [`keep_order`](super::SubscriberBuilder::keep_order),
 //! the subscriber reads them first and marks those not applied as away in
 //! their lanes, so what follows them waits for them.
+//!
+//! After a reconnect the same holds for messages the server delivered while
+//! the connection was going down and this process never received (lost in
+//! transit): they come back after their ack wait, behind later ones. The
+//! subscriber then marks every delivered message past the last one it
+//! received, and not applied, as away ([`expect_lost_in_transit`]).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt;
 use outbox_core::{MessageId, wire};
+use tokio::time::Instant;
 
 use super::builder::subject_matches;
 use super::dispatch::{header, header_pairs_of};
@@ -31,30 +39,77 @@ pub(crate) async fn expect_outstanding<T>(
     consumer: &PullConsumer,
     lanes: &Lanes<T>,
 ) {
-    let Some(applied) = &shared.applied else {
-        return;
-    };
-    let info = match consumer.get_info().await {
-        Ok(info) => info,
-        Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the consumer's state; order across the restart is not kept");
-            return;
+    if let Err(err) = expect_after(shared, consumer, lanes, 0).await {
+        tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "order across the restart is not kept");
+    }
+}
+
+/// After a reconnect: marks the messages delivered past `received` (the
+/// highest stream sequence this process received) and not applied as away
+/// in `lanes`. The server may not answer right after the reconnect (a
+/// restarted server recovers its streams first): asks again every 250 ms
+/// for up to `patience`, then logs that order across the reconnect is not
+/// kept.
+pub(crate) async fn expect_lost_in_transit<T>(
+    shared: &Shared,
+    consumer: &PullConsumer,
+    lanes: &Lanes<T>,
+    received: u64,
+    patience: Duration,
+) {
+    let deadline = Instant::now() + patience;
+    loop {
+        match expect_after(shared, consumer, lanes, received).await {
+            Ok(()) => return,
+            Err(err) if Instant::now() >= deadline => {
+                tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot tell what was lost in transit at the reconnect; order across it is not kept");
+                return;
+            }
+            Err(_) => tokio::time::sleep(RETRY).await,
         }
+    }
+}
+
+/// How often [`expect_lost_in_transit`] asks again.
+const RETRY: Duration = Duration::from_millis(250);
+
+/// What could not be read to find the outstanding messages.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error("cannot read the consumer's state")]
+    Consumer(#[source] async_nats::jetstream::context::ConsumerInfoError),
+    #[error("cannot read the stream")]
+    Stream(#[source] async_nats::jetstream::context::GetStreamError),
+    #[error("cannot read the messages delivered and not acknowledged")]
+    Messages(#[source] async_nats::jetstream::stream::LastRawMessageError),
+    #[error("cannot read what the inbox applied")]
+    Applied(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Marks the messages delivered past both the consumer's ack floor and
+/// `after`, not applied, as away in `lanes`.
+async fn expect_after<T>(
+    shared: &Shared,
+    consumer: &PullConsumer,
+    lanes: &Lanes<T>,
+    after: u64,
+) -> Result<(), Unreadable> {
+    let Some(applied) = &shared.applied else {
+        return Ok(());
     };
+    let info = consumer.get_info().await.map_err(Unreadable::Consumer)?;
     let (floor, delivered) = (
-        info.ack_floor.stream_sequence,
+        info.ack_floor.stream_sequence.max(after),
         info.delivered.stream_sequence,
     );
     if info.num_ack_pending == 0 || delivered <= floor {
-        return;
+        return Ok(());
     }
-    let stream = match shared.context.get_stream(shared.stream.as_ref()).await {
-        Ok(stream) => stream,
-        Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the stream; order across the restart is not kept");
-            return;
-        }
-    };
+    let stream = shared
+        .context
+        .get_stream(shared.stream.as_ref())
+        .await
+        .map_err(Unreadable::Stream)?;
     let filter = info.config.filter_subject.clone();
     // One request per sequence (nats-server 2.9 has no batch get), many in
     // flight at once.
@@ -68,10 +123,7 @@ pub(crate) async fn expect_outstanding<T>(
             Ok(message) => message,
             // Gone from the stream (deleted, aged out): nothing to wait for.
             Err(err) if err.kind() == LastRawMessageErrorKind::NoMessageFound => continue,
-            Err(err) => {
-                tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot read the messages delivered before this process started; order across the restart is not kept");
-                return;
-            }
+            Err(err) => return Err(Unreadable::Messages(err)),
         };
         if !filter.is_empty() && !subject_matches(&filter, &message.subject) {
             continue; // never delivered to this consumer
@@ -99,15 +151,12 @@ pub(crate) async fn expect_outstanding<T>(
         candidates.insert(id, (message.sequence, key));
     }
     if candidates.is_empty() {
-        return;
+        return Ok(());
     }
-    let done = match applied.applied(candidates.keys().copied().collect()).await {
-        Ok(done) => done,
-        Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "cannot read what was applied; order across the restart is not kept");
-            return;
-        }
-    };
+    let done = applied
+        .applied(candidates.keys().copied().collect())
+        .await
+        .map_err(Unreadable::Applied)?;
     let mut expected = 0;
     for (id, (sequence, key)) in candidates {
         if !done.contains(&id) {
@@ -117,9 +166,10 @@ pub(crate) async fn expect_outstanding<T>(
     }
     if expected > 0 {
         tracing::info!(
-            consumer = %shared.consumer, outstanding = expected,
-            "messages delivered before this process started are not applied yet: later messages \
+            consumer = %shared.consumer, outstanding = expected, after,
+            "messages delivered and not received or applied by this process: later messages \
              of their aggregates wait for them (at most the ack wait and 1 s)"
         );
     }
+    Ok(())
 }

@@ -61,6 +61,9 @@ static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const
 
 async fn survives(fault: Fault, prefix: &str) {
     let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
     let (mut cluster, setup) = cluster_setup(prefix).await;
     let (test, stream, outbox, table) = setup.into_parts();
     let client = cluster.connect().await.expect("a client of the cluster");
