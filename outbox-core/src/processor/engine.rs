@@ -67,8 +67,12 @@ struct Engine<S, P> {
     recheck_after_batch: bool,
     /// While the broker is unavailable: the current pause.
     broker_pause: Option<Duration>,
-    /// The pause the next unavailability gets: doubles, reset by an ack.
+    /// The pause the next unavailability gets: doubles, reset by an ack
+    /// and by a reconnect.
     broker_backoff: Doubling,
+    /// The publisher reported the broker disconnected at the last
+    /// unavailability: seeing it connected at the next one is a reconnect.
+    broker_disconnected: bool,
     store_backoff: Doubling,
     /// Lease offers are paused (the broker was away).
     offers_paused: bool,
@@ -125,6 +129,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         recheck_after_batch: false,
         broker_pause: None,
         broker_backoff: Doubling::new(config.unavailable_backoff.0, config.unavailable_backoff.1),
+        broker_disconnected: false,
         store_backoff: Doubling::new(STORE_BACKOFF.0, STORE_BACKOFF.1),
         offers_paused: false,
         report: ProcessorReport::default(),
@@ -416,6 +421,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             self.broker_unavailable();
         } else if report.published > 0 {
             self.broker_backoff.reset();
+            self.broker_disconnected = false;
         }
         // Messages held back behind this batch's may be publishable now: a
         // full batch may have cut an aggregate's run in two.
@@ -430,6 +436,15 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     }
 
     fn broker_unavailable(&mut self) {
+        let connected = self.ctx.publisher.is_available();
+        if connected && self.broker_disconnected {
+            // Reconnected, yet unable to store: a restarted server still
+            // recovering its streams answers "unavailable" for a moment.
+            // The pauses start short again rather than at the length the
+            // outage grew them to.
+            self.broker_backoff.reset();
+        }
+        self.broker_disconnected = !connected;
         let pause = self.broker_backoff.next_pause();
         metrics_unavailable();
         self.broker_pause = Some(pause);
@@ -459,12 +474,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         let was_down = !self.ctx.publisher.is_available();
         while Instant::now() < until && !shutdown.is_cancelled() {
             if was_down && self.ctx.publisher.is_available() {
-                // Reconnected: try at once. A restarted server may still be
-                // recovering its streams and answer "unavailable" for a
-                // moment; the pauses start short again rather than at the
-                // length the outage grew them to.
-                self.broker_backoff.reset();
-                break;
+                break; // reconnected: try at once (see `broker_unavailable`)
             }
             tokio::select! {
                 () = sleep(AVAILABILITY_CHECK.min(until - Instant::now())) => {}
