@@ -132,33 +132,34 @@ struct Rig {
 }
 
 impl Rig {
-    async fn processor(&self, name: &str) -> Result<Proc, BoxError> {
-        let argv = args(&[
-            child::PART,
+    /// Starts this binary as `part` on the soak's schema, subject prefix and
+    /// private broker, with `extra` arguments; `name` in messages.
+    async fn start(&self, name: &str, part: &str, extra: &[&str]) -> Result<Proc, BoxError> {
+        let url = self.server.url();
+        let mut argv = vec![
+            part,
             "--schema",
             &self.bench.schema,
             "--prefix",
             &self.prefix,
             "--nats",
-            &self.server.url(),
-            "--progress",
-        ]);
-        Proc::start(name, &argv).await
+            &url,
+        ];
+        argv.extend_from_slice(extra);
+        Proc::start(name, &args(&argv)).await
+    }
+
+    async fn processor(&self, name: &str) -> Result<Proc, BoxError> {
+        self.start(name, child::PART, &["--progress"]).await
     }
 
     async fn subscriber(&self) -> Result<Proc, BoxError> {
-        let argv = args(&[
+        self.start(
+            "subscriber",
             soak_subscriber::PART,
-            "--schema",
-            &self.bench.schema,
-            "--prefix",
-            &self.prefix,
-            "--nats",
-            &self.server.url(),
-            "--stream",
-            &self.stream,
-        ]);
-        Proc::start("subscriber", &argv).await
+            &["--stream", &self.stream],
+        )
+        .await
     }
 
     async fn writers(&self, settings: &Settings) -> Result<Proc, BoxError> {

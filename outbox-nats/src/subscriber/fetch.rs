@@ -119,7 +119,8 @@ pub(crate) async fn run(
             next = stream.next() => match next {
                 Some(Ok(message)) => {
                     let connects_now = connects(&client);
-                    if connects_now != connects_seen || std::mem::take(&mut pull_failed) {
+                    let failed = std::mem::take(&mut pull_failed);
+                    if connects_now != connects_seen || failed {
                         connects_seen = connects_now;
                         restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, LOST_IN_TRANSIT_PATIENCE).await;
                     }

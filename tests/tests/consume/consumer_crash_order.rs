@@ -13,33 +13,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use outbox_tests::Backend;
-use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
+    Setup, ordered_consumer, shared_setup, spawn_processor, wait_all_published, wait_until,
+    write_orders,
 };
 
 const ORDERS: usize = 200;
 const EVENTS: usize = 8;
-
-async fn consumer(setup: &Setup, extra: &[&str]) -> ProcessorProcess {
-    let mut args = vec![
-        "--stream",
-        &setup.stream.name,
-        "--durable",
-        "effects",
-        "--ack-wait-ms",
-        "3000",
-        "--ordered",
-    ];
-    args.extend_from_slice(extra);
-    ProcessorProcess::start(
-        env!("CARGO_BIN_EXE_outbox-test-consumer"),
-        &setup.test,
-        &setup.stream.prefix,
-        &args,
-    )
-    .await
-}
 
 /// Writes and publishes the burst, then runs a consumer process with
 /// `extra` arguments, kills it once a fifth of `expected_effects` are
@@ -64,7 +44,7 @@ async fn crash_mid_burst(
     processor.shutdown().await.expect("clean shutdown");
 
     // The first consumer dies with messages in flight.
-    let mut first = consumer(setup, extra).await;
+    let mut first = ordered_consumer(setup, extra).await;
     wait_until(
         Duration::from_secs(30),
         "the burst is being applied",
@@ -73,7 +53,7 @@ async fn crash_mid_burst(
     .await;
     first.kill();
     let at_kill = test.count("effects", "1=1").await;
-    let second = consumer(setup, extra).await;
+    let second = ordered_consumer(setup, extra).await;
     wait_until(
         Duration::from_secs(60),
         "every event is applied",

@@ -21,7 +21,8 @@ use outbox_sea_orm::{Outbox, OutboxConfig};
 use outbox_tests::Backend;
 use outbox_tests::process::ProcessorProcess;
 use processor_support::{
-    Setup, amend_order, shared_setup, spawn_processor, wait_all_published, wait_until, write_orders,
+    Setup, amend_order, ordered_consumer, shared_setup, spawn_processor, wait_all_published,
+    wait_until, write_orders,
 };
 
 const PARTITIONS: u32 = 6;
@@ -41,26 +42,7 @@ fn partitions() -> Partitions {
 
 async fn consumer(setup: &Setup, own: &str) -> ProcessorProcess {
     let partitions = PARTITIONS.to_string();
-    let args = [
-        "--stream",
-        &setup.stream.name,
-        "--durable",
-        "effects",
-        "--ack-wait-ms",
-        "3000",
-        "--ordered",
-        "--partitions",
-        &partitions,
-        "--own",
-        own,
-    ];
-    ProcessorProcess::start(
-        env!("CARGO_BIN_EXE_outbox-test-consumer"),
-        &setup.test,
-        &setup.stream.prefix,
-        &args,
-    )
-    .await
+    ordered_consumer(setup, &["--partitions", &partitions, "--own", own]).await
 }
 
 /// Effects applied so far by the process owning `own`.

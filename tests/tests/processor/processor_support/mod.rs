@@ -617,6 +617,32 @@ pub(crate) async fn processor_process(
     .await
 }
 
+/// Starts the `outbox-test-consumer` binary on `setup`'s schema and
+/// stream: durable `effects`, ack wait 3 s, `keep_order` (`--ordered`),
+/// plus `extra` arguments (see the binary).
+pub(crate) async fn ordered_consumer(
+    setup: &Setup,
+    extra: &[&str],
+) -> outbox_tests::process::ProcessorProcess {
+    let mut args = vec![
+        "--stream",
+        &setup.stream.name,
+        "--durable",
+        "effects",
+        "--ack-wait-ms",
+        "3000",
+        "--ordered",
+    ];
+    args.extend_from_slice(extra);
+    outbox_tests::process::ProcessorProcess::start(
+        env!("CARGO_BIN_EXE_outbox-test-consumer"),
+        &setup.test,
+        &setup.stream.prefix,
+        &args,
+    )
+    .await
+}
+
 /// Waits for a moment mid-batch to disturb a processor at, while it drains
 /// a backlog of `total` messages in batches of `batch`: at least `at_least`
 /// messages are in the stream, and not a whole number of batches. Polls the
