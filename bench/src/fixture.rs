@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
-use outbox_nats::StreamSpec;
+use outbox_nats::{NatsConnect, StreamSpec};
 use outbox_sea_orm::{AggregateEntity, Outbox, OutboxConfig, create_schema};
 use outbox_tests::orders::entity;
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Set};
@@ -38,15 +38,14 @@ pub(crate) fn nats_url() -> String {
     outbox_tests::jetstream::nats_url()
 }
 
-/// A client of the nats-server at `url` that rides out its crashes and
-/// restarts: connected in the background if the server is down at the
-/// start, reconnecting every 100 ms.
+/// A client of the nats-server at `url` (or any of a comma-separated list)
+/// that rides out its crashes and restarts: connected in the background if
+/// the server is down at the start, reconnecting every 100 ms.
 pub(crate) async fn reconnecting_client(url: &str) -> Result<async_nats::Client, BoxError> {
-    Ok(async_nats::ConnectOptions::new()
+    let options = async_nats::ConnectOptions::new()
         .retry_on_initial_connect()
-        .reconnect_delay_callback(|_| Duration::from_millis(100))
-        .connect(url)
-        .await?)
+        .reconnect_delay_callback(|_| Duration::from_millis(100));
+    Ok(NatsConnect::new(url).connect_with(options).await?)
 }
 
 /// The event every part publishes: ~300 bytes of JSON.
@@ -196,11 +195,7 @@ pub(crate) fn config(prefix: &str) -> Result<OutboxConfig, BoxError> {
 /// A client of the servers at `urls` (comma-separated, as
 /// `OUTBOX_TEST_NATS_URL` may list a cluster's nodes).
 pub(crate) async fn connect(urls: &str) -> Result<async_nats::Client, BoxError> {
-    let addresses = urls
-        .split(',')
-        .map(|url| url.trim().parse::<async_nats::ServerAddr>())
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(async_nats::connect(addresses).await?)
+    Ok(NatsConnect::new(urls).connect().await?)
 }
 
 /// Where a part publishes: the shared nats-server, or a private server or

@@ -471,9 +471,8 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         self.release_uncertain(woken.uncertain).await;
         self.release_handed(wake).await;
         let until = Instant::now() + pause;
-        let was_down = !self.ctx.publisher.is_available();
         while Instant::now() < until && !shutdown.is_cancelled() {
-            if was_down && self.ctx.publisher.is_available() {
+            if self.broker_disconnected && self.ctx.publisher.is_available() {
                 break; // reconnected: try at once (see `broker_unavailable`)
             }
             tokio::select! {
