@@ -2,7 +2,7 @@
 //! consumer, in one run against this machine's nats-server and PostgreSQL.
 //!
 //! ```sh
-//! cargo run --release -p outbox-bench --example subscriber_throughput -- 20000
+//! cargo run --release -p txoutbox-bench --example subscriber_throughput -- 20000
 //! ```
 //!
 //! Publishes N envelopes (100 aggregates) to a fresh memory stream, then
@@ -12,7 +12,7 @@
 //! 1. raw: `consumer.stream()`, ack each message, no decoding;
 //! 2. typed: a [`Subscriber`] with a no-op handler (envelope and payload
 //!    decoded, per-aggregate lanes, metrics, span);
-//! 3. inbox: the same with an `outbox_sea_orm::Inbox` handler on
+//! 3. inbox: the same with an `txoutbox_sea_orm::Inbox` handler on
 //!    PostgreSQL (a transaction per message: inbox insert + commit).
 //!
 //! `NATS_URL` (default `nats://127.0.0.1:4222`) and `DATABASE_URL` (default
@@ -27,14 +27,14 @@ use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::stream::{Config, StorageType};
 use async_nats::jetstream::{self, Context};
 use futures::StreamExt;
-use outbox_core::{
+use sea_orm::{ConnectOptions, ConnectionTrait, Database};
+use serde::{Deserialize, Serialize};
+use txoutbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix,
     wire,
 };
-use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, create_schema};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database};
-use serde::{Deserialize, Serialize};
+use txoutbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, create_schema};
 
 #[derive(Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "bench.step")]

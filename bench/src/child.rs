@@ -1,4 +1,4 @@
-//! `outbox-bench processor-child --schema S --prefix P`: the processor in a
+//! `txoutbox-bench processor-child --schema S --prefix P`: the processor in a
 //! process of its own, for the latency part's "other process" placement.
 //!
 //! It runs `Outbox::processor` (woken by PostgreSQL `NOTIFY`, as another
@@ -20,9 +20,9 @@
 use std::io::Write;
 use std::time::UNIX_EPOCH;
 
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::Outbox;
 
 use crate::BoxError;
 use crate::fixture::{self, connect_schema};
@@ -48,7 +48,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     };
     let acks = Acks::default();
     let publisher = RecordingPublisher::new(
-        JetStreamPublisher::new(client, "/outbox-bench-child"),
+        JetStreamPublisher::new(client, "/txoutbox-bench-child"),
         acks.clone(),
     );
     let processor = outbox.processor(publisher).build()?.spawn();

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_core::processor::ProcessorConfig;
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
+use txoutbox_core::processor::ProcessorConfig;
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::Outbox;
 use uuid::Uuid;
 
 use crate::BoxError;
@@ -83,7 +83,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
 
     // The survivor: default settings, counting what it asks the database.
     let counts = Arc::new(StoreCounts::default());
-    let publisher = JetStreamPublisher::new(stream.client.clone(), "/outbox-bench-survivor");
+    let publisher = JetStreamPublisher::new(stream.client.clone(), "/txoutbox-bench-survivor");
     let survivor = counted_processor(&outbox, publisher, Arc::clone(&counts))
         .build()?
         .spawn();

@@ -1,6 +1,6 @@
 //! Backlog drain by one processor: a fresh table with N pending ~300-byte
 //! events (each its own aggregate), drained by one processor running in a
-//! process of its own (`outbox-bench drain-child`, see [`crate::drain_child`]), so the memory
+//! process of its own (`txoutbox-bench drain-child`, see [`crate::drain_child`]), so the memory
 //! figures are the processor's alone. Around it, this side counts the
 //! transactions PostgreSQL committed and the CPU time by process, and checks
 //! that every row was published and stored once.
@@ -35,7 +35,7 @@ pub(crate) struct Settings {
 impl Default for Settings {
     /// The processor's defaults.
     fn default() -> Self {
-        let defaults = outbox_core::processor::ProcessorConfig::default();
+        let defaults = txoutbox_core::processor::ProcessorConfig::default();
         Self {
             batch_size: defaults.batch_size(),
             batches_in_flight: defaults.batches_in_flight(),

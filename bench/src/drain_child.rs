@@ -1,4 +1,4 @@
-//! `outbox-bench drain-child --schema S --prefix P --rows N --batch B
+//! `txoutbox-bench drain-child --schema S --prefix P --rows N --batch B
 //! --batches F --max M --sample-ms T`: one processor draining a filled
 //! backlog in a process of its own, so its memory is the processor's alone.
 //!
@@ -11,9 +11,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_core::ProcessorReport;
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, Retention};
+use txoutbox_core::ProcessorReport;
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::{Outbox, Retention};
 
 use crate::BoxError;
 use crate::drain::Settings;
@@ -114,7 +114,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let client = fixture::connect(&fixture::nats_url()).await?;
     let mut processors = Vec::new();
     for _ in 0..settings.processors.max(1) {
-        let publisher = JetStreamPublisher::new(client.clone(), "/outbox-bench");
+        let publisher = JetStreamPublisher::new(client.clone(), "/txoutbox-bench");
         let builder = counted_processor(&outbox, publisher, Arc::clone(&counts));
         processors.push(
             builder

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, message::PublishMessage};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use outbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher};
-use outbox_nats::{DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
+use txoutbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher};
+use txoutbox_nats::{DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 
 use crate::BoxError;
 use crate::fixture::{BenchEvent, BenchStream, config};
@@ -98,7 +98,7 @@ pub(crate) async fn raw(stream: &BenchStream, count: usize) -> Result<f64, BoxEr
 
 /// `count` messages through the publisher; returns messages per second.
 async fn through_publisher(stream: &BenchStream, count: usize) -> Result<f64, BoxError> {
-    let publisher = JetStreamPublisher::new(stream.client.clone(), "/outbox-bench");
+    let publisher = JetStreamPublisher::new(stream.client.clone(), "/txoutbox-bench");
     let prefix = config(&stream.prefix)?.subject_prefix().clone();
     let context = MessageContext::new();
     let messages = (0..count)

@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use outbox_core::{MessageId, ProcessorReport};
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
+use txoutbox_core::{MessageId, ProcessorReport};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::Outbox;
 
 use crate::BoxError;
 use crate::child;
@@ -260,7 +260,7 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
     let (processor, mut child) = match placement {
         Placement::InProcess => {
             let publisher = RecordingPublisher::new(
-                JetStreamPublisher::new(stream.client.clone(), "/outbox-bench"),
+                JetStreamPublisher::new(stream.client.clone(), "/txoutbox-bench"),
                 acks.clone(),
             );
             (Some(outbox.processor(publisher).build()?.spawn()), None)

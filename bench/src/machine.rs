@@ -140,7 +140,7 @@ pub(crate) fn own_cpu_seconds() -> f64 {
 }
 
 /// CPU time used so far by process group: `postgres`, `nats-server`,
-/// `outbox-bench` (this process and its children) and everything else, plus
+/// `txoutbox-bench` (this process and its children) and everything else, plus
 /// the machine's total.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CpuTimes {
@@ -185,7 +185,7 @@ impl CpuTimes {
             let group = match comm {
                 c if c.starts_with("postgres") => "postgres",
                 "nats-server" => "nats-server",
-                c if c.starts_with("outbox-bench") => "outbox-bench",
+                c if c.starts_with("txoutbox-bench") => "txoutbox-bench",
                 _ => "other",
             };
             *times.by_group.entry(group).or_default() += ticks;
@@ -194,7 +194,7 @@ impl CpuTimes {
     }
 
     /// CPU seconds per group since `earlier`, and the machine's busy share,
-    /// e.g. `postgres 5.1 s, outbox-bench 3.0 s, nats-server 2.2 s, other 0.3 s; CPUs 97% busy`.
+    /// e.g. `postgres 5.1 s, txoutbox-bench 3.0 s, nats-server 2.2 s, other 0.3 s; CPUs 97% busy`.
     /// Processes that exited in between are missing from their group.
     pub(crate) fn since(&self, earlier: &Self) -> String {
         let mut parts: Vec<(&str, f64)> = self

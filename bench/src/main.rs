@@ -1,8 +1,8 @@
 //! Benchmarks of the outbox on this machine's real PostgreSQL and nats-server.
 //!
 //! ```sh
-//! cargo run --release -p outbox-bench              # the default parts
-//! cargo run --release -p outbox-bench -- drain     # one part (or several)
+//! cargo run --release -p txoutbox-bench              # the default parts
+//! cargo run --release -p txoutbox-bench -- drain     # one part (or several)
 //! ```
 //!
 //! | part | what |

@@ -7,9 +7,9 @@
 use std::time::Instant;
 
 use futures::future::join_all;
-use outbox_core::{OutboxStore, Published, Publisher};
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
+use txoutbox_core::{OutboxStore, Published, Publisher};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
 
 use crate::BoxError;
 use crate::fixture::{BenchDb, BenchStream, LEASE, fill};
@@ -47,7 +47,7 @@ async fn measure(loops: usize) -> Result<f64, BoxError> {
     fill(&bench, &stream.prefix, ROWS).await?;
     let db = bench.connect(4).await?;
     let store = SeaOrmOutboxStore::new(db.clone(), OutboxConfig::default());
-    let publisher = JetStreamPublisher::new(stream.client.clone(), "/outbox-bench");
+    let publisher = JetStreamPublisher::new(stream.client.clone(), "/txoutbox-bench");
     let cpu = CpuTimes::now();
     let started = Instant::now();
     let drained = join_all((0..loops).map(|_| relay(&store, &publisher))).await;

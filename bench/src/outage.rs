@@ -9,11 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::Outbox;
-use outbox_tests::nats::NatsServer;
-use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::nats::NatsServer;
+use txoutbox_suite::{Backend, TestDb};
 
 use crate::BoxError;
 use crate::fixture;
@@ -64,7 +64,7 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
                     .await
                     .expect("a client of the private nats-server"),
             ),
-            outbox_core::processor::DEFAULT_LEASE,
+            txoutbox_core::processor::DEFAULT_LEASE,
         )
         .await?;
     let outbox = Outbox::new(test.db.clone(), fixture::config(&prefix)?);
@@ -74,7 +74,7 @@ async fn one(backend: Backend) -> Result<Vec<Check>, BoxError> {
                 .connect()
                 .await
                 .expect("a client of the private nats-server"),
-            "/outbox-bench",
+            "/txoutbox-bench",
         ))
         .build()?
         .spawn();

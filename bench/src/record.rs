@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use outbox_core::{
+use txoutbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
     OutboxStats, OutboxStore, PublishAck, PublishError, Published, Publisher, RetryPolicy,
     SkipNote, StoreError,
@@ -345,14 +345,15 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
 /// listener, PostgreSQL `LISTEN`), but on a [`CountingStore`] counting into
 /// `counts`. It is not offered commits leased at commit.
 pub(crate) fn counted_processor<P: Publisher>(
-    outbox: &outbox_sea_orm::Outbox,
+    outbox: &txoutbox_sea_orm::Outbox,
     publisher: P,
     counts: Arc<StoreCounts>,
-) -> outbox_core::processor::ProcessorBuilder<CountingStore<outbox_sea_orm::SeaOrmOutboxStore>, P> {
+) -> txoutbox_core::processor::ProcessorBuilder<CountingStore<txoutbox_sea_orm::SeaOrmOutboxStore>, P>
+{
     let store = CountingStore::new(outbox.store(), counts);
     let builder =
-        outbox_core::processor::Processor::builder(store, publisher).wake_on(outbox.listen());
-    match outbox_sea_orm::PgNotifications::new(outbox.db(), outbox.config()) {
+        txoutbox_core::processor::Processor::builder(store, publisher).wake_on(outbox.listen());
+    match txoutbox_sea_orm::PgNotifications::new(outbox.db(), outbox.config()) {
         Some(notifications) => builder.wake_on(notifications),
         None => builder,
     }

@@ -7,11 +7,11 @@
 use crate::BoxError;
 use std::time::{Duration, Instant};
 
-use outbox_core::AggregateRoot;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::orders::{Order, entity};
-use outbox_tests::{Backend, TestDb};
 use sea_orm::{ActiveModelTrait, Set, TransactionTrait};
+use txoutbox_core::AggregateRoot;
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::orders::{Order, entity};
+use txoutbox_suite::{Backend, TestDb};
 
 use crate::stats::{ms, percentile};
 

@@ -14,8 +14,8 @@
 //! order; anything else fails the run.
 //!
 //! ```sh
-//! cargo run --release -p outbox-bench -- soak      # 100,000 events, 3 + 5 + 1 faults
-//! cargo run -p outbox-bench -- soak --short        # 5,000 events, one fault of each kind
+//! cargo run --release -p txoutbox-bench -- soak      # 100,000 events, 3 + 5 + 1 faults
+//! cargo run -p txoutbox-bench -- soak --short        # 5,000 events, one fault of each kind
 //! ```
 //!
 //! Flags: `--events N` (100000), `--writers N` (8), `--rate N` events/s
@@ -25,10 +25,10 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_nats::StreamSpec;
-use outbox_sea_orm::Outbox;
-use outbox_tests::nats::NatsServer;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use txoutbox_nats::StreamSpec;
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::nats::NatsServer;
 
 use crate::BoxError;
 use crate::fixture::{self, BenchDb};
@@ -271,7 +271,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let server = NatsServer::start().await?;
     let jetstream = async_nats::jetstream::new(server.connect().await?);
     StreamSpec::new(&stream, [format!("{prefix}.>")])
-        .ensure(&jetstream, outbox_core::processor::DEFAULT_LEASE)
+        .ensure(&jetstream, txoutbox_core::processor::DEFAULT_LEASE)
         .await?;
     let mut rig = Rig {
         bench,

@@ -1,5 +1,5 @@
 //! The soak's verdict: the outbox table against the stream read back
-//! (`outbox_nats::stream_read` and `outbox_core::verify::reconcile`, as
+//! (`txoutbox_nats::stream_read` and `txoutbox_core::verify::reconcile`, as
 //! `outbox verify` does) and against the effects the subscriber applied.
 //! Any loss, duplicate, order violation, dead row or dead letter is a
 //! [`Violation`]; [`SoakFailed`] names them all.
@@ -8,10 +8,10 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use async_nats::jetstream;
-use outbox_core::verify::reconcile;
-use outbox_nats::stream_read;
-use outbox_sea_orm::Outbox;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use txoutbox_core::verify::reconcile;
+use txoutbox_nats::stream_read;
+use txoutbox_sea_orm::Outbox;
 use uuid::Uuid;
 
 use crate::BoxError;
@@ -234,7 +234,7 @@ async fn check_effects(
 
 /// Messages in the dead-letter stream (none if it was never created).
 async fn dead_letters(jetstream: &jetstream::Context) -> Result<u64, BoxError> {
-    let name = outbox_nats::StreamSpec::dead_letters().name().to_owned();
+    let name = txoutbox_nats::StreamSpec::dead_letters().name().to_owned();
     match stream_read::open_stream(jetstream, &name).await {
         Ok(mut stream) => Ok(stream.info().await?.state.messages),
         Err(stream_read::ReadError::StreamNotFound { .. }) => Ok(0),

@@ -1,4 +1,4 @@
-//! `outbox-bench soak-subscriber --schema S --prefix P --nats URL --stream
+//! `txoutbox-bench soak-subscriber --schema S --prefix P --nats URL --stream
 //! NAME`: the soak's consumer in a process of its own, modelled on the
 //! tests' `outbox-test-consumer`. A durable subscriber (`soak`) with an
 //! inbox and `keep_order` applies every [`BenchEvent`] as one row of
@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use outbox_core::tokio_util::sync::CancellationToken;
-use outbox_core::{Delivery, HandlerError};
-use outbox_nats::{StreamSpec, Subscriber};
-use outbox_sea_orm::{Inbox, Outbox, Processed, UnitOfWork};
 use sea_orm::ConnectionTrait;
 use tokio::io::AsyncBufReadExt;
+use txoutbox_core::tokio_util::sync::CancellationToken;
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_nats::{StreamSpec, Subscriber};
+use txoutbox_sea_orm::{Inbox, Outbox, Processed, UnitOfWork};
 
 use crate::BoxError;
 use crate::child;

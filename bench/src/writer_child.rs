@@ -1,4 +1,4 @@
-//! `outbox-bench writer-child --url URL [--schema S] --prefix P --rate R
+//! `txoutbox-bench writer-child --url URL [--schema S] --prefix P --rate R
 //! [--writers W] [--events N]`: writers in a process of their own (no
 //! processor there, so the processor learns of their commits only by
 //! PostgreSQL `NOTIFY` or by polling). W writers (default 8) save
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use outbox_sea_orm::Outbox;
 use sea_orm::{ConnectOptions, Database};
 use tokio::io::AsyncBufReadExt;
+use txoutbox_sea_orm::Outbox;
 
 use crate::BoxError;
 use crate::fixture::{self, BenchOrder};

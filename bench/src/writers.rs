@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::{Backend, TestDb};
 
 use crate::offered;
 use crate::stats::{ms, percentile};
@@ -103,7 +103,7 @@ async fn measure(mode: Mode) -> Result<Measured, BoxError> {
                         .await?
                         .execute_raw(Statement::from_string(
                             DbBackend::Postgres,
-                            "SELECT pg_notify('outbox_bench', '')",
+                            "SELECT pg_notify('txoutbox_bench', '')",
                         ))
                         .await?;
                 }

@@ -1,8 +1,8 @@
-//! The chaos soak's short variant (issue 20): `outbox-bench soak --short`
+//! The chaos soak's short variant (issue 20): `txoutbox-bench soak --short`
 //! writes 5,000 events through one processor kill, one broker kill and one
 //! subscriber kill, reads the stream back and fails on any loss, duplicate,
 //! order violation, dead row or effect not applied exactly once. The full
-//! soak (`cargo run --release -p outbox-bench -- soak`) runs minutes and is
+//! soak (`cargo run --release -p txoutbox-bench -- soak`) runs minutes and is
 //! not part of the suite.
 
 use std::process::Command;
@@ -11,10 +11,10 @@ use std::time::Instant;
 #[test]
 fn the_short_soak_loses_nothing_duplicates_nothing_and_keeps_order() {
     let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox-bench"))
+    let output = Command::new(env!("CARGO_BIN_EXE_txoutbox-bench"))
         .args(["soak", "--short"])
         .output()
-        .expect("run outbox-bench soak --short");
+        .expect("run txoutbox-bench soak --short");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");

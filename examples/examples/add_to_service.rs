@@ -3,7 +3,7 @@
 //! repository, and inside a transaction the service already has), a plain
 //! `async fn` handler applied once through the inbox, shutdown.
 //!
-//! `cargo run -p outbox-examples --example add_to_service`
+//! `cargo run -p txoutbox-examples --example add_to_service`
 //! (`DATABASE_URL` for PostgreSQL or MariaDB; SQLite in the temp directory
 //! otherwise; the NATS server on 127.0.0.1:4222, or a private one).
 //!
@@ -13,14 +13,14 @@
 use std::error::Error;
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError};
-use outbox_examples::orders::{Order, OrderPaid};
-use outbox_examples::{orders_table, support};
-use outbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
-use outbox_sea_orm::migration::OutboxMigrator;
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_examples::orders::{Order, OrderPaid};
+use txoutbox_examples::{orders_table, support};
+use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
+use txoutbox_sea_orm::migration::OutboxMigrator;
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 
 /// The handler: its effect commits with the inbox row, once per message.
 async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {

@@ -1,6 +1,6 @@
 //! Step 1: annotate an event. No servers needed.
 //!
-//! `cargo run -p outbox-examples --example annotate_event`
+//! `cargo run -p txoutbox-examples --example annotate_event`
 //!
 //! An integration event is a plain serde struct with
 //! `#[derive(IntegrationEvent)]`: a stable wire name, a schema version and a
@@ -9,8 +9,8 @@
 
 use std::error::Error;
 
-use outbox_core::{EventRegistry, IntegrationEvent, SubjectPrefix};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{EventRegistry, IntegrationEvent, SubjectPrefix};
 
 /// Version 2 of `invoice.issued`: amounts in cents. Old v1 messages are
 /// upcast through `From<InvoiceIssuedV1>`.

@@ -1,6 +1,6 @@
 //! Step 5: survive a broker outage. Runs by itself in about 15 seconds.
 //!
-//! `cargo run -p outbox-examples --example broker_outage`
+//! `cargo run -p txoutbox-examples --example broker_outage`
 //!
 //! A private nats-server (its own port and store) is started once to create
 //! the stream, then stopped. The service keeps committing orders while the
@@ -12,14 +12,14 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use outbox_core::{MessageContext, OutboxStore};
-use outbox_examples::orders::Order;
-use outbox_examples::orders_table;
-use outbox_examples::support::{self, PrivateNats};
-use outbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec};
-use outbox_sea_orm::OutboxConfig;
+use txoutbox_core::{MessageContext, OutboxStore};
+use txoutbox_examples::orders::Order;
+use txoutbox_examples::orders_table;
+use txoutbox_examples::support::{self, PrivateNats};
+use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec};
+use txoutbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

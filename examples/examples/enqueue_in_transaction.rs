@@ -1,6 +1,6 @@
 //! Step 2: enqueue an event into a SeaORM transaction the application owns.
 //!
-//! `cargo run -p outbox-examples --example enqueue_in_transaction`
+//! `cargo run -p txoutbox-examples --example enqueue_in_transaction`
 //! (SQLite in the temp directory by default; `DATABASE_URL` for PostgreSQL
 //! or MariaDB. No broker needed: the event waits in the outbox table until a
 //! processor publishes it; see `processor_process`.)
@@ -11,11 +11,11 @@
 
 use std::error::Error;
 
-use outbox_core::{IntegrationEvent, MessageContext, OutboxStore};
-use outbox_examples::support;
-use outbox_sea_orm::OutboxConfig;
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{IntegrationEvent, MessageContext, OutboxStore};
+use txoutbox_examples::support;
+use txoutbox_sea_orm::OutboxConfig;
 
 #[derive(Debug, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "user.registered")]

@@ -1,7 +1,7 @@
 //! A service's `/metrics` and `/health`, next to its processor.
 //!
-//! `cargo run -p outbox-examples --example metrics_endpoint` (until Ctrl-C)
-//! `cargo run -p outbox-examples --example metrics_endpoint -- --port 9898 --for 30`
+//! `cargo run -p txoutbox-examples --example metrics_endpoint` (until Ctrl-C)
+//! `cargo run -p txoutbox-examples --example metrics_endpoint -- --port 9898 --for 30`
 //!
 //! Installs the `metrics-exporter-prometheus` recorder (the processor's
 //! metrics, e.g. `outbox_published_total`, `outbox_oldest_pending_age_seconds`,
@@ -16,13 +16,13 @@ use std::error::Error;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use outbox_core::processor::HealthThresholds;
-use outbox_examples::ops_http::{self, OpsEndpoints};
-use outbox_examples::orders::Order;
-use outbox_examples::support::{self, Nats};
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::OutboxConfig;
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::processor::HealthThresholds;
+use txoutbox_examples::ops_http::{self, OpsEndpoints};
+use txoutbox_examples::orders::Order;
+use txoutbox_examples::support::{self, Nats};
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::OutboxConfig;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let url = support::database_url("outbox-metrics-endpoint");
     let config = OutboxConfig::default().with_subject_prefix(support::EXAMPLE_PREFIX)?;
     let outbox = support::open_outbox(&url, config).await?;
-    outbox_examples::orders_table::create_table(outbox.db()).await?;
+    txoutbox_examples::orders_table::create_table(outbox.db()).await?;
     let nats = Nats::find_or_start()?;
     let client = nats.connect().await?;
     StreamSpec::new(
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     )
     .ensure(
         &async_nats::jetstream::new(client.clone()),
-        outbox_core::processor::DEFAULT_LEASE,
+        txoutbox_core::processor::DEFAULT_LEASE,
     )
     .await?;
     let processor = outbox

@@ -1,7 +1,7 @@
 //! Step 3: run the processor as its own process.
 //!
-//! `cargo run -p outbox-examples --example processor_process` (until Ctrl-C)
-//! `cargo run -p outbox-examples --example processor_process -- --until-idle`
+//! `cargo run -p txoutbox-examples --example processor_process` (until Ctrl-C)
+//! `cargo run -p txoutbox-examples --example processor_process -- --until-idle`
 //!
 //! The services write outbox rows (e.g. `enqueue_in_transaction`); this
 //! process publishes them to JetStream. It is the same call as the
@@ -11,12 +11,12 @@
 use std::error::Error;
 use std::time::Duration;
 
-use outbox_core::OutboxStore;
-use outbox_examples::support::{self, Nats};
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::OutboxConfig;
+use txoutbox_core::OutboxStore;
+use txoutbox_examples::support::{self, Nats};
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -1,7 +1,7 @@
 //! Step 4: subscribe with typed handlers.
 //!
-//! `cargo run -p outbox-examples --example subscribe` (until Ctrl-C)
-//! `cargo run -p outbox-examples --example subscribe -- --for 5` (5 seconds)
+//! `cargo run -p txoutbox-examples --example subscribe` (until Ctrl-C)
+//! `cargo run -p txoutbox-examples --example subscribe -- --for 5` (5 seconds)
 //!
 //! Consumes what `enqueue_in_transaction` wrote and `processor_process`
 //! published. Each handler gets the decoded Rust type (older versions are
@@ -11,11 +11,11 @@
 use std::error::Error;
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_examples::support::{self, Nats};
-use outbox_nats::subscriber::{Backoff, DeadLetterPolicy};
-use outbox_nats::{StreamSpec, Subscriber};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox_examples::support::{self, Nats};
+use txoutbox_nats::subscriber::{Backoff, DeadLetterPolicy};
+use txoutbox_nats::{StreamSpec, Subscriber};
 
 /// The consumer's own copy of the event's type: same name, same shape.
 #[derive(Debug, Serialize, Deserialize, IntegrationEvent)]

@@ -4,15 +4,15 @@
 //! inbox runs on an SQLite file).
 //!
 //! ```text
-//! cargo test -p outbox-examples --example testing_a_service   # the suite, under a second
-//! cargo run  -p outbox-examples --example testing_a_service   # the same story, printed
+//! cargo test -p txoutbox-examples --example testing_a_service   # the suite, under a second
+//! cargo run  -p txoutbox-examples --example testing_a_service   # the same story, printed
 //! ```
 
 use std::error::Error;
 
-use outbox_core::Publisher;
-use outbox_examples::orders::{Order, OrderPaid};
-use outbox_testing::TestOutbox;
+use txoutbox_core::Publisher;
+use txoutbox_examples::orders::{Order, OrderPaid};
+use txoutbox_testing::TestOutbox;
 
 /// The service's use case: place an order and take the payment.
 fn place_and_pay<P: Publisher + Clone>(
@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
     outbox.publisher().assert_in_order();
     println!(
-        "{} orders placed and paid, in order; run `cargo test -p outbox-examples --example testing_a_service` for the suite",
+        "{} orders placed and paid, in order; run `cargo test -p txoutbox-examples --example testing_a_service` for the suite",
         outbox.publisher().events::<OrderPaid>().len()
     );
     Ok(())
@@ -49,14 +49,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
 mod tests {
     use std::time::Duration;
 
-    use outbox_core::{PublishErrorKind, RetryPolicy};
-    use outbox_examples::orders::OrderPlaced;
-    use outbox_examples::read_model::{self, entity};
-    use outbox_examples::support::open_outbox;
-    use outbox_sea_orm::{Inbox, OutboxConfig};
-    use outbox_testing::faults::FaultyPublisher;
-    use outbox_testing::{MemoryPublisher, recorded};
     use sea_orm::EntityTrait;
+    use txoutbox_core::{PublishErrorKind, RetryPolicy};
+    use txoutbox_examples::orders::OrderPlaced;
+    use txoutbox_examples::read_model::{self, entity};
+    use txoutbox_examples::support::open_outbox;
+    use txoutbox_sea_orm::{Inbox, OutboxConfig};
+    use txoutbox_testing::faults::FaultyPublisher;
+    use txoutbox_testing::{MemoryPublisher, recorded};
 
     use super::*;
 

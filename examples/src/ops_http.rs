@@ -14,10 +14,10 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
-use outbox_core::processor::{HealthProbe, HealthThresholds};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::processor::{HealthProbe, HealthThresholds};
 
 /// What the endpoints read.
 #[derive(Debug, Clone)]

@@ -1,9 +1,9 @@
 //! The orders domain: an aggregate and the events it records. Nothing here
 //! knows about databases or brokers.
 
-use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
 
 /// An order was placed (version 2: totals in cents with a currency).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]

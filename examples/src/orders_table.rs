@@ -2,9 +2,9 @@
 //! [`AggregateEntity`] mapping that lets the outbox repository load and save
 //! an [`Order`] together with the events it recorded.
 
-use outbox_core::EventBuffer;
-use outbox_sea_orm::AggregateEntity;
 use sea_orm::{ConnectionTrait, DbErr, Set};
+use txoutbox_core::EventBuffer;
+use txoutbox_sea_orm::AggregateEntity;
 
 use crate::orders::{Order, OrderStatus};
 

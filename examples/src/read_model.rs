@@ -4,13 +4,13 @@
 //! that the message was processed: a redelivered message changes nothing.
 
 use chrono::Utc;
-use outbox_core::{Delivery, HandlerError};
-use outbox_nats::async_nats::jetstream;
-use outbox_nats::subscriber::{Backoff, SubscriberBuilder};
-use outbox_nats::{StreamSpec, Subscriber};
-use outbox_sea_orm::{Inbox, UnitOfWork};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use std::time::Duration;
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_nats::async_nats::jetstream;
+use txoutbox_nats::subscriber::{Backoff, SubscriberBuilder};
+use txoutbox_nats::{StreamSpec, Subscriber};
+use txoutbox_sea_orm::{Inbox, UnitOfWork};
 
 use crate::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped, OrderStatus};
 

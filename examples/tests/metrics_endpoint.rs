@@ -9,14 +9,14 @@
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use outbox_core::processor::HealthThresholds;
-use outbox_examples::ops_http::{self, OpsEndpoints};
-use outbox_examples::orders::Order;
-use outbox_examples::support;
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::{Outbox, OutboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::processor::HealthThresholds;
+use txoutbox_examples::ops_http::{self, OpsEndpoints};
+use txoutbox_examples::orders::Order;
+use txoutbox_examples::support;
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
 /// `GET path` on `addr`: (status, body).
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
@@ -53,7 +53,7 @@ async fn metrics_and_health_over_http() {
         .with_subject_prefix(&prefix)
         .unwrap();
     let outbox = support::open_outbox(&url, config.clone()).await.unwrap();
-    outbox_examples::orders_table::create_table(outbox.db())
+    txoutbox_examples::orders_table::create_table(outbox.db())
         .await
         .unwrap();
     let client = async_nats::connect(support::Nats::find_or_start().unwrap().url.as_str())
@@ -69,7 +69,7 @@ async fn metrics_and_health_over_http() {
         .processor(JetStreamPublisher::new(client, "/metrics-test"))
         .poll_interval(Duration::from_millis(100))
         .stats_interval(Some(Duration::from_millis(100)))
-        .retry(outbox_core::RetryPolicy::new(
+        .retry(txoutbox_core::RetryPolicy::new(
             1000,
             Duration::from_millis(50),
             Duration::from_millis(200),

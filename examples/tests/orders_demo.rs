@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use outbox_examples::read_model::entity as summary;
 use sea_orm::{ConnectionTrait, Database, EntityTrait, QueryOrder, Statement};
+use txoutbox_examples::read_model::entity as summary;
 
 const ORDERS: u64 = 20;
 

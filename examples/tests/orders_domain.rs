@@ -1,7 +1,7 @@
 //! The example orders domain records exactly the events its rules allow.
 
-use outbox_core::{AggregateRoot, EventRegistry};
-use outbox_examples::orders::{Order, OrderError, OrderPaid, OrderPlaced, OrderStatus};
+use txoutbox_core::{AggregateRoot, EventRegistry};
+use txoutbox_examples::orders::{Order, OrderError, OrderPaid, OrderPlaced, OrderStatus};
 
 #[test]
 fn a_full_life_records_placed_paid_shipped() {

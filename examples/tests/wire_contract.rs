@@ -2,9 +2,9 @@
 //! a published (name, version) that changes incompatibly fails here (see
 //! README, "Versioning events").
 
-use outbox_core::EventRegistry;
-use outbox_core::schema::SchemaLock;
-use outbox_examples::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped};
+use txoutbox_core::EventRegistry;
+use txoutbox_core::schema::SchemaLock;
+use txoutbox_examples::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped};
 
 #[test]
 fn the_orders_wire_contract_holds() {

@@ -2,11 +2,11 @@
 //! stream), `stream ensure`, and a consumer's dead letters (`dlq`).
 
 use clap::Subcommand;
-use outbox_core::StoreError;
-use outbox_nats::ConnectError;
-use outbox_nats::StreamError;
-use outbox_nats::stream_read::ReadError;
-use outbox_nats::subscriber::dead_letters::DeadLetterError;
+use txoutbox_core::StoreError;
+use txoutbox_nats::ConnectError;
+use txoutbox_nats::StreamError;
+use txoutbox_nats::stream_read::ReadError;
+use txoutbox_nats::subscriber::dead_letters::DeadLetterError;
 
 use crate::commands::Target;
 use crate::error::CliError;

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
-use outbox_nats::subscriber::dead_letters::{DeadLetter, DeadLetters, Replayed};
 use serde_json::json;
+use txoutbox_nats::subscriber::dead_letters::{DeadLetter, DeadLetters, Replayed};
 
 use crate::broker::BrokerError;
 use crate::error::CliError;

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use outbox_core::StoreError;
-use outbox_sea_orm::OutboxError;
+use txoutbox_core::StoreError;
+use txoutbox_sea_orm::OutboxError;
 
 /// Exit code: done.
 pub(crate) const EXIT_OK: u8 = 0;
@@ -131,8 +131,8 @@ fn missing_table(text: &str) -> Option<String> {
     Some(name.trim_matches(['"', '`']).to_owned())
 }
 
-impl From<outbox_nats::subscriber::dead_letters::DeadLetterError> for CliError {
-    fn from(err: outbox_nats::subscriber::dead_letters::DeadLetterError) -> Self {
+impl From<txoutbox_nats::subscriber::dead_letters::DeadLetterError> for CliError {
+    fn from(err: txoutbox_nats::subscriber::dead_letters::DeadLetterError) -> Self {
         CliError::Broker(err.into())
     }
 }

@@ -1,14 +1,14 @@
 //! Connecting to NATS: the options every broker command shares, mapped onto
-//! `outbox_nats::NatsConnect` (credentials file, nkey, token,
+//! `txoutbox_nats::NatsConnect` (credentials file, nkey, token,
 //! user/password, TLS).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use outbox_core::redact::{REDACTED, redact_url};
-use outbox_nats::async_nats::jetstream;
-use outbox_nats::{Auth, NatsConnect, Tls};
+use txoutbox_core::redact::{REDACTED, redact_url};
+use txoutbox_nats::async_nats::jetstream;
+use txoutbox_nats::{Auth, NatsConnect, Tls};
 
 use crate::broker::BrokerError;
 

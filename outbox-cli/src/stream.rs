@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use outbox_nats::StreamSpec;
-use outbox_nats::async_nats::jetstream::stream::StorageType;
 use serde_json::json;
+use txoutbox_nats::StreamSpec;
+use txoutbox_nats::async_nats::jetstream::stream::StorageType;
 
 use crate::broker::BrokerError;
 use crate::nats::NatsArgs;

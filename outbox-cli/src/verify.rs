@@ -1,17 +1,17 @@
 //! `outbox verify`: the outbox table against the stream. Reads the
 //! published rows and the stale pending ones (`outbox-sea-orm`), the
 //! stream's messages from the same time on (`outbox-nats`, headers only),
-//! and compares them (`outbox_core::verify`).
+//! and compares them (`txoutbox_core::verify`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use outbox_core::verify::{Discrepancy, Reconciliation, StoredMessage, reconcile};
-use outbox_nats::stream_read::{self, ReadError};
-use outbox_sea_orm::SeaOrmOutboxStore;
 use serde_json::json;
+use txoutbox_core::verify::{Discrepancy, Reconciliation, StoredMessage, reconcile};
+use txoutbox_nats::stream_read::{self, ReadError};
+use txoutbox_sea_orm::SeaOrmOutboxStore;
 
 use crate::broker::BrokerError;
 use crate::nats::NatsArgs;

@@ -8,11 +8,11 @@ mod support;
 
 use std::process::Command;
 
-use outbox_core::{HeldMessages, MessageId, ParkedMessage, Release};
-use outbox_sea_orm::Inbox;
-use outbox_tests::{Backend, TestDb};
 use serde_json::Value;
 use support::{fill, json, outbox, outbox_of};
+use txoutbox_core::{HeldMessages, MessageId, ParkedMessage, Release};
+use txoutbox_sea_orm::Inbox;
+use txoutbox_suite::{Backend, TestDb};
 
 async fn holds_and_releases(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -145,4 +145,4 @@ fn completions_need_no_database() {
     }
 }
 
-outbox_tests::each_backend!(empty: holds_and_releases);
+txoutbox_suite::each_backend!(empty: holds_and_releases);

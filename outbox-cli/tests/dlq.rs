@@ -10,11 +10,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError};
-use outbox_tests::jetstream::nats_url;
-use outbox_tests::orders::OrderPlaced;
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
 use serde_json::Value;
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_suite::jetstream::nats_url;
+use txoutbox_suite::orders::OrderPlaced;
+use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
 
 fn outbox(args: &[&str]) -> (bool, String, String) {
     let nats = nats_url();

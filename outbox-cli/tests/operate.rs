@@ -10,10 +10,10 @@ mod support;
 
 use std::time::Duration;
 
-use outbox_core::{OutboxStore, Published};
-use outbox_tests::{Backend, TestDb, claimed_positions};
 use serde_json::Value;
 use support::{days_ago, execute, fill, id_of, json, outbox, outbox_of};
+use txoutbox_core::{OutboxStore, Published};
+use txoutbox_suite::{Backend, TestDb, claimed_positions};
 
 async fn skip_requeue_and_purge(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -199,7 +199,7 @@ async fn purges_a_consumers_inbox(backend: Backend) {
     let outbox_handle = outbox_of(&test);
     outbox_handle
         .store()
-        .requeue_dead(outbox_core::DeadSelector::All)
+        .requeue_dead(txoutbox_core::DeadSelector::All)
         .await
         .unwrap();
     let batch = outbox_handle
@@ -208,12 +208,12 @@ async fn purges_a_consumers_inbox(backend: Backend) {
         .await
         .unwrap();
     for consumer in ["billing", "shipping"] {
-        let inbox = outbox_sea_orm::Inbox::new(&outbox_handle, consumer).unwrap();
+        let inbox = txoutbox_sea_orm::Inbox::new(&outbox_handle, consumer).unwrap();
         for claimed in &batch.messages {
             inbox
                 .process(
                     (),
-                    outbox_core::Delivery::new(claimed.message.clone()),
+                    txoutbox_core::Delivery::new(claimed.message.clone()),
                     |_, _, _| Box::pin(async { Ok(()) }),
                 )
                 .await
@@ -256,7 +256,7 @@ async fn purges_a_consumers_inbox(backend: Backend) {
 /// Unknown ids, missing tables: one line, exit 1.
 async fn errors_are_one_line(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
-    let unknown = outbox_core::MessageId::new().to_string();
+    let unknown = txoutbox_core::MessageId::new().to_string();
     for args in [
         vec!["dead", "show", unknown.as_str()],
         vec!["dead", "skip", unknown.as_str(), "--yes"],
@@ -310,7 +310,7 @@ async fn migrates_once(backend: Backend) {
     assert_eq!(status["pending"], 0);
 }
 
-outbox_tests::each_backend!(empty:
+txoutbox_suite::each_backend!(empty:
     skip_requeue_and_purge,
     purges_a_consumers_inbox,
     errors_are_one_line,

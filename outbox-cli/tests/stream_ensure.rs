@@ -10,8 +10,8 @@ mod support;
 use std::process::Command;
 
 use async_nats::jetstream;
-use outbox_tests::jetstream::nats_url;
 use serde_json::Value;
+use txoutbox_suite::jetstream::nats_url;
 
 /// Runs `outbox ARGS` with `NATS_URL` = `nats`; (success, stdout, stderr).
 fn outbox(nats: &str, args: &[&str]) -> (bool, String, String) {

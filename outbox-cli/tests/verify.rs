@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream::Config, stream::StorageType};
-use outbox_core::{AggregateRef, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix};
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::jetstream::nats_url;
-use outbox_tests::orders::{Order, OrderPlaced};
-use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::Value;
+use txoutbox_core::{AggregateRef, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::jetstream::nats_url;
+use txoutbox_suite::orders::{Order, OrderPlaced};
+use txoutbox_suite::{Backend, TestDb};
 
 /// Runs `outbox ARGS` on `test`'s database and the shared nats-server;
 /// (success, stdout, stderr).
@@ -47,7 +47,7 @@ async fn stream_sequence_of(test: &TestDb, aggregate_id: &str, sequence: u64) ->
     let id: uuid::Uuid = row.try_get("", "id").unwrap();
     let seq: i64 = row.try_get("", "stream_sequence").unwrap();
     (
-        outbox_core::MessageId::from_uuid(id).to_string(),
+        txoutbox_core::MessageId::from_uuid(id).to_string(),
         u64::try_from(seq).unwrap(),
     )
 }
@@ -155,7 +155,7 @@ async fn verify_names_each_discrepancy(backend: Backend) {
             &subject_prefix,
         );
         let mut headers = HeaderMap::new();
-        for (name, value) in outbox_core::wire::encode(&message, "/by-hand") {
+        for (name, value) in txoutbox_core::wire::encode(&message, "/by-hand") {
             headers.insert(name.as_ref(), value.as_str());
         }
         let ack = js

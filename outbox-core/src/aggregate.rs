@@ -88,7 +88,7 @@ impl EventBuffer {
 /// that embeds an [`EventBuffer`]:
 ///
 /// ```
-/// use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize, IntegrationEvent)]
@@ -105,7 +105,7 @@ impl EventBuffer {
 /// }
 ///
 /// impl Order {
-///     fn place(id: u64, total_cents: u64) -> Result<Self, outbox_core::RecordError> {
+///     fn place(id: u64, total_cents: u64) -> Result<Self, txoutbox_core::RecordError> {
 ///         let mut order = Order { id, total_cents, events: EventBuffer::new() };
 ///         order.record(OrderPlaced { order_id: id, total_cents })?;
 ///         Ok(order)
@@ -114,13 +114,13 @@ impl EventBuffer {
 ///
 /// let order = Order::place(7, 1250)?;
 /// assert_eq!(order.events().pending().len(), 1);
-/// # Ok::<(), outbox_core::RecordError>(())
+/// # Ok::<(), txoutbox_core::RecordError>(())
 /// ```
 ///
 /// The derive writes the three required items; by hand they read:
 ///
 /// ```
-/// # use outbox_core::{AggregateRoot, EventBuffer};
+/// # use txoutbox_core::{AggregateRoot, EventBuffer};
 /// struct Order { id: u64, events: EventBuffer }
 ///
 /// impl AggregateRoot for Order {
@@ -186,7 +186,7 @@ pub trait AggregateRoot {
 /// of order, and a concurrent save is caught by the version check.
 ///
 /// ```
-/// # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// # use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.placed")]
@@ -194,7 +194,7 @@ pub trait AggregateRoot {
 /// # #[derive(AggregateRoot)]
 /// # #[aggregate(type = "order")]
 /// # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
-/// use outbox_core::{AggregateChanges, MessageContext, SubjectPrefix};
+/// use txoutbox_core::{AggregateChanges, MessageContext, SubjectPrefix};
 ///
 /// let mut order = Order { id: 7, events: EventBuffer::at_version(3) };
 /// order.record(OrderPlaced { order_id: 7 })?;
@@ -207,7 +207,7 @@ pub trait AggregateRoot {
 /// // ... write state and messages in one transaction, commit, then:
 /// order.events_mut().mark_saved(changes.new_version);
 /// assert_eq!(order.version(), 5);
-/// # Ok::<(), outbox_core::RecordError>(())
+/// # Ok::<(), txoutbox_core::RecordError>(())
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]

@@ -15,13 +15,13 @@ pub type AppliedFuture =
     Pin<Box<dyn Future<Output = Result<HashSet<MessageId>, BoxError>> + Send + 'static>>;
 
 /// A consumer's record of the messages whose effects it applied: the inbox
-/// (`outbox_sea_orm::Inbox` implements it). A subscriber given one keeps
+/// (`txoutbox_sea_orm::Inbox` implements it). A subscriber given one keeps
 /// each aggregate's messages in order across its own crashes and restarts
-/// (see `outbox_nats::SubscriberBuilder::keep_order`).
+/// (see `txoutbox_nats::SubscriberBuilder::keep_order`).
 ///
 /// ```
 /// use std::collections::HashSet;
-/// use outbox_core::{AppliedFuture, AppliedMessages, MessageId};
+/// use txoutbox_core::{AppliedFuture, AppliedMessages, MessageId};
 ///
 /// /// Knows nothing applied: every earlier message is waited for.
 /// struct Nothing;

@@ -10,7 +10,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use outbox_core::backoff::Doubling;
+/// use txoutbox_core::backoff::Doubling;
 ///
 /// let mut pause = Doubling::new(Duration::from_millis(100), Duration::from_secs(1));
 /// let first = pause.next_pause();
@@ -62,7 +62,7 @@ impl Doubling {
 ///
 /// ```
 /// use std::time::Duration;
-/// let pause = outbox_core::backoff::jittered(Duration::from_secs(2));
+/// let pause = txoutbox_core::backoff::jittered(Duration::from_secs(2));
 /// assert!(pause >= Duration::from_secs(1) && pause <= Duration::from_secs(2));
 /// ```
 pub fn jittered(pause: Duration) -> Duration {

@@ -11,13 +11,13 @@ use crate::trace::TraceParent;
 /// followed from the first command to the last effect.
 ///
 /// ```
-/// use outbox_core::MessageContext;
+/// use txoutbox_core::MessageContext;
 /// let ctx = MessageContext::new()
 ///     .with_correlation_id("req-42")
 ///     .with_tenant("acme")
 ///     .with_header("x-region", "eu")?;
 /// assert_eq!(ctx.correlation_id(), Some("req-42"));
-/// # Ok::<(), outbox_core::InvalidHeader>(())
+/// # Ok::<(), txoutbox_core::InvalidHeader>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageContext {
@@ -81,7 +81,7 @@ impl MessageContext {
     /// Sets the W3C trace context to continue on the consumer side.
     ///
     /// With the `opentelemetry` feature, a context without one takes the
-    /// current span's when its messages are sealed (see `outbox_core::otel`);
+    /// current span's when its messages are sealed (see `txoutbox_core::otel`);
     /// one set here always wins.
     pub fn with_traceparent(mut self, traceparent: TraceParent) -> Self {
         self.traceparent = Some(traceparent);

@@ -16,8 +16,8 @@ use crate::trace::TraceParent;
 /// inbox) can name it without depending on the broker.
 ///
 /// ```
-/// use outbox_core::{Delivery, MessageContext};
-/// # fn message() -> outbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":3,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"req-42","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
+/// use txoutbox_core::{Delivery, MessageContext};
+/// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":3,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"req-42","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
 /// // A handler under test can be given a hand-made delivery.
 /// let delivery = Delivery::new(message())
 ///     .with_consumer("billing")

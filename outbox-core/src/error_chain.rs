@@ -10,8 +10,8 @@ use std::fmt;
 /// `tracing::warn!(error = %ErrorChain(&err), "...")`.
 ///
 /// ```
-/// use outbox_core::ErrorChain;
-/// let err = outbox_core::StoreError::new("claiming", std::io::Error::other("connection reset"));
+/// use txoutbox_core::ErrorChain;
+/// let err = txoutbox_core::StoreError::new("claiming", std::io::Error::other("connection reset"));
 /// assert_eq!(ErrorChain(&err).to_string(), "outbox store: claiming: connection reset");
 /// ```
 #[derive(Clone, Copy)]

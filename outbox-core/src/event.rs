@@ -14,7 +14,7 @@ use crate::subject::{EventSubject, SubjectPrefix};
 /// back into it:
 ///
 /// ```
-/// use outbox_core::IntegrationEvent;
+/// use txoutbox_core::IntegrationEvent;
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Debug, Serialize, Deserialize, IntegrationEvent)]

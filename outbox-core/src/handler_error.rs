@@ -21,7 +21,7 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// `std::error::Error` itself.
 ///
 /// ```
-/// use outbox_core::HandlerError;
+/// use txoutbox_core::HandlerError;
 ///
 /// fn parse(total: &str) -> Result<u64, HandlerError> {
 ///     let cents: u64 = total.parse()?;                 // retried if it fails

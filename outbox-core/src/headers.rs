@@ -14,7 +14,7 @@ use crate::wire::names::is_reserved;
 /// `tracestate`); values may not contain line breaks.
 ///
 /// ```
-/// use outbox_core::Headers;
+/// use txoutbox_core::Headers;
 /// let mut headers = Headers::new();
 /// headers.insert("x-region", "eu").unwrap();
 /// assert_eq!(headers.get("x-region"), Some("eu"));

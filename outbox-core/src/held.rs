@@ -2,7 +2,7 @@
 //! message it could not apply, and the later messages of that aggregate,
 //! until an operator releases it.
 //!
-//! When a subscriber that keeps order (`outbox_nats::SubscriberBuilder::keep_order`)
+//! When a subscriber that keeps order (`txoutbox_nats::SubscriberBuilder::keep_order`)
 //! gives up on a message (its handler rejected it, failed on every delivery,
 //! or its payload does not decode), applying the aggregate's later messages
 //! would skip a step of its history: `shipped` applied without `paid`. So
@@ -173,7 +173,7 @@ pub enum Unpark {
 }
 
 /// A consumer's store of held aggregates and parked messages (the inbox:
-/// `outbox_sea_orm::Inbox` implements it, in the same database as the
+/// `txoutbox_sea_orm::Inbox` implements it, in the same database as the
 /// effects). Implementations must make each call durable before its
 /// future resolves: the subscriber acknowledges a message once it is
 /// parked.

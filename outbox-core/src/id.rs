@@ -77,7 +77,7 @@ uuid_v7_newtype! {
     /// index append-mostly.
     ///
     /// ```
-    /// use outbox_core::MessageId;
+    /// use txoutbox_core::MessageId;
     /// let a = MessageId::new();
     /// let b = MessageId::new();
     /// assert!(a < b, "ids created later sort later");

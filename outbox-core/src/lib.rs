@@ -35,7 +35,7 @@
 //! # Example
 //!
 //! ```standalone_crate
-//! use outbox_core::{
+//! use txoutbox_core::{
 //!     AggregateChanges, AggregateRoot, EventBuffer, EventRegistry, IntegrationEvent,
 //!     MessageContext, SubjectPrefix,
 //! };
@@ -73,9 +73,9 @@
 //! [`chrono`] (`DateTime<Utc>` of envelopes, leases and stats),
 //! [`uuid`] (the ids: `MessageId::as_uuid`), `serde_json` (payloads,
 //! errors, schemas: depend on serde_json 1), `tokio_util` (the processor's
-//! `CancellationToken`, re-exported as `outbox_core::tokio_util` with the
+//! `CancellationToken`, re-exported as `txoutbox_core::tokio_util` with the
 //! `processor` feature), `serde` (the derives' bounds), and with
-//! the feature `schema`, `schemars` (`outbox_core::schema::schemars`).
+//! the feature `schema`, `schemars` (`txoutbox_core::schema::schemars`).
 //!
 //! # Semver
 //!
@@ -99,7 +99,7 @@
 //! - `serde`: `Deserialize`/`Serialize` for `ProcessorConfig` and
 //!   `RetryPolicy`, durations in humantime form, to load them from a
 //!   configuration file.
-//! - `schema`: a lock on the wire contract (`outbox_core::schema`): the JSON Schema of
+//! - `schema`: a lock on the wire contract (`txoutbox_core::schema`): the JSON Schema of
 //!   every registered (name, version) from `schemars::JsonSchema`, a lock
 //!   file, and a check that fails on incompatible changes.
 //! - `opentelemetry`: one OpenTelemetry trace from the request to the
@@ -184,7 +184,7 @@ pub use uuid;
 /// registers the type for the [`EventRegistry`].
 ///
 /// ```
-/// use outbox_core::IntegrationEvent;
+/// use txoutbox_core::IntegrationEvent;
 /// # use serde::{Deserialize, Serialize};
 /// #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// #[event(name = "order.shipped", version = 2, subject = "logistics.shipments")]
@@ -199,7 +199,7 @@ pub use uuid;
 /// | `version` | integer ≥ 1 | `1` |
 /// | `subject` | a fixed NATS subject | `<prefix>.<name>` |
 /// | `upcast_from` | the previous version's type; needs `From<Previous> for Self` | none |
-/// | `crate` | path to `outbox_core` as a string, for re-exports | `"::outbox_core"` |
+/// | `crate` | path to `txoutbox_core` as a string, for re-exports | `"::txoutbox_core"` |
 ///
 /// On an enum, the whole enum is **one** event type with one name and version;
 /// serde decides how variants are written (e.g. `#[serde(tag = "kind")]`).
@@ -214,14 +214,14 @@ pub use uuid;
 /// `Serialize + DeserializeOwned`.
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
-pub use outbox_macros::IntegrationEvent;
+pub use txoutbox_macros::IntegrationEvent;
 
 /// `#[derive(AggregateRoot)]`: implements [`AggregateRoot`] for a struct
 /// with named fields, from its aggregate type, its id field and its
 /// [`EventBuffer`] field.
 ///
 /// ```
-/// use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.placed")]
@@ -241,7 +241,7 @@ pub use outbox_macros::IntegrationEvent;
 /// assert_eq!(Order::AGGREGATE_TYPE, "order");
 /// assert_eq!(order.aggregate_id(), "7");
 /// assert_eq!(order.events().pending().len(), 1);
-/// # Ok::<(), outbox_core::RecordError>(())
+/// # Ok::<(), txoutbox_core::RecordError>(())
 /// ```
 ///
 /// Attributes:
@@ -249,15 +249,15 @@ pub use outbox_macros::IntegrationEvent;
 /// | attribute | on | meaning | default |
 /// |---|---|---|---|
 /// | `#[aggregate(type = "order")]` | the struct | [`AggregateRoot::AGGREGATE_TYPE`], stored on every message: not empty, at most 128 bytes, no control characters | required: it must not follow a Rust rename |
-/// | `#[aggregate(crate = "my_crate::outbox_core")]` | the struct | path to `outbox_core` as a string, for re-exports | `"::outbox_core"` |
+/// | `#[aggregate(crate = "my_crate::txoutbox_core")]` | the struct | path to `txoutbox_core` as a string, for re-exports | `"::txoutbox_core"` |
 /// | `#[aggregate(id)]` | one field | the id; any type that implements `Display`, e.g. `String`, `u64`, `uuid::Uuid` or a newtype | required |
 /// | `#[aggregate(events)]` | one field | the [`EventBuffer`] | the one field whose type is named `EventBuffer` |
-/// | `#[aggregate(entity = "Entity", version_column = "Column::Version")]` | the struct | the struct is a SeaORM model that is its own aggregate: also implements `outbox_sea_orm::AggregateEntity` (`from_model` keeps the row and takes the buffer, `to_active_model` is `self.clone().into_active_model()`); needs a dependency on `outbox-sea-orm` and a `Clone` model | none: `AggregateEntity` is written by hand |
+/// | `#[aggregate(entity = "Entity", version_column = "Column::Version")]` | the struct | the struct is a SeaORM model that is its own aggregate: also implements `txoutbox_sea_orm::AggregateEntity` (`from_model` keeps the row and takes the buffer, `to_active_model` is `self.clone().into_active_model()`); needs a dependency on `outbox-sea-orm` and a `Clone` model | none: `AggregateEntity` is written by hand |
 ///
 /// Struct attributes may be split over several `#[aggregate(...)]`. Generic
 /// structs work; a generic id type gets a `Display` bound. A SeaORM model
 /// can derive it too, its `#[sea_orm(ignore)]` buffer field found by type;
-/// `outbox_sea_orm::AggregateEntity` shows one with `entity` and
+/// `txoutbox_sea_orm::AggregateEntity` shows one with `entity` and
 /// `version_column`.
 ///
 /// Mistakes are compile errors pointing at the offending token: a missing
@@ -268,7 +268,7 @@ pub use outbox_macros::IntegrationEvent;
 /// struct, a union.
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
-pub use outbox_macros::AggregateRoot;
+pub use txoutbox_macros::AggregateRoot;
 
 /// Re-exports used by code that `#[derive(IntegrationEvent)]` generates, so
 /// user crates need no direct dependency on them. Not a public API.

@@ -118,8 +118,8 @@ impl OutboxMessage {
     ///
     /// ```
     /// # use serde::{Deserialize, Serialize};
-    /// use outbox_core::{IntegrationEvent, MessageContext, OutboxMessage, Partitions};
-    /// use outbox_core::{PendingMessage, SubjectPrefix};
+    /// use txoutbox_core::{IntegrationEvent, MessageContext, OutboxMessage, Partitions};
+    /// use txoutbox_core::{PendingMessage, SubjectPrefix};
     ///
     /// #[derive(Serialize, Deserialize, IntegrationEvent)]
     /// #[event(name = "report.ready")]
@@ -154,7 +154,7 @@ impl OutboxMessage {
     ///
     /// With the `opentelemetry` feature, a context without a trace context
     /// of its own (none set, or one inherited from a handled message) takes
-    /// the current span's OpenTelemetry context (see `outbox_core::otel`).
+    /// the current span's OpenTelemetry context (see `txoutbox_core::otel`).
     pub fn seal(
         pending: PendingMessage,
         aggregate: AggregateRef,

@@ -4,7 +4,7 @@ use std::fmt;
 
 // The rules themselves live in `outbox-naming`, which the derive macros use
 // too: the compile-time and the start-up checks can never disagree.
-use outbox_naming as rules;
+use txoutbox_naming as rules;
 
 /// Longest accepted event name, in bytes (the outbox table's column width).
 pub const MAX_EVENT_NAME_LEN: usize = rules::MAX_EVENT_NAME_LEN;
@@ -51,7 +51,7 @@ pub struct InvalidName {
 /// `_` and `-`, at most [`MAX_EVENT_NAME_LEN`] bytes.
 ///
 /// ```
-/// use outbox_core::naming::validate_event_name;
+/// use txoutbox_core::naming::validate_event_name;
 /// assert!(validate_event_name("order.placed").is_ok());
 /// assert!(validate_event_name("order placed").is_err());
 /// ```
@@ -67,7 +67,7 @@ pub fn validate_event_name(name: &str) -> Result<(), InvalidName> {
 /// tokens of printable ASCII, no wildcards, at most [`MAX_SUBJECT_LEN`] bytes.
 ///
 /// ```
-/// use outbox_core::naming::validate_subject;
+/// use txoutbox_core::naming::validate_subject;
 /// assert!(validate_subject("events.order.placed").is_ok());
 /// assert!(validate_subject("events.>").is_err());
 /// ```

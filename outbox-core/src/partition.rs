@@ -46,13 +46,13 @@ pub enum PartitionsError {
 /// the [module docs](self) for the function).
 ///
 /// ```
-/// use outbox_core::Partitions;
+/// use txoutbox_core::Partitions;
 /// let partitions = Partitions::new(8)?;
 /// let k = partitions.of("order", "42");
 /// assert!(k < 8);
 /// assert_eq!(k, partitions.of("order", "42")); // always the same
 /// assert_eq!(Partitions::subject("events", k, "order.placed"), format!("events.p{k}.order.placed"));
-/// # Ok::<(), outbox_core::PartitionsError>(())
+/// # Ok::<(), txoutbox_core::PartitionsError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Partitions(u16);
@@ -61,7 +61,7 @@ impl Partitions {
     /// `count` partitions, 1 to [`MAX_PARTITIONS`].
     ///
     /// ```
-    /// use outbox_core::{Partitions, PartitionsError};
+    /// use txoutbox_core::{Partitions, PartitionsError};
     /// assert_eq!(Partitions::new(4).map(|p| p.count()), Ok(4));
     /// assert_eq!(Partitions::new(0), Err(PartitionsError::Zero));
     /// assert!(Partitions::new(5000).is_err());
@@ -80,8 +80,8 @@ impl Partitions {
     /// The number of partitions.
     ///
     /// ```
-    /// assert_eq!(outbox_core::Partitions::new(3)?.count(), 3);
-    /// # Ok::<(), outbox_core::PartitionsError>(())
+    /// assert_eq!(txoutbox_core::Partitions::new(3)?.count(), 3);
+    /// # Ok::<(), txoutbox_core::PartitionsError>(())
     /// ```
     pub fn count(self) -> u16 {
         self.0
@@ -91,10 +91,10 @@ impl Partitions {
     /// `aggregate_id`: FNV-1a 64 of `type`, `0x1f`, `id`, modulo the count.
     ///
     /// ```
-    /// use outbox_core::Partitions;
+    /// use txoutbox_core::Partitions;
     /// let partitions = Partitions::new(16)?;
     /// assert_eq!(partitions.of("order", "42"), 2);
-    /// # Ok::<(), outbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::PartitionsError>(())
     /// ```
     pub fn of(self, aggregate_type: &str, aggregate_id: &str) -> u16 {
         let hash = fnv1a(
@@ -111,7 +111,7 @@ impl Partitions {
     /// `partition`: `<prefix>.p<partition>.<event_name>`.
     ///
     /// ```
-    /// use outbox_core::Partitions;
+    /// use txoutbox_core::Partitions;
     /// assert_eq!(Partitions::subject("events", 3, "order.placed"), "events.p3.order.placed");
     /// ```
     pub fn subject(prefix: &str, partition: u16, event_name: &str) -> String {
@@ -121,7 +121,7 @@ impl Partitions {
     /// The filter subject of partition `partition`: `<prefix>.p<partition>.>`.
     ///
     /// ```
-    /// use outbox_core::Partitions;
+    /// use txoutbox_core::Partitions;
     /// assert_eq!(Partitions::filter("events", 3), "events.p3.>");
     /// ```
     pub fn filter(prefix: &str, partition: u16) -> String {
@@ -131,9 +131,9 @@ impl Partitions {
     /// Every partition.
     ///
     /// ```
-    /// use outbox_core::Partitions;
+    /// use txoutbox_core::Partitions;
     /// assert_eq!(Partitions::new(3)?.all(), [0, 1, 2]);
-    /// # Ok::<(), outbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::PartitionsError>(())
     /// ```
     pub fn all(self) -> Vec<u16> {
         (0..self.0).collect()
@@ -144,11 +144,11 @@ impl Partitions {
     /// out of range). Every partition has exactly one owner.
     ///
     /// ```
-    /// use outbox_core::Partitions;
+    /// use txoutbox_core::Partitions;
     /// let partitions = Partitions::new(8)?;
     /// assert_eq!(partitions.share(1, 3), [1, 4, 7]);
     /// assert_eq!(partitions.share(3, 3), [] as [u16; 0]);
-    /// # Ok::<(), outbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::PartitionsError>(())
     /// ```
     pub fn share(self, process_index: u16, process_count: u16) -> Vec<u16> {
         if process_index >= process_count {

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 /// added.)
 ///
 /// ```
-/// use outbox_core::Payload;
+/// use txoutbox_core::Payload;
 /// let payload = Payload::from_json(r#"{"order_id":7}"#.to_owned())?;
 /// assert_eq!(payload.as_bytes(), br#"{"order_id":7}"#);
 /// assert!(Payload::from_json("not json".to_owned()).is_err());

@@ -16,7 +16,7 @@ use crate::subject::EventSubject;
 /// sequence number and the [`MessageContext`](crate::MessageContext).
 ///
 /// ```
-/// use outbox_core::{IntegrationEvent, PendingMessage};
+/// use txoutbox_core::{IntegrationEvent, PendingMessage};
 /// # use serde::{Deserialize, Serialize};
 /// #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// #[event(name = "order.placed")]
@@ -25,7 +25,7 @@ use crate::subject::EventSubject;
 /// let pending = PendingMessage::new(&OrderPlaced { order_id: 7 })?;
 /// assert_eq!(pending.event_name(), "order.placed");
 /// assert_eq!(pending.payload().as_str(), r#"{"order_id":7}"#);
-/// # Ok::<(), outbox_core::RecordError>(())
+/// # Ok::<(), txoutbox_core::RecordError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingMessage {
@@ -93,13 +93,13 @@ impl PendingMessage {
     /// first claim after `at` (within the processor's `poll_interval`).
     ///
     /// ```
-    /// # use outbox_core::{IntegrationEvent, PendingMessage};
+    /// # use txoutbox_core::{IntegrationEvent, PendingMessage};
     /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
     /// # #[event(name = "cart.abandoned")] struct CartAbandoned { cart_id: u64 }
     /// let at = chrono::Utc::now() + chrono::Duration::hours(1);
     /// let reminder = PendingMessage::new(&CartAbandoned { cart_id: 7 })?.with_deliver_at(at);
     /// assert_eq!(reminder.deliver_at(), Some(at));
-    /// # Ok::<(), outbox_core::RecordError>(())
+    /// # Ok::<(), txoutbox_core::RecordError>(())
     /// ```
     pub fn with_deliver_at(mut self, at: DateTime<Utc>) -> Self {
         self.deliver_at = Some(at);

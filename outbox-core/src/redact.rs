@@ -14,7 +14,7 @@ pub const REDACTED: &str = "<redacted>";
 /// cluster) is redacted; text without credentials is returned unchanged.
 ///
 /// ```
-/// use outbox_core::redact::redact_url;
+/// use txoutbox_core::redact::redact_url;
 /// assert_eq!(redact_url("postgres://app:pw@db:5432/app"), "postgres://app:<redacted>@db:5432/app");
 /// assert_eq!(redact_url("nats://tok@a:4222,nats://b:4222"), "nats://<redacted>@a:4222,nats://b:4222");
 /// assert_eq!(redact_url("sqlite://./orders.db"), "sqlite://./orders.db");

@@ -16,7 +16,7 @@
 //! [`schemars::JsonSchema`] and this feature is on: nothing else to write,
 //! and types without `JsonSchema` still compile (the derive looks for the
 //! impl without requiring it). A hand-written `IntegrationEvent` adds
-//! `.with_schema(outbox_core::schema::json_schema::<Self>)` to its
+//! `.with_schema(txoutbox_core::schema::json_schema::<Self>)` to its
 //! registration.
 //!
 //! # The lock file
@@ -26,8 +26,8 @@
 //! guards it:
 //!
 //! ```no_run
-//! # use outbox_core::EventRegistry;
-//! # use outbox_core::schema::SchemaLock;
+//! # use txoutbox_core::EventRegistry;
+//! # use txoutbox_core::schema::SchemaLock;
 //! #[test]
 //! fn the_wire_contract_holds() {
 //!     let registry = EventRegistry::from_inventory().unwrap();

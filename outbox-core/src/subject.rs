@@ -24,7 +24,7 @@ impl EventSubject {
     /// the prefix's partitions (see [`resolve_for`](Self::resolve_for)).
     ///
     /// ```
-    /// use outbox_core::{EventSubject, SubjectPrefix};
+    /// use txoutbox_core::{EventSubject, SubjectPrefix};
     /// let prefix = SubjectPrefix::new("shop").unwrap();
     /// assert_eq!(EventSubject::Derived.resolve(&prefix, "order.placed"), "shop.order.placed");
     /// assert_eq!(EventSubject::Fixed("legacy.orders").resolve(&prefix, "order.placed"), "legacy.orders");
@@ -42,7 +42,7 @@ impl EventSubject {
     /// derived.
     ///
     /// ```
-    /// use outbox_core::{EventSubject, Partitions, SubjectPrefix};
+    /// use txoutbox_core::{EventSubject, Partitions, SubjectPrefix};
     /// let prefix = SubjectPrefix::new("shop")?.with_partitions(Partitions::new(16)?);
     /// assert_eq!(
     ///     EventSubject::Derived.resolve_for(&prefix, "order", "42", "order.placed"),
@@ -77,7 +77,7 @@ impl EventSubject {
 /// say, `orders.>` and one JetStream stream can capture them.
 ///
 /// ```
-/// use outbox_core::SubjectPrefix;
+/// use txoutbox_core::SubjectPrefix;
 /// assert_eq!(SubjectPrefix::default().as_str(), "events");
 /// assert!(SubjectPrefix::new("acme.orders").is_ok());
 /// assert!(SubjectPrefix::new("acme.*").is_err());
@@ -111,11 +111,11 @@ impl SubjectPrefix {
     /// [`Partitions`] for the function); fixed subjects stay as they are.
     ///
     /// ```
-    /// use outbox_core::{Partitions, SubjectPrefix};
+    /// use txoutbox_core::{Partitions, SubjectPrefix};
     /// let prefix = SubjectPrefix::default().with_partitions(Partitions::new(4)?);
     /// assert_eq!(prefix.partitions().map(Partitions::count), Some(4));
     /// assert_eq!(prefix.as_str(), "events");
-    /// # Ok::<(), outbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::PartitionsError>(())
     /// ```
     #[must_use]
     pub fn with_partitions(mut self, partitions: Partitions) -> Self {

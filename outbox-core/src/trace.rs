@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// service uses (OpenTelemetry, an incoming HTTP header, ...).
 ///
 /// ```
-/// use outbox_core::TraceParent;
+/// use txoutbox_core::TraceParent;
 /// let tp: TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap();
 /// assert_eq!(tp.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
 /// assert!(tp.is_sampled());

@@ -13,8 +13,8 @@
 //! | no row older than a threshold is still pending | [`Discrepancy::StalePending`] |
 //!
 //! ```
-//! use outbox_core::MessageId;
-//! use outbox_core::verify::{Discrepancy, PublishedRecord, StoredMessage, reconcile};
+//! use txoutbox_core::MessageId;
+//! use txoutbox_core::verify::{Discrepancy, PublishedRecord, StoredMessage, reconcile};
 //!
 //! let id = MessageId::new();
 //! let row = PublishedRecord {

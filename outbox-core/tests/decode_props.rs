@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use outbox_core::naming::{validate_event_name, validate_subject};
-use outbox_core::{DecodeError, EventRegistry, IntegrationEvent, Payload, TraceParent, wire};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
+use txoutbox_core::naming::{validate_event_name, validate_subject};
+use txoutbox_core::{DecodeError, EventRegistry, IntegrationEvent, Payload, TraceParent, wire};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "prop.flat")]

@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use outbox_core::{
+use serde::{Deserialize, Serialize};
+use txoutbox_core::{
     AggregateChanges, AggregateRoot, EventBuffer, EventRegistry, IntegrationEvent, MessageContext,
     OutboxMessage, PendingMessage, RecordError, SubjectPrefix, TraceParent, wire,
 };
-use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "order.placed")]
@@ -219,7 +219,7 @@ fn a_serialization_error_surfaces_at_record() {
     };
     assert_eq!((*event_name, *event_version), ("order.unserializable", 1));
     assert!(rust_type.ends_with("Unserializable"));
-    let chain = outbox_core::ErrorChain(&err).to_string();
+    let chain = txoutbox_core::ErrorChain(&err).to_string();
     assert!(chain.contains("key must be a string"), "{chain}");
     assert!(order.events().pending().is_empty(), "nothing half-recorded");
 }
@@ -327,7 +327,7 @@ fn wire_decoding_reports_what_is_wrong() {
             .map(|_| ())
             .unwrap_err();
         // The message and its cause, as a log line shows them.
-        outbox_core::ErrorChain(&err).to_string()
+        txoutbox_core::ErrorChain(&err).to_string()
     };
     let body = message.payload.as_bytes();
     assert_eq!(

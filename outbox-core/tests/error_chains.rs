@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::error::Error;
 
-use outbox_core::{
+use serde::{Deserialize, Serialize};
+use txoutbox_core::{
     ErrorChain, EventRegistry, IntegrationEvent, PendingMessage, ProcessorError, PublishError,
     StoreError,
 };
-use serde::{Deserialize, Serialize};
 
 /// Fails when an error of the chain repeats the message of its source.
 fn assert_each_cause_said_once(err: &dyn Error) {
@@ -85,7 +85,7 @@ fn registry_and_decode_errors() {
 #[test]
 fn wire_error() {
     let json = serde_json::from_slice::<serde_json::Value>(b"{not json").expect_err("not JSON");
-    let err = outbox_core::wire::WireError::Payload(json);
+    let err = txoutbox_core::wire::WireError::Payload(json);
     assert!(err.source().is_some());
     assert_each_cause_said_once(&err);
 }

@@ -1,8 +1,10 @@
 //! The registry's start-up validation and decoding, with hand-written impls
 //! (no inventory), so each test builds exactly the set of types it means to.
 
-use outbox_core::{DecodeError, EventRegistration, EventRegistry, IntegrationEvent, RegistryError};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{
+    DecodeError, EventRegistration, EventRegistry, IntegrationEvent, RegistryError,
+};
 
 macro_rules! event {
     ($ty:ident, $name:literal, $version:literal $(, upcast $old:ty)?) => {
@@ -194,7 +196,7 @@ fn malformed_payloads_name_the_event_and_keep_serdes_message() {
     assert!(rust_type.ends_with("Shipped"));
     assert!(source.is_data());
     // serde's message is the source, said once: in the chain.
-    let text = outbox_core::ErrorChain(&err).to_string();
+    let text = txoutbox_core::ErrorChain(&err).to_string();
     assert!(
         text.starts_with("cannot decode `order.shipped` v1 into "),
         "{text}"
@@ -207,7 +209,7 @@ fn malformed_payloads_name_the_event_and_keep_serdes_message() {
     let err = registry
         .decode("order.shipped", 1, b"{\"carrier\":")
         .unwrap_err();
-    let text = outbox_core::ErrorChain(&err).to_string();
+    let text = txoutbox_core::ErrorChain(&err).to_string();
     assert!(text.contains("EOF while parsing"), "{text}");
     assert!(matches!(err, DecodeError::Malformed { ref source, .. } if source.is_eof()));
 }
@@ -381,7 +383,7 @@ struct BadSubject;
 impl IntegrationEvent for BadSubject {
     const NAME: &'static str = "order.bad_subject";
     const VERSION: u32 = 1;
-    const SUBJECT: outbox_core::EventSubject = outbox_core::EventSubject::Fixed("orders.*");
+    const SUBJECT: txoutbox_core::EventSubject = txoutbox_core::EventSubject::Fixed("orders.*");
 }
 
 #[test]
@@ -391,7 +393,7 @@ fn hand_written_impls_are_validated() {
         .build()
         .unwrap_err();
     assert!(matches!(err, RegistryError::InvalidName { .. }), "{err:?}");
-    let text = outbox_core::ErrorChain(&err).to_string();
+    let text = txoutbox_core::ErrorChain(&err).to_string();
     assert!(text.contains("event name `order placed`"), "{text}");
     let err = EventRegistry::builder()
         .register::<ZeroVersion>()
@@ -411,6 +413,6 @@ fn hand_written_impls_are_validated() {
         .register::<BadSubject>()
         .build()
         .unwrap_err();
-    let text = outbox_core::ErrorChain(&err).to_string();
+    let text = txoutbox_core::ErrorChain(&err).to_string();
     assert!(text.contains("subject `orders.*`"), "{text}");
 }

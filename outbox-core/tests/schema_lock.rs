@@ -3,11 +3,11 @@
 //! added to the lock.
 #![cfg(feature = "schema")]
 
-use outbox_core::schema::{IncompatibleKind, SchemaLock, check_against};
-use outbox_core::{EventRegistry, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use txoutbox_core::schema::{IncompatibleKind, SchemaLock, check_against};
+use txoutbox_core::{EventRegistry, IntegrationEvent};
 
 /// The published shape: `order.placed` v1.
 mod published {
@@ -241,7 +241,7 @@ fn a_field_added_to_a_closed_type_fails() {
         "properties": { "a": { "type": "string" }, "b": { "type": ["string", "null"] } },
         "required": ["a"]
     });
-    let found = outbox_core::schema::compare("e", 1, &locked["e"]["1"], &current);
+    let found = txoutbox_core::schema::compare("e", 1, &locked["e"]["1"], &current);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].kind, IncompatibleKind::FieldAddedToClosedType);
 }

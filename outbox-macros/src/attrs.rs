@@ -7,7 +7,7 @@ use syn::{DeriveInput, Lit, LitStr, Path, Type};
 
 // The rules outbox-core checks at start-up (`outbox-naming`, shared), so the
 // two checks can never disagree.
-use outbox_naming::{check_event_name, check_subject};
+use txoutbox_naming::{check_event_name, check_subject};
 
 const KEYS: &str = "`name`, `version`, `subject`, `upcast_from`, `crate`";
 
@@ -84,7 +84,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
             set_once(meta, &mut out.upcast_from, ty)
         }
         "crate" => {
-            let lit = string_value(meta, "crate = \"my_crate::outbox_core\"")?;
+            let lit = string_value(meta, "crate = \"my_crate::txoutbox_core\"")?;
             let path = lit.parse::<Path>()?;
             set_once(meta, &mut out.krate, path)
         }

@@ -37,7 +37,7 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
     let krate = attrs
         .krate
         .clone()
-        .unwrap_or_else(|| parse_quote!(::outbox_core));
+        .unwrap_or_else(|| parse_quote!(::txoutbox_core));
     let name = &attrs.name;
     let version = attrs.version;
     let version_lit = quote_spanned!(attrs.version_span=> #version);

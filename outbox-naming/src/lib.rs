@@ -1,15 +1,15 @@
 //! The rules for event names and NATS subjects, in one place.
 //!
 //! [`txoutbox-core`](https://docs.rs/txoutbox-core) checks names with them at
-//! start-up (`outbox_core::naming`, with typed errors) and
+//! start-up (`txoutbox_core::naming`, with typed errors) and
 //! [`txoutbox-macros`](https://docs.rs/txoutbox-macros) at compile time
 //! (`#[derive(IntegrationEvent)]`), so the two can never disagree. Depend on
-//! `txoutbox-core` and use `outbox_core::naming` (typed errors) instead of
+//! `txoutbox-core` and use `txoutbox_core::naming` (typed errors) instead of
 //! this crate, whose API serves those two crates.
 //!
 //! ```
-//! assert!(outbox_naming::check_event_name("order.placed").is_ok());
-//! assert_eq!(outbox_naming::check_subject("events.>"), Err(
+//! assert!(txoutbox_naming::check_event_name("order.placed").is_ok());
+//! assert_eq!(txoutbox_naming::check_subject("events.>"), Err(
 //!     "may only contain printable ASCII without whitespace or the wildcards `*` and `>`"
 //! ));
 //! ```

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions, Event, ServerAddr};
-use outbox_core::redact::{REDACTED, redact_url};
+use txoutbox_core::redact::{REDACTED, redact_url};
 
 /// How to authenticate. Its `Debug` output hides the nkey seed, the token
 /// and the password (`"<redacted>"`).
@@ -63,7 +63,7 @@ pub struct Tls {
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_nats::{Auth, NatsConnect};
+/// use txoutbox_nats::{Auth, NatsConnect};
 /// let client = NatsConnect::new("nats://127.0.0.1:4222")
 ///     .name("orders-outbox")
 ///     .auth(Auth::CredentialsFile("/etc/nats/orders.creds".into()))
@@ -224,8 +224,8 @@ impl NatsConnect {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
-    /// use outbox_nats::NatsConnect;
-    /// use outbox_nats::async_nats::ConnectOptions;
+    /// use txoutbox_nats::NatsConnect;
+    /// use txoutbox_nats::async_nats::ConnectOptions;
     ///
     /// let options = ConnectOptions::new()
     ///     .ping_interval(Duration::from_secs(10))

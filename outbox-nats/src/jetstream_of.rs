@@ -11,7 +11,7 @@ use async_nats::{Client, jetstream};
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_nats::{JetStreamPublisher, NatsConnect, Subscriber};
+/// use txoutbox_nats::{JetStreamPublisher, NatsConnect, Subscriber};
 ///
 /// let nats = NatsConnect::new("nats://127.0.0.1:4222").connect().await?;
 /// let publisher = JetStreamPublisher::new(nats.clone(), "/orders-service");

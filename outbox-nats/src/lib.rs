@@ -2,9 +2,9 @@
 //! sends with, stream provisioning, connection settings, and typed
 //! subscribers.
 //!
-//! - [`JetStreamPublisher`]: implements [`outbox_core::Publisher`];
+//! - [`JetStreamPublisher`]: implements [`txoutbox_core::Publisher`];
 //!   `Nats-Msg-Id` = the outbox message id, CloudEvents headers from
-//!   [`outbox_core::wire`], pipelined acks, failures classified so a broker
+//!   [`txoutbox_core::wire`], pipelined acks, failures classified so a broker
 //!   outage never spends a message's attempts.
 //! - [`StreamSpec`]: creates the stream or verifies the existing one
 //!   (subjects, a duplicate window longer than the processor's lease).
@@ -25,9 +25,9 @@
 //! # Public dependencies
 //!
 //! [`async_nats`] (the `Client`, `jetstream::Context`, `ConnectOptions`,
-//! connection and JetStream errors) and [`outbox_core`] appear in this
+//! connection and JetStream errors) and [`txoutbox_core`] appear in this
 //! crate's API and are re-exported: depend on the same async-nats minor
-//! version (0.51), or name it as `outbox_nats::async_nats`.
+//! version (0.51), or name it as `txoutbox_nats::async_nats`.
 //!
 //! # Secrets
 //!
@@ -68,7 +68,7 @@ pub use stream::{
 pub use subscriber::{RunningSubscriber, Subscriber};
 
 pub use async_nats;
-pub use outbox_core;
+pub use txoutbox_core;
 
 /// This crate's README (crates.io's page), whose examples run as doctests.
 #[cfg(doctest)]

@@ -8,13 +8,13 @@ use async_nats::connection::State;
 use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind as JsErrorKind};
 use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::{Client, HeaderMap};
-use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
+use txoutbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
 
 use crate::reconnects::Reconnects;
 use crate::run_window::RunWindow;
 
 /// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
-/// [`outbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
+/// [`txoutbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
 /// published twice inside the stream's duplicate window is stored once (a
 /// `duplicate` ack counts as success).
 ///
@@ -25,7 +25,7 @@ use crate::run_window::RunWindow;
 /// stores it only right after its predecessor, and up to 64 are in flight
 /// at once while nothing else interleaves (see `run_window.rs`).
 ///
-/// How failures are classified (see [`outbox_core::PublishErrorKind`]):
+/// How failures are classified (see [`txoutbox_core::PublishErrorKind`]):
 ///
 /// | what happened | kind |
 /// |---|---|
@@ -41,7 +41,7 @@ use crate::run_window::RunWindow;
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_nats::JetStreamPublisher;
+/// use txoutbox_nats::JetStreamPublisher;
 /// let client = async_nats::connect("127.0.0.1:4222").await?;
 /// let publisher = JetStreamPublisher::new(client, "/orders-service");
 /// # Ok(()) }
@@ -94,7 +94,7 @@ impl JetStreamPublisher {
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
     /// let client = async_nats::connect("127.0.0.1:4222").await?;
-    /// let publisher = outbox_nats::JetStreamPublisher::new(client, "/orders-service")
+    /// let publisher = txoutbox_nats::JetStreamPublisher::new(client, "/orders-service")
     ///     .with_ack_timeout(Duration::from_secs(2)); // with a lease of 10 s or more
     /// # Ok(()) }
     /// ```

@@ -17,7 +17,7 @@ pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// The stream the outbox's subjects are stored in.
 ///
 /// ```
-/// use outbox_nats::StreamSpec;
+/// use txoutbox_nats::StreamSpec;
 /// use std::time::Duration;
 /// let spec = StreamSpec::new("EVENTS", ["events.>"])
 ///     .duplicate_window(Duration::from_secs(300));

@@ -13,8 +13,8 @@ use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::{self, ErrorCode};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use outbox_core::verify::{AggregatePosition, StoredMessage};
-use outbox_core::wire;
+use txoutbox_core::verify::{AggregatePosition, StoredMessage};
+use txoutbox_core::wire;
 
 /// How long reading waits for the next message before giving up.
 const NEXT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,7 +1,7 @@
 //! Mapping an aggregate to a SeaORM entity.
 
-use outbox_core::{AggregateRoot, EventBuffer};
 use sea_orm::EntityTrait;
+use txoutbox_core::{AggregateRoot, EventBuffer};
 
 /// An aggregate stored as one row of a SeaORM entity, with a version column
 /// for optimistic concurrency.
@@ -11,8 +11,8 @@ use sea_orm::EntityTrait;
 /// (the "entity is the aggregate" style), or a domain struct can map to one:
 ///
 /// ```
-/// use outbox_core::{AggregateRoot, EventBuffer};
-/// use outbox_sea_orm::AggregateEntity;
+/// use txoutbox_core::{AggregateRoot, EventBuffer};
+/// use txoutbox_sea_orm::AggregateEntity;
 /// use sea_orm::entity::prelude::*;
 /// use sea_orm::Set;
 ///
@@ -53,13 +53,13 @@ use sea_orm::EntityTrait;
 /// `to_active_model` is `self.clone().into_active_model()`:
 ///
 /// ```
-/// use outbox_core::{AggregateRoot, EventBuffer};
-/// use outbox_sea_orm::AggregateEntity;
+/// use txoutbox_core::{AggregateRoot, EventBuffer};
+/// use txoutbox_sea_orm::AggregateEntity;
 ///
 /// mod account {
 ///     use sea_orm::entity::prelude::*;
 ///
-///     #[derive(Clone, Debug, PartialEq, DeriveEntityModel, outbox_core::AggregateRoot)]
+///     #[derive(Clone, Debug, PartialEq, DeriveEntityModel, txoutbox_core::AggregateRoot)]
 ///     #[sea_orm(table_name = "accounts")]
 ///     #[aggregate(type = "account", entity = "Entity", version_column = "Column::Version")]
 ///     pub struct Model {
@@ -69,7 +69,7 @@ use sea_orm::EntityTrait;
 ///         pub balance: i64,
 ///         pub version: i64,
 ///         #[sea_orm(ignore)]
-///         pub events: outbox_core::EventBuffer,
+///         pub events: txoutbox_core::EventBuffer,
 ///     }
 ///     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 ///     pub enum Relation {}

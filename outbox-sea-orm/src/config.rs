@@ -1,6 +1,6 @@
 //! Where the outbox lives and how it behaves.
 
-use outbox_core::{Partitions, SubjectPrefix};
+use txoutbox_core::{Partitions, SubjectPrefix};
 
 use crate::error::OutboxError;
 
@@ -19,7 +19,7 @@ impl TableName {
     /// A validated table name.
     ///
     /// ```
-    /// use outbox_sea_orm::TableName;
+    /// use txoutbox_sea_orm::TableName;
     /// assert!(TableName::new("billing_outbox").is_ok());
     /// assert!(TableName::new("outbox; DROP TABLE users").is_err());
     /// ```
@@ -66,7 +66,7 @@ impl std::fmt::Display for TableName {
 #[non_exhaustive]
 pub enum Retention {
     /// Keep the row as `published`, with its stream sequence and time, until
-    /// [`purge_published`](outbox_core::OutboxStore::purge_published) removes
+    /// [`purge_published`](txoutbox_core::OutboxStore::purge_published) removes
     /// it (the default: an audit trail, and replays by id).
     #[default]
     KeepPublished,
@@ -77,13 +77,13 @@ pub enum Retention {
 /// The outbox's settings, shared by the unit of work and the store.
 ///
 /// ```
-/// use outbox_sea_orm::{OutboxConfig, Retention};
+/// use txoutbox_sea_orm::{OutboxConfig, Retention};
 /// let config = OutboxConfig::default()
 ///     .with_table("billing_outbox")?
 ///     .with_subject_prefix("billing")?
 ///     .with_retention(Retention::Delete);
 /// assert_eq!(config.table().as_str(), "billing_outbox");
-/// # Ok::<(), outbox_sea_orm::OutboxError>(())
+/// # Ok::<(), txoutbox_sea_orm::OutboxError>(())
 /// ```
 ///
 /// With the `serde` feature it loads from a configuration file, every key
@@ -91,7 +91,7 @@ pub enum Retention {
 ///
 #[cfg_attr(feature = "serde", doc = "```")]
 #[cfg_attr(not(feature = "serde"), doc = "```ignore")]
-/// use outbox_sea_orm::{OutboxConfig, Retention};
+/// use txoutbox_sea_orm::{OutboxConfig, Retention};
 /// let config: OutboxConfig = serde_json::from_str(r#"{
 ///     "table": "billing_outbox", "subject_prefix": "billing",
 ///     "retention": "delete", "notify": false, "partitions": 8
@@ -134,7 +134,7 @@ impl OutboxConfig {
     }
 
     /// Splits derived subjects into `partitions` by aggregate, for consumers
-    /// on several processes (`outbox_nats`' `SubscriberBuilder::partitions`):
+    /// on several processes (`txoutbox_nats`' `SubscriberBuilder::partitions`):
     /// an event of an aggregate in partition `k` goes to
     /// `<prefix>.p<k>.<event name>` ([`Partitions::of`]). Events with a fixed
     /// subject (`#[event(subject = "..")]`) keep it; standalone messages
@@ -145,8 +145,8 @@ impl OutboxConfig {
     /// process", for the procedure).
     ///
     /// ```
-    /// use outbox_core::Partitions;
-    /// use outbox_sea_orm::OutboxConfig;
+    /// use txoutbox_core::Partitions;
+    /// use txoutbox_sea_orm::OutboxConfig;
     /// let config = OutboxConfig::default().with_partitions(Partitions::new(8)?);
     /// assert_eq!(config.subject_prefix().partitions(), Some(Partitions::new(8)?));
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -1,7 +1,7 @@
 //! Errors of the unit of work, the repository and the store.
 
-use outbox_core::naming::InvalidName;
-use outbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
+use txoutbox_core::naming::InvalidName;
+use txoutbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
 
 /// What went wrong while writing to, or reading from, the outbox.
 #[derive(Debug, thiserror::Error)]

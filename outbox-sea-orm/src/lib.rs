@@ -10,7 +10,7 @@
 //!   ([`CommitListener`], [`PgNotifications`]).
 //! - [`AggregateEntity`]: maps an aggregate to a SeaORM entity with a version
 //!   column (optimistic concurrency).
-//! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](outbox_core::OutboxStore) the
+//! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](txoutbox_core::OutboxStore) the
 //!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite.
 //! - [`Inbox`]: exactly-once effects for consumers: a handler's writes, the
 //!   events it records and the "processed" mark commit in one transaction;
@@ -22,7 +22,7 @@
 //!   [`create_schema`] creates it directly.
 //! - Feature `opentelemetry`: events saved inside a span carry the span's
 //!   OpenTelemetry context as their `traceparent` and `tracestate` when the
-//!   [`MessageContext`](outbox_core::MessageContext) sets none (through
+//!   [`MessageContext`](txoutbox_core::MessageContext) sets none (through
 //!   `outbox-core/opentelemetry`). The `tracestate` is stored in the
 //!   `headers` JSON column under its reserved name: the schema is unchanged.
 //!
@@ -32,10 +32,10 @@
 //! # Public dependencies
 //!
 //! [`sea_orm`] (connections, transactions, entities, `DbErr` in
-//! [`OutboxError`]) and [`outbox_core`] appear in this crate's API and are
+//! [`OutboxError`]) and [`txoutbox_core`] appear in this crate's API and are
 //! re-exported: depend on the same SeaORM major version (2), or name it as
-//! `outbox_sea_orm::sea_orm`. `chrono` and `uuid` come through
-//! `outbox_core::{chrono, uuid}`.
+//! `txoutbox_sea_orm::sea_orm`. `chrono` and `uuid` come through
+//! `txoutbox_core::{chrono, uuid}`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -63,8 +63,6 @@ pub use config::{OutboxConfig, Retention, TableName};
 pub use error::OutboxError;
 pub use inbox::{Inbox, InboxFn, InboxFuture, InboxHandler, Processed};
 pub use outbox::{Outbox, TRANSACTION_ATTEMPTS};
-pub use outbox_core;
-pub use outbox_core::STANDALONE;
 pub use repository::Repository;
 pub use schema::create_schema;
 pub use sea_orm;
@@ -72,6 +70,8 @@ pub use store::{
     AggregateQueue, AggregateTypeStats, BlockedAggregate, DeadMessage, MessageState, Overview,
     STATS_EXACT_PENDING, SeaOrmOutboxStore, StoredMessage,
 };
+pub use txoutbox_core;
+pub use txoutbox_core::STANDALONE;
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};
 pub use wake::{CommitEvent, CommitListener, PgNotifications};
 

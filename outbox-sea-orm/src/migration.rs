@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # async fn run(db: &sea_orm::DatabaseConnection) -> Result<(), sea_orm::DbErr> {
-//! use outbox_sea_orm::migration::OutboxMigrator;
+//! use txoutbox_sea_orm::migration::OutboxMigrator;
 //! use sea_orm_migration::MigratorTrait;
 //! OutboxMigrator::up(db, None).await?;
 //! # Ok(()) }
@@ -139,7 +139,7 @@ impl MigrationTrait for CreateInboxTable {
 /// The `abandoned` column: how many claims of a row ended without settling
 /// it (a processor crashed, was killed or hung holding it); the processor
 /// isolates such rows and sends one dead after
-/// [`ABANDONED_LIMIT`](outbox_core::processor::ABANDONED_LIMIT) claims, so a
+/// [`ABANDONED_LIMIT`](txoutbox_core::processor::ABANDONED_LIMIT) claims, so a
 /// message that kills every processor handling it cannot crash-loop a
 /// fleet.
 #[derive(Debug, Clone)]
@@ -306,7 +306,7 @@ impl MigrationTrait for CreateHeldTable {
 /// The columns `skipped_at`, `skipped_by` and `skip_reason` and the index
 /// `<table>_skipped`: a dead message an operator deliberately leaves
 /// unpublished is kept with who, why and when
-/// ([`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead)).
+/// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
 #[derive(Debug, Clone)]
 pub struct AddSkippedMessages {
     config: OutboxConfig,

@@ -3,11 +3,11 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use outbox_core::processor::ProcessorBuilder;
-use outbox_core::{
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+use txoutbox_core::processor::ProcessorBuilder;
+use txoutbox_core::{
     IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::aggregate_entity::AggregateEntity;
 use crate::config::OutboxConfig;
@@ -27,7 +27,7 @@ pub const TRANSACTION_ATTEMPTS: u32 = 5;
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_sea_orm::{Outbox, OutboxConfig};
+/// use txoutbox_sea_orm::{Outbox, OutboxConfig};
 /// let db = sea_orm::Database::connect("postgres://postgres@127.0.0.1/test").await?;
 /// let outbox = Outbox::new(db, OutboxConfig::default());
 /// # Ok(()) }
@@ -103,7 +103,7 @@ impl Outbox {
             Box<dyn std::future::Future<Output = Result<T, OutboxError>> + Send + 'u>,
         >,
     {
-        let mut pause = outbox_core::backoff::Doubling::new(
+        let mut pause = txoutbox_core::backoff::Doubling::new(
             std::time::Duration::from_millis(5),
             std::time::Duration::from_millis(500),
         );
@@ -116,7 +116,7 @@ impl Outbox {
             };
             match result {
                 Err(err) if err.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
-                    tracing::debug!(attempt, error = %outbox_core::ErrorChain(&err), "outbox unit of work retried");
+                    tracing::debug!(attempt, error = %txoutbox_core::ErrorChain(&err), "outbox unit of work retried");
                     // Jittered, so contenders drift apart.
                     tokio::time::sleep(pause.next_pause()).await;
                     attempt += 1;
@@ -157,10 +157,10 @@ impl Outbox {
     /// commit to spare processors their polling delay.
     ///
     /// ```no_run
-    /// # use outbox_core::{IntegrationEvent, MessageContext};
+    /// # use txoutbox_core::{IntegrationEvent, MessageContext};
     /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
     /// # #[event(name = "user.registered")] struct UserRegistered { id: u64 }
-    /// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
     /// use sea_orm::TransactionTrait;
     /// let txn = outbox.db().begin().await?;
     /// // ... the application's own statements on `txn` ...
@@ -209,7 +209,7 @@ impl Outbox {
     /// listener then simply stays quiet.
     ///
     /// ```no_run
-    /// # async fn run(outbox: outbox_sea_orm::Outbox, publisher: impl outbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox, publisher: impl txoutbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
     /// let processor = outbox.processor(publisher).batch_size(500).build()?.spawn();
     /// // ... serve ...
     /// processor.shutdown().await?;
@@ -238,7 +238,7 @@ impl Outbox {
     /// that must not commit before the processor runs.
     ///
     /// ```no_run
-    /// # async fn run(outbox: outbox_sea_orm::Outbox, publisher: impl outbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox, publisher: impl txoutbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
     /// let processor = outbox.processor(publisher).build()?.spawn();
     /// while !outbox.processor_takes_commits() {
     ///     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use outbox_core::MessageContext;
+use txoutbox_core::MessageContext;
 
 use crate::aggregate_entity::AggregateEntity;
 use crate::error::OutboxError;
@@ -16,9 +16,9 @@ use crate::unit_of_work::{Change, PrimaryKeyOf, UnitOfWork, load};
 /// [`Outbox::repository`](crate::Outbox::repository).
 ///
 /// ```no_run
-/// # use outbox_sea_orm::{AggregateEntity, Outbox};
-/// # async fn run<Order: AggregateEntity>(outbox: Outbox) -> Result<(), outbox_sea_orm::OutboxError>
-/// # where outbox_sea_orm::PrimaryKeyOf<Order>: From<&'static str> {
+/// # use txoutbox_sea_orm::{AggregateEntity, Outbox};
+/// # async fn run<Order: AggregateEntity>(outbox: Outbox) -> Result<(), txoutbox_sea_orm::OutboxError>
+/// # where txoutbox_sea_orm::PrimaryKeyOf<Order>: From<&'static str> {
 /// let orders = outbox.repository::<Order>();
 /// if let Some(mut order) = orders.load("o-1").await? {
 ///     // order.pay()?;

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use chrono::Timelike;
-use outbox_core::processor::LeasedCommit;
-use outbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload, wire};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use txoutbox_core::processor::LeasedCommit;
+use txoutbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload, wire};
 use uuid::Uuid;
 
 use crate::config::TableName;
@@ -46,7 +46,7 @@ const INSERT_COLUMNS: &str = "id, aggregate_type, aggregate_id, sequence, event_
      traceparent, occurred_at, created_at, status, attempts, next_attempt_at";
 
 /// PostgreSQL: rows written already leased to a processor of this process
-/// (see [`outbox_core::processor::LeaseOffer`]).
+/// (see [`txoutbox_core::processor::LeaseOffer`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LeaseAtCommit {
     pub(crate) token: Uuid,

@@ -205,7 +205,7 @@ pub(crate) fn queue_indexes(dialect: Dialect, table: &TableName) -> Vec<String> 
 /// of the row ended without settling it (their lease ran out: the processor
 /// crashed, was killed or hung while holding it). The processor isolates
 /// such rows and sends one dead after
-/// [`ABANDONED_LIMIT`](outbox_core::processor::ABANDONED_LIMIT) claims.
+/// [`ABANDONED_LIMIT`](txoutbox_core::processor::ABANDONED_LIMIT) claims.
 pub(crate) fn abandoned_column(dialect: Dialect, table: &TableName) -> String {
     let if_not_exists = if dialect == Dialect::Postgres {
         "IF NOT EXISTS "
@@ -220,7 +220,7 @@ pub(crate) fn abandoned_column(dialect: Dialect, table: &TableName) -> String {
 
 /// The columns and index of migration `m20261125_000006`: `skipped_at`,
 /// `skipped_by`, `skip_reason` (a dead message an operator deliberately left
-/// unpublished, see [`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead))
+/// unpublished, see [`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead))
 /// and the index `<table>_skipped`.
 pub(crate) fn skipped_columns(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();

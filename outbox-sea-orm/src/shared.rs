@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use outbox_core::processor::LeasedCommit;
-use outbox_core::{MessageContext, MessageId, OutboxMessage, OutboxStore as _, PendingMessage};
 use sea_orm::DatabaseConnection;
+use txoutbox_core::processor::LeasedCommit;
+use txoutbox_core::{MessageContext, MessageId, OutboxMessage, OutboxStore as _, PendingMessage};
 
 use crate::config::OutboxConfig;
 use crate::store::SeaOrmOutboxStore;
@@ -56,7 +56,7 @@ impl Shared {
         };
         if let Err(err) = self.store().release(refused.token, &refused.ids).await {
             tracing::warn!(
-                error = %outbox_core::ErrorChain(&err), messages = refused.ids.len(),
+                error = %txoutbox_core::ErrorChain(&err), messages = refused.ids.len(),
                 "outbox release after the processor stopped failed; the messages wait for their lease"
             );
         }

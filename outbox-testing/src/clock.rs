@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 ///
 /// ```
 /// use std::time::Duration;
-/// use outbox_testing::TestClock;
+/// use txoutbox_testing::TestClock;
 ///
 /// let clock = TestClock::new();
 /// let before = clock.now();

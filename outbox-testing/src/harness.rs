@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_core::{
+use tokio::time::Instant;
+use txoutbox_core::{
     AggregateRoot, BuildError, IntegrationEvent, MessageContext, MessageId, OutboxMessage,
     Processor, Publisher, RetryPolicy,
 };
-use tokio::time::Instant;
 
 use crate::clock::TestClock;
 use crate::memory_publisher::MemoryPublisher;
@@ -24,7 +24,7 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`Processor`] until nothing is left to publish now.
 ///
 /// ```
-/// # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// # use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "doc.harness.order.placed")]
@@ -34,7 +34,7 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_testing::TestOutbox;
+/// use txoutbox_testing::TestOutbox;
 ///
 /// let outbox = TestOutbox::new();
 /// let mut order = Order { id: 7, events: EventBuffer::new() };
@@ -192,7 +192,7 @@ impl<P: Publisher + Clone> TestOutbox<P> {
         handle
             .shutdown()
             .await
-            .map_err(|err| DrainError::Processor(outbox_core::ErrorChain(&err).to_string()))?;
+            .map_err(|err| DrainError::Processor(txoutbox_core::ErrorChain(&err).to_string()))?;
         Ok(self
             .store
             .published()

@@ -22,13 +22,13 @@
 //! - Handlers are tested with a `Delivery` built in memory:
 //!   `Delivery::new(message).with_delivery_count(2)` is a redelivery.
 //!
-//! Public dependencies: [`outbox_core`] (its types are this kit's API), and
+//! Public dependencies: [`txoutbox_core`] (its types are this kit's API), and
 //! with the feature `nats-server`, `async-nats` (`NatsServer::connect`
-//! returns its `Client`): use the versions `outbox_core` and
-//! `outbox_nats::async_nats` re-export.
+//! returns its `Client`): use the versions `txoutbox_core` and
+//! `txoutbox_nats::async_nats` re-export.
 //!
 //! ```
-//! # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RetryPolicy};
+//! # use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RetryPolicy};
 //! # use serde::{Deserialize, Serialize};
 //! # #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 //! # #[event(name = "doc.lib.order.placed")]
@@ -38,7 +38,7 @@
 //! # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use outbox_testing::{TestOutbox, recorded};
+//! use txoutbox_testing::{TestOutbox, recorded};
 //!
 //! let mut order = Order { id: 7, events: EventBuffer::new() };
 //! order.record(OrderPlaced { order_id: 7 })?;

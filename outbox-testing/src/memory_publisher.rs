@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use outbox_core::{
+use txoutbox_core::{
     IntegrationEvent, MessageId, OutboxMessage, PublishAck, PublishError, Publisher,
 };
 
@@ -17,14 +17,14 @@ use crate::typed::{PublishedEvent, events_of};
 /// JetStream stream inside its duplicate window. Clones share the broker.
 ///
 /// ```
-/// # use outbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher, SubjectPrefix, IntegrationEvent};
+/// # use txoutbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher, SubjectPrefix, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "doc.payment.received")]
 /// # struct PaymentReceived { cents: u64 }
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_testing::MemoryPublisher;
+/// use txoutbox_testing::MemoryPublisher;
 ///
 /// let publisher = MemoryPublisher::new();
 /// let message = OutboxMessage::standalone(

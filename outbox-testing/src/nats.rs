@@ -75,7 +75,7 @@ fn shown_args(args: &[String]) -> Vec<&str> {
     args.iter()
         .map(|arg| {
             let shown = if after_auth {
-                outbox_core::redact::REDACTED
+                txoutbox_core::redact::REDACTED
             } else {
                 arg.as_str()
             };
@@ -93,7 +93,7 @@ impl std::fmt::Debug for NatsServerBuilder {
             .field("args", &shown_args(&self.args))
             .field(
                 "token",
-                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+                &self.token.as_ref().map(|_| txoutbox_core::redact::REDACTED),
             )
             .finish()
     }
@@ -109,7 +109,7 @@ impl std::fmt::Debug for NatsServer {
             .field("args", &shown_args(&self.args))
             .field(
                 "token",
-                &self.token.as_ref().map(|_| outbox_core::redact::REDACTED),
+                &self.token.as_ref().map(|_| txoutbox_core::redact::REDACTED),
             )
             .field("child", &self.child)
             .finish()
@@ -192,7 +192,7 @@ impl NatsServerBuilder {
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_testing::nats::NatsServer;
+/// use txoutbox_testing::nats::NatsServer;
 ///
 /// let mut server = NatsServer::start().await?;
 /// let client = server.connect().await?; // rides out restarts

@@ -16,7 +16,7 @@ const QUORUM_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_testing::nats::NatsCluster;
+/// use txoutbox_testing::nats::NatsCluster;
 ///
 /// let mut cluster = NatsCluster::start(3).await?;
 /// let client = cluster.connect().await?; // knows every node

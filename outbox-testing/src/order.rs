@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use outbox_core::{MessageId, OutboxMessage};
+use txoutbox_core::{MessageId, OutboxMessage};
 
 /// Messages of one aggregate stored out of sequence order, twice, or with
 /// a gap between consecutive ones.

@@ -1,6 +1,6 @@
 //! What an aggregate recorded, typed: for domain tests that need no store.
 
-use outbox_core::{AggregateRoot, IntegrationEvent, OutboxMessage};
+use txoutbox_core::{AggregateRoot, IntegrationEvent, OutboxMessage};
 
 use crate::typed::events_of;
 
@@ -8,7 +8,7 @@ use crate::typed::events_of;
 /// in the order it recorded them.
 ///
 /// ```
-/// # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// # use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "doc.recorded.order.paid")]
@@ -18,17 +18,17 @@ use crate::typed::events_of;
 /// # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 /// let mut order = Order { id: 1, events: EventBuffer::new() };
 /// order.record(OrderPaid { cents: 300 })?;
-/// assert_eq!(outbox_testing::recorded::<OrderPaid>(&order), [OrderPaid { cents: 300 }]);
-/// # Ok::<(), outbox_core::RecordError>(())
+/// assert_eq!(txoutbox_testing::recorded::<OrderPaid>(&order), [OrderPaid { cents: 300 }]);
+/// # Ok::<(), txoutbox_core::RecordError>(())
 /// ```
 ///
 /// # Panics
 /// When a recorded message of `E`'s name does not decode into `E`.
 pub fn recorded<E: IntegrationEvent>(aggregate: &impl AggregateRoot) -> Vec<E> {
-    let changes = outbox_core::AggregateChanges::of(
+    let changes = txoutbox_core::AggregateChanges::of(
         aggregate,
-        &outbox_core::MessageContext::new(),
-        &outbox_core::SubjectPrefix::default(),
+        &txoutbox_core::MessageContext::new(),
+        &txoutbox_core::SubjectPrefix::default(),
     );
     let messages: Vec<OutboxMessage> = changes.messages;
     events_of::<E>(messages)

@@ -1,6 +1,6 @@
 //! Messages back into the Rust types a test names.
 
-use outbox_core::{Delivery, EventRegistry, IntegrationEvent, OutboxMessage};
+use txoutbox_core::{Delivery, EventRegistry, IntegrationEvent, OutboxMessage};
 
 /// A published event in its Rust type, with its envelope.
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub(crate) fn events_of<E: IntegrationEvent>(
             panic!(
                 "{} cannot be registered: {}",
                 E::NAME,
-                outbox_core::ErrorChain(&err)
+                txoutbox_core::ErrorChain(&err)
             )
         });
     messages
@@ -55,7 +55,7 @@ pub(crate) fn events_of<E: IntegrationEvent>(
                         "message {} does not decode into {}: {}",
                         message.id,
                         E::NAME,
-                        outbox_core::ErrorChain(&err)
+                        txoutbox_core::ErrorChain(&err)
                     )
                 });
             PublishedEvent { event, message }

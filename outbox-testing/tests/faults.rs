@@ -7,11 +7,11 @@ mod support;
 
 use std::time::Duration;
 
-use outbox_core::processor::Processor;
-use outbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
-use outbox_testing::faults::{FaultyPublisher, FaultyStore};
-use outbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 use support::{Order, OrderAmended, OrderPlaced};
+use txoutbox_core::processor::Processor;
+use txoutbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
+use txoutbox_testing::faults::{FaultyPublisher, FaultyStore};
+use txoutbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 
 #[tokio::test]
 async fn a_drain_publishes_every_aggregate_in_order() {
@@ -183,13 +183,13 @@ async fn a_lost_ack_is_published_again_and_stored_once() {
 
 #[tokio::test]
 async fn failed_completions_are_retried_and_publish_nothing_twice() {
-    let store = FaultyStore::new(outbox_testing::MemoryStore::new());
+    let store = FaultyStore::new(txoutbox_testing::MemoryStore::new());
     store.fail_completions(3);
     let broker = MemoryPublisher::new();
     let mut order = Order::place("o", 1).unwrap();
     order.amend(2).unwrap();
     store.inner().save(&mut order).unwrap();
-    let handle = outbox_core::Processor::builder(store.clone(), broker.clone())
+    let handle = txoutbox_core::Processor::builder(store.clone(), broker.clone())
         .poll_interval(Duration::from_millis(5))
         .build()
         .unwrap()

@@ -9,10 +9,10 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_testing::TestOutbox;
-use outbox_testing::nats::NatsServer;
 use support::Order;
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_testing::TestOutbox;
+use txoutbox_testing::nats::NatsServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_crash_while_writes_go_on_loses_nothing_and_keeps_order() {
@@ -25,7 +25,7 @@ async fn a_broker_crash_while_writes_go_on_loses_nothing_and_keeps_order() {
         .unwrap();
     let publisher = JetStreamPublisher::new(client, "/kit");
     let outbox = TestOutbox::with_publisher(publisher.clone());
-    let processor = outbox_core::Processor::builder(outbox.store().clone(), publisher)
+    let processor = txoutbox_core::Processor::builder(outbox.store().clone(), publisher)
         .poll_interval(Duration::from_millis(20))
         .build()
         .unwrap()

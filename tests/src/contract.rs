@@ -1,9 +1,9 @@
 //! The SQL stores under the store contract of `outbox-testing`: a fresh
 //! database per check, written through the real unit of work.
 
-use outbox_core::MessageId;
-use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
-use outbox_testing::contract::ContractWriter;
+use txoutbox_core::MessageId;
+use txoutbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
+use txoutbox_testing::contract::ContractWriter;
 
 use crate::orders::Order;
 use crate::{Backend, TestDb};
@@ -44,7 +44,7 @@ impl ContractWriter for SqlWriter {
     }
 
     fn keeps_published(&self) -> bool {
-        self.outbox.config().retention() == outbox_sea_orm::Retention::KeepPublished
+        self.outbox.config().retention() == txoutbox_sea_orm::Retention::KeepPublished
     }
 }
 

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use outbox_sea_orm::{OutboxConfig, create_schema};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, QueryResult,
     Statement,
 };
+use txoutbox_sea_orm::{OutboxConfig, create_schema};
 
 /// A backend under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +251,7 @@ pub fn execute_detached(url: String, sql: String) {
 ///
 /// ```ignore
 /// async fn commit_writes_state_and_events(test: TestDb) { ... }
-/// outbox_tests::each_backend!(commit_writes_state_and_events);
+/// txoutbox_suite::each_backend!(commit_writes_state_and_events);
 /// ```
 ///
 /// With `empty:` first, each function gets the [`Backend`] instead and makes
@@ -259,7 +259,7 @@ pub fn execute_detached(url: String, sql: String) {
 ///
 /// ```ignore
 /// async fn migrator_creates_the_table(backend: Backend) { ... }
-/// outbox_tests::each_backend!(empty: migrator_creates_the_table);
+/// txoutbox_suite::each_backend!(empty: migrator_creates_the_table);
 /// ```
 #[macro_export]
 macro_rules! each_backend {
@@ -296,7 +296,7 @@ macro_rules! each_backend {
 ///
 /// ```ignore
 /// async fn shutdown_leaves_no_lease(backend: Backend) { ... }
-/// outbox_tests::backend_tests!(shutdown_leaves_no_lease:
+/// txoutbox_suite::backend_tests!(shutdown_leaves_no_lease:
 ///     shutdown_leaves_no_lease_on_postgres => Postgres,
 ///     shutdown_leaves_no_lease_on_mariadb => MySql,
 /// );
@@ -315,7 +315,7 @@ macro_rules! backend_tests {
 
 /// A claimed batch as `(aggregate id, sequence)` pairs, sorted: what a test
 /// compares with the messages it expects the claim to take.
-pub fn claimed_positions(batch: &outbox_core::ClaimedBatch) -> Vec<(String, u64)> {
+pub fn claimed_positions(batch: &txoutbox_core::ClaimedBatch) -> Vec<(String, u64)> {
     let mut positions: Vec<(String, u64)> = batch
         .messages
         .iter()

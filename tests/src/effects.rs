@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 
-use outbox_core::{Delivery, HandlerError};
-use outbox_sea_orm::UnitOfWork;
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_sea_orm::UnitOfWork;
 
 use crate::TestDb;
 

@@ -4,8 +4,8 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream::StorageType};
-use outbox_core::{OutboxMessage, wire};
-use outbox_nats::StreamSpec;
+use txoutbox_core::{OutboxMessage, wire};
+use txoutbox_nats::StreamSpec;
 
 /// The shared server, from `OUTBOX_TEST_NATS_URL` (default `127.0.0.1:4222`).
 pub fn nats_url() -> String {

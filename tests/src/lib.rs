@@ -17,9 +17,9 @@ pub use db::{Backend, TestDb, claimed_positions};
 /// `message` with its payload in one canonical JSON form (keys sorted,
 /// compact), to compare envelopes whatever the store did to the payload's
 /// text (PostgreSQL keeps payloads as `jsonb`, which reorders keys).
-pub fn canonical(mut message: outbox_core::OutboxMessage) -> outbox_core::OutboxMessage {
+pub fn canonical(mut message: txoutbox_core::OutboxMessage) -> txoutbox_core::OutboxMessage {
     let value: serde_json::Value =
         serde_json::from_str(message.payload.as_str()).expect("payloads are JSON");
-    message.payload = outbox_core::Payload::from_json(value.to_string()).expect("JSON");
+    message.payload = txoutbox_core::Payload::from_json(value.to_string()).expect("JSON");
     message
 }

@@ -5,7 +5,7 @@
 //!
 //! The binary is `nats-server` from `PATH`, or `OUTBOX_TEST_NATS_SERVER`.
 
-pub use outbox_testing::nats::{NatsCluster, NatsServer, NatsServerBuilder};
+pub use txoutbox_testing::nats::{NatsCluster, NatsServer, NatsServerBuilder};
 
 #[cfg(test)]
 mod tests {

@@ -1,10 +1,10 @@
 //! The test fixture: an `orders` table, its SeaORM entity, and an `Order`
 //! aggregate mapped to it.
 
-use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
-use outbox_sea_orm::AggregateEntity;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Set};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
+use txoutbox_sea_orm::AggregateEntity;
 
 /// The SeaORM entity of the `orders` table.
 pub mod entity {

@@ -193,16 +193,16 @@ impl ChildArgs {
     ///
     /// # Errors
     /// When the database cannot be reached or the prefix is invalid.
-    pub async fn outbox(&self) -> Result<outbox_sea_orm::Outbox, Box<dyn std::error::Error>> {
+    pub async fn outbox(&self) -> Result<txoutbox_sea_orm::Outbox, Box<dyn std::error::Error>> {
         let mut options = sea_orm::ConnectOptions::new(&self.database_url);
         if let Some(schema) = &self.schema {
             options.set_schema_search_path(schema.clone());
         }
         options.max_connections(10).sqlx_logging(false);
         let db = sea_orm::Database::connect(options).await?;
-        Ok(outbox_sea_orm::Outbox::new(
+        Ok(txoutbox_sea_orm::Outbox::new(
             db,
-            outbox_sea_orm::OutboxConfig::default().with_subject_prefix(&self.subject_prefix)?,
+            txoutbox_sea_orm::OutboxConfig::default().with_subject_prefix(&self.subject_prefix)?,
         ))
     }
 }

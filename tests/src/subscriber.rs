@@ -10,11 +10,11 @@ use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::{Config, StorageType};
 use async_nats::jetstream::{self, Context};
 use async_nats::{HeaderMap, Subject};
-use outbox_core::{
+use txoutbox_core::{
     AggregateRef, IntegrationEvent, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix,
     wire,
 };
-use outbox_nats::subscriber::{
+use txoutbox_nats::subscriber::{
     Backoff, BuildError, RunningSubscriber, Subscriber, SubscriberBuilder,
 };
 

@@ -5,8 +5,8 @@
 //! handlers and the inbox.
 //!
 //! ```sh
-//! cargo run -p outbox-examples --bin orders-demo                 # until Ctrl-C
-//! cargo run -p outbox-examples --bin orders-demo -- --orders 20  # 20 orders, then exit
+//! cargo run -p txoutbox-examples --bin orders-demo                 # until Ctrl-C
+//! cargo run -p txoutbox-examples --bin orders-demo -- --orders 20  # 20 orders, then exit
 //! ```
 //!
 //! Options: `--orders N` (write N orders, wait until the read model has all
@@ -24,21 +24,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_core::{AggregateRoot, MessageContext, OutboxStore};
-use outbox_examples::orders::{Order, OrderStatus};
-use outbox_examples::support::{self, Nats};
-use outbox_examples::{orders_table, read_model};
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Statement,
 };
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::{AggregateRoot, MessageContext, OutboxStore};
+use txoutbox_examples::orders::{Order, OrderStatus};
+use txoutbox_examples::support::{self, Nats};
+use txoutbox_examples::{orders_table, read_model};
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 
 type BoxError = Box<dyn Error>;
 
 /// The processor's lease; the stream's duplicate window must be longer.
-const LEASE: Duration = outbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
 
 /// Settings shared by the producer and the consumer process.
 struct Settings {

@@ -1,7 +1,7 @@
 //! `outbox aggregate TYPE ID`: one aggregate's unsettled messages and what
 //! holds them back.
 
-use outbox_sea_orm::Outbox;
+use txoutbox_sea_orm::Outbox;
 
 use crate::error::CliError;
 use crate::render;

@@ -1,7 +1,7 @@
 //! `outbox dead list|show|requeue|skip`.
 
-use outbox_core::{DeadSelector, MessageId, OutboxStore, SkipNote};
-use outbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
+use txoutbox_core::{DeadSelector, MessageId, OutboxStore, SkipNote};
+use txoutbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
 
 use super::Dead;
 use crate::confirm::{confirm, operator};

@@ -1,8 +1,8 @@
 //! `outbox holds` and `outbox release`: a consumer's aggregates held behind a
 //! message it could not apply.
 
-use outbox_core::Release;
-use outbox_sea_orm::{Inbox, Outbox};
+use txoutbox_core::Release;
+use txoutbox_sea_orm::{Inbox, Outbox};
 
 use crate::confirm::confirm;
 use crate::error::CliError;

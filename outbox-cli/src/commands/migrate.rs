@@ -3,10 +3,10 @@
 
 use std::sync::OnceLock;
 
-use outbox_sea_orm::migration::{MIGRATION_TABLE, migrations};
-use outbox_sea_orm::{Outbox, OutboxConfig};
 use sea_orm_migration::sea_query::{Alias, IntoIden};
 use sea_orm_migration::{MigrationTrait, MigratorTrait};
+use txoutbox_sea_orm::migration::{MIGRATION_TABLE, migrations};
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
 use crate::error::CliError;
 

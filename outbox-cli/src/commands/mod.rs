@@ -13,8 +13,8 @@ mod status;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use outbox_core::MessageId;
-use outbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_core::MessageId;
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
 use crate::error::CliError;
 use crate::help;
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Target {
                 &self
                     .database_url
                     .as_deref()
-                    .map(outbox_core::redact::redact_url),
+                    .map(txoutbox_core::redact::redact_url),
             )
             .field("table", &self.table)
             .field("inbox_table", &self.inbox_table)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use outbox_sea_orm::{Inbox, Outbox};
+use txoutbox_sea_orm::{Inbox, Outbox};
 
 use crate::confirm::confirm;
 use crate::error::CliError;

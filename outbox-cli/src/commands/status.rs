@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use outbox_sea_orm::Outbox;
+use txoutbox_sea_orm::Outbox;
 
 use crate::error::CliError;
 use crate::render;

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use outbox_sea_orm::{AggregateQueue, MessageState, StoredMessage};
 use serde_json::json;
+use txoutbox_sea_orm::{AggregateQueue, MessageState, StoredMessage};
 
 use super::messages::summary_json;
 use super::{lines, state_text, time};

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use outbox_core::Hold;
 use serde_json::json;
+use txoutbox_core::Hold;
 
 use super::lines;
 

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use outbox_sea_orm::{AggregateQueue, DeadMessage, StoredMessage};
 use serde_json::{Value, json};
+use txoutbox_sea_orm::{AggregateQueue, DeadMessage, StoredMessage};
 
 use super::{lines, state_json, state_text, time, time_json};
 

@@ -12,8 +12,8 @@ pub(crate) use messages::{dead, show, skipped};
 pub(crate) use status::{status, watch_header};
 
 use chrono::{DateTime, Utc};
-use outbox_sea_orm::MessageState;
 use serde_json::{Value, json};
+use txoutbox_sea_orm::MessageState;
 
 /// A time as operators read it: UTC, to the second.
 fn time(at: DateTime<Utc>) -> String {

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use outbox_sea_orm::Overview;
 use serde_json::json;
+use txoutbox_sea_orm::Overview;
 
 use super::{lines, time, time_json};
 

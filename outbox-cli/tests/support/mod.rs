@@ -5,12 +5,12 @@
 
 use std::process::Command;
 
-use outbox_core::MessageId;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
 use sea_orm::ConnectionTrait;
 use serde_json::Value;
+use txoutbox_core::MessageId;
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::{Backend, TestDb};
 
 /// What one run of the command did.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ pub(crate) const LEASE_MARGIN_DIVISOR: u32 = 5;
 
 /// What [`ProcessorBuilder::build`](super::ProcessorBuilder::build) refuses: a
 /// setting that cannot work. (Each builder of the workspace fails with its
-/// module's `BuildError`; the subscriber's is `outbox_nats::subscriber::BuildError`.)
+/// module's `BuildError`; the subscriber's is `txoutbox_nats::subscriber::BuildError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
 #[non_exhaustive]
@@ -54,7 +54,7 @@ pub struct BuildError {
 ///
 #[cfg_attr(feature = "serde", doc = "```")]
 #[cfg_attr(not(feature = "serde"), doc = "```ignore")]
-/// use outbox_core::processor::ProcessorConfig;
+/// use txoutbox_core::processor::ProcessorConfig;
 ///
 /// let config: ProcessorConfig = serde_json::from_str(r#"{
 ///     "batch_size": 500,

@@ -78,10 +78,10 @@ pub struct Health {
 /// aggregate, or more pending than it keeps up with).
 ///
 /// ```no_run
-/// # use outbox_core::{OutboxStore, Publisher};
+/// # use txoutbox_core::{OutboxStore, Publisher};
 /// # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use outbox_core::processor::{HealthThresholds, Processor};
+/// use txoutbox_core::processor::{HealthThresholds, Processor};
 ///
 /// let processor = Processor::builder(store, publisher).build()?.spawn();
 /// let probe = processor.health();

@@ -38,9 +38,9 @@
 //! # Example
 //!
 //! ```no_run
-//! # use outbox_core::{OutboxStore, Publisher};
+//! # use txoutbox_core::{OutboxStore, Publisher};
 //! # async fn run(store: impl OutboxStore + 'static, publisher: impl Publisher) -> Result<(), Box<dyn std::error::Error>> {
-//! use outbox_core::processor::Processor;
+//! use txoutbox_core::processor::Processor;
 //! use std::time::Duration;
 //!
 //! let processor = Processor::builder(store, publisher)

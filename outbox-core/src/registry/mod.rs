@@ -21,7 +21,7 @@
 //! inventory should be marked `standalone_crate`.
 //!
 //! ```standalone_crate
-//! use outbox_core::{EventRegistry, IntegrationEvent};
+//! use txoutbox_core::{EventRegistry, IntegrationEvent};
 //! # use serde::{Deserialize, Serialize};
 //! #[derive(Debug, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 //! #[event(name = "order.placed")]

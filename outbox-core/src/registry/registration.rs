@@ -74,7 +74,7 @@ impl EventRegistration {
     /// (what [`schema`](Self::schema) returns). `#[derive(IntegrationEvent)]`
     /// sets it when the type implements `schemars::JsonSchema` and
     /// `outbox-core`'s feature `schema` is on; a hand-written impl passes
-    /// `outbox_core::schema::json_schema::<Self>`.
+    /// `txoutbox_core::schema::json_schema::<Self>`.
     #[must_use]
     pub const fn with_schema(mut self, schema: fn() -> Option<serde_json::Value>) -> Self {
         self.schema = schema;
@@ -83,7 +83,7 @@ impl EventRegistration {
 
     /// The JSON Schema of the event's payload, if the registration has one
     /// (see [`with_schema`](Self::with_schema)): what a schema lock
-    /// (`outbox_core::schema`, feature `schema`) records per (name, version).
+    /// (`txoutbox_core::schema`, feature `schema`) records per (name, version).
     pub fn schema(&self) -> Option<serde_json::Value> {
         (self.schema)()
     }

@@ -26,7 +26,7 @@ impl EventRegistration {
     /// messages written as `Old` (and, through `Old`'s own upcast, older ones).
     ///
     /// ```
-    /// use outbox_core::{EventRegistration, EventRegistry, IntegrationEvent};
+    /// use txoutbox_core::{EventRegistration, EventRegistry, IntegrationEvent};
     /// use serde::{Deserialize, Serialize};
     ///
     /// #[derive(Serialize, Deserialize)]

@@ -47,8 +47,8 @@ pub type WireHeader = (Cow<'static, str>, String);
 /// The headers to publish `message` with; `source` becomes `ce-source`.
 ///
 /// ```
-/// use outbox_core::wire;
-/// # fn message() -> outbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
+/// use txoutbox_core::wire;
+/// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
 /// let message = message();
 /// let headers = wire::encode(&message, "/orders");
 /// let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());

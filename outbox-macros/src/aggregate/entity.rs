@@ -7,7 +7,7 @@ use syn::{DeriveInput, Field, Generics, Path};
 
 use super::attrs::EntityAttrs;
 
-/// `impl outbox_sea_orm::AggregateEntity for Model`: the entity and version
+/// `impl txoutbox_sea_orm::AggregateEntity for Model`: the entity and version
 /// column as given, `from_model` puts the loaded buffer into the loaded
 /// model, `to_active_model` is `self.clone().into_active_model()`.
 pub(crate) fn generate(
@@ -23,7 +23,7 @@ pub(crate) fn generate(
     let version_column = &attrs.version_column;
     let events = &events.ident;
     let span = attrs.entity_lit.span();
-    let private = quote_spanned!(span=> ::outbox_sea_orm::__private);
+    let private = quote_spanned!(span=> ::txoutbox_sea_orm::__private);
     let entity_trait = quote_spanned!(span=> <#entity as #private::EntityTrait>);
     let from_model = quote_spanned! {span=>
         let mut aggregate: Self = model;
@@ -34,7 +34,7 @@ pub(crate) fn generate(
         #private::IntoActiveModel::into_active_model(::core::clone::Clone::clone(self))
     };
     let impl_header = quote_spanned! {ident.span()=>
-        impl #impl_generics ::outbox_sea_orm::AggregateEntity for #ident #ty_generics #where_clause
+        impl #impl_generics ::txoutbox_sea_orm::AggregateEntity for #ident #ty_generics #where_clause
     };
 
     quote! {

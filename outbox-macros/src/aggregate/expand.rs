@@ -64,7 +64,7 @@ fn generate(
     let krate = attrs
         .krate
         .clone()
-        .unwrap_or_else(|| parse_quote!(::outbox_core));
+        .unwrap_or_else(|| parse_quote!(::txoutbox_core));
     let aggregate_type = &attrs.aggregate_type;
     let id = &fields.id.ident;
     let id_ty = &fields.id.ty;

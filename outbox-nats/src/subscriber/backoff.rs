@@ -20,7 +20,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use outbox_nats::subscriber::Backoff;
+/// use txoutbox_nats::subscriber::Backoff;
 /// let backoff = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(1));
 /// assert_eq!(backoff.delay(1), Duration::from_millis(100));
 /// assert_eq!(backoff.delay(3), Duration::from_millis(400));
@@ -58,7 +58,7 @@ impl Backoff {
     /// (`[d/2, d]`), so messages that failed together (a database outage
     /// every handler hit) do not all come back in the same instant.
     pub fn jittered_delay(&self, delivery: u64) -> Duration {
-        outbox_core::backoff::jittered(self.delay(delivery))
+        txoutbox_core::backoff::jittered(self.delay(delivery))
     }
 
     /// The delay after the `delivery`-th delivery failed (1 for the first),

@@ -8,11 +8,11 @@ use async_nats::jetstream::{
     self,
     consumer::{AckPolicy, DeliverPolicy, pull},
 };
-use outbox_core::{
+use tokio::sync::Semaphore;
+use txoutbox_core::{
     AppliedMessages, Delivery, EventRegistry, HandlerError, HeldMessages, IntegrationEvent,
     Partitions,
 };
-use tokio::sync::Semaphore;
 
 use async_nats::jetstream::context::GetStreamByNameErrorKind;
 
@@ -126,7 +126,7 @@ impl SubscriberBuilder {
 
     /// Consumes only the partitions `owned` of a stream the writers split
     /// into `partitions` under the subject prefix `prefix`
-    /// (`OutboxConfig::with_partitions` in `outbox_sea_orm`): one durable
+    /// (`OutboxConfig::with_partitions` in `txoutbox_sea_orm`): one durable
     /// consumer per owned partition `k`, named `<durable>-p<k>` and
     /// filtering `<prefix>.p<k>.>`, all feeding the same handlers, under the
     /// same `max_in_flight`, in the same per-aggregate order.
@@ -147,9 +147,9 @@ impl SubscriberBuilder {
     /// partition not below the count.
     ///
     /// ```no_run
-    /// # async fn run(jetstream: outbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-    /// use outbox_core::Partitions;
-    /// use outbox_nats::Subscriber;
+    /// # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+    /// use txoutbox_core::Partitions;
+    /// use txoutbox_nats::Subscriber;
     /// let partitions = Partitions::new(12)?;
     /// // process 1 of 3: partitions 1, 4, 7, 10
     /// let builder = Subscriber::builder(jetstream, "billing")
@@ -257,8 +257,8 @@ impl SubscriberBuilder {
     /// capturing `dlq.>`).
     ///
     /// ```no_run
-    /// # async fn run(jetstream: outbox_nats::async_nats::jetstream::Context) {
-    /// use outbox_nats::{StreamSpec, Subscriber};
+    /// # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) {
+    /// use txoutbox_nats::{StreamSpec, Subscriber};
     /// let builder = Subscriber::builder(jetstream, "billing")
     ///     .stream("EVENTS")
     ///     .dead_letter_stream(StreamSpec::dead_letters());
@@ -280,7 +280,7 @@ impl SubscriberBuilder {
     }
 
     /// Keeps each aggregate's messages in order with this consumer's inbox
-    /// (`outbox_sea_orm::Inbox`): across its own crashes and restarts, and
+    /// (`txoutbox_sea_orm::Inbox`): across its own crashes and restarts, and
     /// behind a message that could not be applied.
     ///
     /// **Across restarts.** What a process that died had received and not

@@ -4,7 +4,7 @@
 //! A message is *dead* when it can never be handled here: its envelope is
 //! invalid (headers missing, body not JSON), its event is unknown or no
 //! handler takes it, its payload does not fit the handler's type, a handler
-//! rejected it as [permanent](outbox_core::HandlerError::permanent), or its
+//! rejected it as [permanent](txoutbox_core::HandlerError::permanent), or its
 //! handler still failed on the last delivery JetStream allows
 //! (`max_deliver`). None of these crash the subscriber, and none is dropped
 //! silently: the [`DeadLetterPolicy`] decides.
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
-use outbox_core::wire;
+use txoutbox_core::wire;
 
 /// Header: why the message is dead.
 pub const REASON: &str = "Outbox-Dead-Reason";
@@ -61,7 +61,7 @@ const PUBLISH_ATTEMPTS: u32 = 3;
 /// What the subscriber does with a message it cannot handle.
 ///
 /// ```
-/// use outbox_nats::subscriber::DeadLetterPolicy;
+/// use txoutbox_nats::subscriber::DeadLetterPolicy;
 /// let default = DeadLetterPolicy::default();          // publish to `dlq.<durable>`
 /// let custom = DeadLetterPolicy::publish_to("dead.orders-projection");
 /// let drop_it = DeadLetterPolicy::terminate();          // logged and counted, no copy
@@ -126,7 +126,7 @@ impl DeadLetterPolicy {
 #[non_exhaustive]
 pub enum DeadLetterKind {
     /// `invalid-envelope`: required headers are missing or invalid, or the
-    /// body is not JSON (see [`outbox_core::wire`]).
+    /// body is not JSON (see [`txoutbox_core::wire`]).
     InvalidEnvelope,
     /// `unknown-event`: no type is registered under the event name.
     UnknownEvent,

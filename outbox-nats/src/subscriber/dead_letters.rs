@@ -11,8 +11,8 @@
 //! [`REPLAYED_FROM`] = `<dead-letter stream>:<sequence>`.
 //!
 //! ```no_run
-//! # async fn run(jetstream: outbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-//! use outbox_nats::subscriber::dead_letters::DeadLetters;
+//! # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+//! use txoutbox_nats::subscriber::dead_letters::DeadLetters;
 //! let dead = DeadLetters::of_consumer(&jetstream, "billing").await?;
 //! for letter in dead.list(50).await? {
 //!     println!("{} {:?}: {:?}", letter.sequence, letter.event_name, letter.reason);
@@ -27,7 +27,7 @@ use async_nats::jetstream::context::GetStreamByNameErrorKind;
 use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
 use chrono::{DateTime, Utc};
-use outbox_core::{MessageId, wire};
+use txoutbox_core::{MessageId, wire};
 
 use super::dead_letter::{CONSUMER, DELIVERIES, KIND, REASON, STREAM, STREAM_SEQUENCE, SUBJECT};
 use crate::stream_read::{self, ReadError, chrono_time};

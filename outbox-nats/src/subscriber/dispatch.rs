@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use futures::FutureExt;
-use outbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
 use tracing::Span;
+use txoutbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
 
 use super::dead_letter::DeadLetterKind;
 use super::metrics::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};

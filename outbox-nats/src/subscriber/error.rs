@@ -1,7 +1,7 @@
 //! Errors of building and running a [`Subscriber`](super::Subscriber).
 
 use async_nats::jetstream::context::GetStreamError;
-use outbox_core::{BoxError, RegistryError};
+use txoutbox_core::{BoxError, RegistryError};
 
 /// The subscriber could not start.
 #[derive(Debug, thiserror::Error)]

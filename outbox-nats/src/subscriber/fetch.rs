@@ -16,11 +16,11 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::pull::{MessagesErrorKind, Stream};
 use async_nats::jetstream::consumer::{PullConsumer, StreamError};
 use futures::{FutureExt, StreamExt};
-use outbox_core::backoff::Doubling;
-use outbox_core::wire;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::backoff::Doubling;
+use txoutbox_core::wire;
 
 use super::dispatch::{Incoming, header, header_pairs};
 use super::error::SubscriberError;
@@ -63,7 +63,7 @@ pub(crate) async fn run(
     if let Some(holds) = &shared.holds {
         // Before the first message: one of a held aggregate must be parked.
         if let Err(err) = holds.refresh(&shared.consumer).await {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "cannot read held aggregates yet; retrying every second");
+            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "cannot read held aggregates yet; retrying every second");
         }
         if watch_holds {
             workers.spawn(release::watch(
@@ -97,7 +97,7 @@ pub(crate) async fn run(
                 }
                 Err(err) => {
                     let pause = reopen.next_pause();
-                    tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), retry_in = ?pause, "cannot pull messages");
+                    tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), retry_in = ?pause, "cannot pull messages");
                     tokio::select! {
                         () = shutdown.cancelled() => break Ok(()),
                         () = tokio::time::sleep(pause) => {}
@@ -113,7 +113,7 @@ pub(crate) async fn run(
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
                 if let Err(err) = joined {
-                    tracing::error!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "lane worker failed");
+                    tracing::error!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "lane worker failed");
                 }
             }
             next = stream.next() => match next {
@@ -132,7 +132,7 @@ pub(crate) async fn run(
                     break Err(SubscriberError::ConsumerDeleted { consumer: pull.clone() });
                 }
                 Some(Err(err)) => {
-                    tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "pulling messages");
+                    tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "pulling messages");
                     pull_failed = true;
                 }
                 None => {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 
-use outbox_core::{
+use txoutbox_core::{
     DecodeError, Delivery, EventRegistration, EventRegistry, HandlerError, IntegrationEvent,
 };
 

@@ -4,7 +4,7 @@
 //! parked behind it in the consumer's store (the inbox) and acknowledged,
 //! so a held aggregate takes nothing of JetStream's window and other
 //! aggregates go on. An operator releases the aggregate through the store
-//! (`outbox_sea_orm::Inbox::release`); within `release::RELEASE_POLL` the
+//! (`txoutbox_sea_orm::Inbox::release`); within `release::RELEASE_POLL` the
 //! subscriber applies what is parked, in order, through the same handlers.
 //!
 //! Which aggregates are held is read from the store when the subscriber
@@ -18,8 +18,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use outbox_core::backoff::Doubling;
-use outbox_core::{BoxError, HeldMessages, Hold, ParkedMessage};
+use txoutbox_core::backoff::Doubling;
+use txoutbox_core::{BoxError, HeldMessages, Hold, ParkedMessage};
 
 use super::metrics::HELD_AGGREGATES;
 use super::ordering::{LaneKey, lane_key};
@@ -121,14 +121,14 @@ impl Holds {
                 Err(err) if attempt == HOLD_ATTEMPTS => {
                     tracing::error!(
                         consumer, %aggregate_type, %aggregate_id,
-                        message_id = %message.message_id, error = %outbox_core::ErrorChain(&*err),
+                        message_id = %message.message_id, error = %txoutbox_core::ErrorChain(&*err),
                         "cannot record the hold of an aggregate behind a dead message; \
                          later messages of the aggregate will be applied without it"
                     );
                 }
                 Err(err) => {
                     let pause = delay.next_pause();
-                    tracing::warn!(consumer, error = %outbox_core::ErrorChain(&*err), retry_in = ?pause, "recording a hold");
+                    tracing::warn!(consumer, error = %txoutbox_core::ErrorChain(&*err), retry_in = ?pause, "recording a hold");
                     tokio::time::sleep(pause).await;
                 }
             }

@@ -2,15 +2,15 @@
 //! Rust event types, over a durable JetStream pull consumer.
 //!
 //! ```no_run
-//! # use outbox_core::IntegrationEvent;
+//! # use txoutbox_core::IntegrationEvent;
 //! # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 //! # #[event(name = "order.placed", version = 2)] struct OrderPlaced { order_id: String }
 //! # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 //! # #[event(name = "order.paid")] struct OrderPaid { order_id: String }
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use outbox_core::{Delivery, HandlerError};
-//! use outbox_nats::subscriber::Subscriber;
+//! use txoutbox_core::{Delivery, HandlerError};
+//! use txoutbox_nats::subscriber::Subscriber;
 //!
 //! let client = async_nats::connect("nats://127.0.0.1:4222").await?;
 //! let subscriber = Subscriber::builder(async_nats::jetstream::new(client), "orders-projection")
@@ -40,11 +40,11 @@
 //! # Dispatch
 //!
 //! Each message's envelope is rebuilt from its headers with
-//! [`outbox_core::wire::decode`]; the event name picks the handler, and the
-//! [`EventRegistry`](outbox_core::EventRegistry) decodes the payload into the
+//! [`txoutbox_core::wire::decode`]; the event name picks the handler, and the
+//! [`EventRegistry`](txoutbox_core::EventRegistry) decodes the payload into the
 //! handler's type, applying the declared upcasts, so a handler of the newest
 //! version receives older versions too. The handler also gets a
-//! [`Delivery`](outbox_core::Delivery): message id, aggregate type and id,
+//! [`Delivery`](txoutbox_core::Delivery): message id, aggregate type and id,
 //! sequence, correlation and causation ids, headers, delivery count, stream
 //! sequence.
 //!
@@ -55,7 +55,7 @@
 //! | `Ok(())` | acks |
 //! | retryable error (or a panic) | naks with the [`Backoff`] delay for its delivery count |
 //! | retryable error on delivery `max_deliver` | dead-letters it, with the last error (kind `exhausted`) |
-//! | [permanent](outbox_core::HandlerError::permanent) error | dead-letters it (kind `rejected`) |
+//! | [permanent](txoutbox_core::HandlerError::permanent) error | dead-letters it (kind `rejected`) |
 //! | invalid envelope, unknown event, no handler, payload that does not fit | dead-letters it, with the reason |
 //!
 //! "Dead-letters" follows the [`DeadLetterPolicy`]: by default a copy with
@@ -145,7 +145,7 @@
 //!
 //! Delivery is at least once. Handlers whose effects must happen once
 //! record each message id in an inbox in the same transaction as their
-//! effects: `outbox_sea_orm::Inbox::handler` turns a handler that takes a
+//! effects: `txoutbox_sea_orm::Inbox::handler` turns a handler that takes a
 //! SeaORM unit of work into a handler for [`on`](SubscriberBuilder::on).
 //!
 //! # Tracing and metrics
@@ -222,12 +222,12 @@ impl Subscriber {
     /// token is cancelled:
     ///
     /// ```no_run
-    /// # use outbox_core::IntegrationEvent;
+    /// # use txoutbox_core::IntegrationEvent;
     /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
     /// # #[event(name = "payment.received")] struct PaymentReceived { order_id: String, cents: i64 }
     /// # async fn run(nats: async_nats::Client) -> Result<(), Box<dyn std::error::Error>> {
-    /// use outbox_core::{Delivery, HandlerError};
-    /// use outbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
+    /// use txoutbox_core::{Delivery, HandlerError};
+    /// use txoutbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
     /// use tokio_util::sync::CancellationToken;
     ///
     /// async fn on_payment(event: PaymentReceived, delivery: Delivery) -> Result<(), HandlerError> {
@@ -248,7 +248,7 @@ impl Subscriber {
     /// ```
     ///
     /// Effects applied exactly once, in per-aggregate order across crashes
-    /// and behind dead letters: `outbox_sea_orm::Inbox::handler(on_payment)`
+    /// and behind dead letters: `txoutbox_sea_orm::Inbox::handler(on_payment)`
     /// for a handler that also takes the message's unit of work, and
     /// [`keep_order(inbox)`](SubscriberBuilder::keep_order).
     ///

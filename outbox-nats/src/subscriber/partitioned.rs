@@ -3,7 +3,7 @@
 //! one durable pull consumer per owned partition, `<durable>-p<k>`,
 //! filtering `<prefix>.p<k>.>`.
 
-use outbox_core::Partitions;
+use txoutbox_core::Partitions;
 
 use super::error::BuildError;
 
@@ -51,7 +51,7 @@ impl Owned {
                 self.prefix
             ));
         }
-        if outbox_core::SubjectPrefix::new(self.prefix.clone()).is_err() {
+        if txoutbox_core::SubjectPrefix::new(self.prefix.clone()).is_err() {
             return invalid(format!(
                 "the partitions' subject prefix `{}` is not a valid subject prefix",
                 self.prefix
@@ -83,7 +83,7 @@ impl Owned {
 
 #[cfg(test)]
 mod tests {
-    use outbox_core::Partitions;
+    use txoutbox_core::Partitions;
 
     use super::{Owned, PullSpec};
     use crate::subscriber::BuildError;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_core::{Hold, MessageId, ParkedMessage, Release, Unpark, wire};
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::{Hold, MessageId, ParkedMessage, Release, Unpark, wire};
 
 use super::dispatch::{self, Decision, Delivered, Incoming, header, header_pairs};
 use super::hold::Holds;
@@ -36,7 +36,7 @@ async fn replay(
     {
         Ok(parked) => parked,
         Err(err) => {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "reading parked messages; the release is retried");
+            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading parked messages; the release is retried");
             return;
         }
     };
@@ -55,7 +55,7 @@ async fn replay(
         };
         let again = matches!(outcome, Unpark::HeldAgain { .. });
         if let Err(err) = holds.store().unpark(message, outcome).await {
-            tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "settling a parked message; the release is retried");
+            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "settling a parked message; the release is retried");
             return;
         }
         if again {
@@ -89,7 +89,7 @@ pub(crate) async fn watch(shared: Arc<Shared>, holds: Arc<Holds>, stop: Cancella
         let listed = match holds.refresh(&shared.consumer).await {
             Ok(listed) => listed,
             Err(err) => {
-                tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&*err), "reading held aggregates");
+                tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading held aggregates");
                 continue;
             }
         };

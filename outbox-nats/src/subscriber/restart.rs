@@ -17,8 +17,8 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt;
-use outbox_core::{MessageId, wire};
 use tokio::time::Instant;
+use txoutbox_core::{MessageId, wire};
 
 use super::builder::subject_matches;
 use super::dispatch::{header, header_pairs_of};
@@ -40,7 +40,7 @@ pub(crate) async fn expect_outstanding<T>(
     lanes: &Lanes<T>,
 ) {
     if let Err(err) = expect_after(shared, consumer, lanes, 0).await {
-        tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "order across the restart is not kept");
+        tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "order across the restart is not kept");
     }
 }
 
@@ -62,7 +62,7 @@ pub(crate) async fn expect_lost_in_transit<T>(
         match expect_after(shared, consumer, lanes, received).await {
             Ok(()) => return,
             Err(err) if Instant::now() >= deadline => {
-                tracing::warn!(consumer = %shared.consumer, error = %outbox_core::ErrorChain(&err), "cannot tell what was lost in transit at the reconnect; order across it is not kept");
+                tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot tell what was lost in transit at the reconnect; order across it is not kept");
                 return;
             }
             Err(_) => tokio::time::sleep(RETRY).await,

@@ -15,14 +15,14 @@ use super::builder::SubscriberBuilder;
 ///
 #[cfg_attr(feature = "serde", doc = "```")]
 #[cfg_attr(not(feature = "serde"), doc = "```ignore")]
-/// use outbox_nats::subscriber::{Subscriber, SubscriberSettings};
+/// use txoutbox_nats::subscriber::{Subscriber, SubscriberSettings};
 ///
 /// let settings: SubscriberSettings = serde_json::from_str(r#"{
 ///     "stream": "EVENTS", "filter_subject": "events.order.>",
 ///     "ack_wait": "45s", "max_deliver": 8,
 ///     "backoff": { "initial": "500ms", "max": "2m" }
 /// }"#)?;
-/// # async fn build(jetstream: outbox_nats::async_nats::jetstream::Context, settings: SubscriberSettings) {
+/// # async fn build(jetstream: txoutbox_nats::async_nats::jetstream::Context, settings: SubscriberSettings) {
 /// let builder = Subscriber::builder(jetstream, "billing").settings(&settings);
 /// # let _ = builder; }
 /// # Ok::<(), serde_json::Error>(())

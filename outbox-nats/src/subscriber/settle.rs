@@ -135,13 +135,13 @@ pub(crate) async fn progress(shared: &Shared, reply: Option<async_nats::Subject>
     if let Some(reply) = reply
         && let Err(err) = shared.client.publish(reply, "+WPI".into()).await
     {
-        tracing::debug!(error = %outbox_core::ErrorChain(&err), "progress ack not sent");
+        tracing::debug!(error = %txoutbox_core::ErrorChain(&err), "progress ack not sent");
     }
 }
 
 async fn send(shared: &Shared, message: &jetstream::Message, ack: AckKind) {
     if let Err(err) = message.ack_with(ack).await {
-        tracing::warn!(error = %outbox_core::ErrorChain(&*err), ?ack, "could not settle the message; JetStream will redeliver it");
+        tracing::warn!(error = %txoutbox_core::ErrorChain(&*err), ?ack, "could not settle the message; JetStream will redeliver it");
         ::metrics::counter!(ACK_FAILURES_TOTAL, "consumer" => std::sync::Arc::clone(&shared.consumer)).increment(1);
     }
 }

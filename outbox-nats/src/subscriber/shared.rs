@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
-use outbox_core::EventRegistry;
 use tokio::sync::Semaphore;
+use txoutbox_core::EventRegistry;
 
 use super::backoff::Backoff;
 use super::dead_letter::DeadLetterPolicy;
@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub(crate) shutdown_timeout: Duration,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
-    pub(crate) applied: Option<Arc<dyn outbox_core::AppliedMessages>>,
+    pub(crate) applied: Option<Arc<dyn txoutbox_core::AppliedMessages>>,
     /// Held aggregates and where their messages are parked (set with
     /// `keep_order`).
     pub(crate) holds: Option<Arc<Holds>>,

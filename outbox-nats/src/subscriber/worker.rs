@@ -194,7 +194,7 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
             delay: shared.backoff.jittered_delay(incoming.deliveries),
             reason: format!(
                 "its aggregate is held and it cannot be parked: {}",
-                outbox_core::ErrorChain(&*err)
+                txoutbox_core::ErrorChain(&*err)
             ),
         },
     };
@@ -212,10 +212,10 @@ async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Op
 #[cfg(feature = "opentelemetry")]
 fn continue_trace(span: &tracing::Span, incoming: &Incoming) {
     let headers = dispatch::header_pairs(&incoming.message);
-    let traceparent = dispatch::header(&headers, outbox_core::wire::TRACEPARENT)
-        .and_then(|value| value.parse::<outbox_core::TraceParent>().ok());
+    let traceparent = dispatch::header(&headers, txoutbox_core::wire::TRACEPARENT)
+        .and_then(|value| value.parse::<txoutbox_core::TraceParent>().ok());
     if let Some(traceparent) = traceparent {
-        let tracestate = dispatch::header(&headers, outbox_core::wire::TRACESTATE);
-        outbox_core::otel::set_parent(span, &traceparent, tracestate);
+        let tracestate = dispatch::header(&headers, txoutbox_core::wire::TRACESTATE);
+        txoutbox_core::otel::set_parent(span, &traceparent, tracestate);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use outbox_core::{Delivery, HandlerError};
+use txoutbox_core::{Delivery, HandlerError};
 
 use crate::unit_of_work::UnitOfWork;
 
@@ -16,11 +16,11 @@ use crate::unit_of_work::UnitOfWork;
 /// is. A handler with state implements this trait on its own type:
 ///
 /// ```
-/// # use outbox_core::IntegrationEvent;
+/// # use txoutbox_core::IntegrationEvent;
 /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.shipped")] struct OrderShipped { order_id: String }
-/// use outbox_core::{Delivery, HandlerError};
-/// use outbox_sea_orm::{InboxHandler, UnitOfWork};
+/// use txoutbox_core::{Delivery, HandlerError};
+/// use txoutbox_sea_orm::{InboxHandler, UnitOfWork};
 /// use sea_orm::ConnectionTrait;
 ///
 /// struct Shipments { table: String }

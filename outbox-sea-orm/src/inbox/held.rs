@@ -1,9 +1,9 @@
 //! Held aggregates: what an [`Inbox`] keeps for a subscriber that keeps
-//! order (`outbox_nats::SubscriberBuilder::keep_order`) when it could not
+//! order (`txoutbox_nats::SubscriberBuilder::keep_order`) when it could not
 //! apply a message, and the operator's way out ([`Inbox::release`]).
 
-use outbox_core::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 use sea_orm::TransactionTrait;
+use txoutbox_core::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 
 use super::{Inbox, is_unique_violation, sql};
 use crate::error::OutboxError;
@@ -22,7 +22,7 @@ impl Inbox {
     /// aggregate is applied until it is [released](Self::release).
     ///
     /// ```no_run
-    /// # async fn run(inbox: outbox_sea_orm::Inbox) -> Result<(), outbox_sea_orm::OutboxError> {
+    /// # async fn run(inbox: txoutbox_sea_orm::Inbox) -> Result<(), txoutbox_sea_orm::OutboxError> {
     /// for hold in inbox.holds().await? {
     ///     println!(
     ///         "{}/{} held behind {} ({}): {} waiting",
@@ -44,8 +44,8 @@ impl Inbox {
     /// was held.
     ///
     /// ```no_run
-    /// # async fn run(inbox: outbox_sea_orm::Inbox) -> Result<(), outbox_sea_orm::OutboxError> {
-    /// use outbox_core::Release;
+    /// # async fn run(inbox: txoutbox_sea_orm::Inbox) -> Result<(), txoutbox_sea_orm::OutboxError> {
+    /// use txoutbox_core::Release;
     /// // The bug that rejected order 42's payment is fixed and deployed:
     /// inbox.release("order", "42", Release::Retry).await?;
     /// # Ok(()) }

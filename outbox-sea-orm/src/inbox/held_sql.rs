@@ -1,8 +1,8 @@
 //! The held-messages table's statements (`<inbox>_held`, see
 //! [`schema`](crate::schema)).
 
-use outbox_core::{Hold, MessageId, ParkedMessage, Release};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use txoutbox_core::{Hold, MessageId, ParkedMessage, Release};
 
 use crate::dialect::{Dialect, Sql};
 

@@ -30,8 +30,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_core::{AppliedFuture, AppliedMessages, Delivery, HandlerError, MessageId};
 use sea_orm::{DbErr, SqlErr};
+use txoutbox_core::{AppliedFuture, AppliedMessages, Delivery, HandlerError, MessageId};
 
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
@@ -58,14 +58,14 @@ pub enum Processed {
 /// [`handler`](Inbox::handler):
 ///
 /// ```no_run
-/// # use outbox_core::IntegrationEvent;
+/// # use txoutbox_core::IntegrationEvent;
 /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.placed")] struct OrderPlaced { order_id: String, total_cents: i64 }
 /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 /// # #[event(name = "invoice.requested")] struct InvoiceRequested { order_id: String }
-/// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_core::{Delivery, HandlerError};
-/// use outbox_sea_orm::{Inbox, UnitOfWork};
+/// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+/// use txoutbox_core::{Delivery, HandlerError};
+/// use txoutbox_sea_orm::{Inbox, UnitOfWork};
 /// use sea_orm::ConnectionTrait;
 ///
 /// async fn on_placed(event: OrderPlaced, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
@@ -209,11 +209,11 @@ impl Inbox {
     /// duplicate resolves to `Ok(())`, so the subscriber acknowledges it.
     ///
     /// ```no_run
-    /// # use outbox_core::IntegrationEvent;
+    /// # use txoutbox_core::IntegrationEvent;
     /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
     /// # #[event(name = "order.paid")] struct OrderPaid { order_id: String }
-    /// use outbox_core::{Delivery, HandlerError};
-    /// use outbox_sea_orm::{Inbox, UnitOfWork};
+    /// use txoutbox_core::{Delivery, HandlerError};
+    /// use txoutbox_sea_orm::{Inbox, UnitOfWork};
     /// use sea_orm::ConnectionTrait;
     ///
     /// async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
@@ -295,7 +295,7 @@ impl Inbox {
     /// Run it periodically:
     ///
     /// ```no_run
-    /// # async fn run(inbox: outbox_sea_orm::Inbox) {
+    /// # async fn run(inbox: txoutbox_sea_orm::Inbox) {
     /// use std::time::Duration;
     /// let mut every = tokio::time::interval(Duration::from_secs(3600));
     /// loop {

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_core::MessageId;
 use sea_orm::{ConnectionTrait, DbErr};
+use txoutbox_core::MessageId;
 
 use crate::dialect::{Dialect, Sql};
 

@@ -1,7 +1,7 @@
 //! Listing dead messages for an operator: what went dead, why, and what
 //! waits behind it.
 
-use outbox_core::{MessageId, StoreError};
+use txoutbox_core::{MessageId, StoreError};
 
 use super::SeaOrmOutboxStore;
 use super::maintenance::count;

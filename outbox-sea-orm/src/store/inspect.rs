@@ -4,8 +4,8 @@
 //! a row the claim could not read (and sent dead for it) still shows.
 
 use chrono::{DateTime, Utc};
-use outbox_core::{MessageId, StoreError};
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use txoutbox_core::{MessageId, StoreError};
 
 use super::maintenance::count;
 use super::state::{MessageState, read_state, state_columns};

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use outbox_core::{DeadSelector, EventStats, OutboxStats, StoreError};
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{DeadSelector, EventStats, OutboxStats, StoreError};
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::millis;

@@ -19,11 +19,11 @@ pub use state::MessageState;
 
 use std::time::Duration;
 
-use outbox_core::{
+use sea_orm::DatabaseConnection;
+use txoutbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
     OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
-use sea_orm::DatabaseConnection;
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{MessageId, OutboxStats, StoreError};
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{MessageId, OutboxStats, StoreError};
 
 use super::maintenance::{STATS_EXACT_PENDING, count, stats};
 use super::{SeaOrmOutboxStore, store_err};
@@ -20,7 +20,7 @@ use crate::dialect::Sql;
 #[non_exhaustive]
 pub struct Overview {
     /// Pending, leased and dead counts, per event name, the oldest pending
-    /// age (what [`OutboxStore::stats`](outbox_core::OutboxStore::stats)
+    /// age (what [`OutboxStore::stats`](txoutbox_core::OutboxStore::stats)
     /// returns).
     pub stats: OutboxStats,
     /// Dead messages an operator skipped, not yet purged.

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use outbox_core::MessageId;
-use outbox_core::StoreError;
-use outbox_core::verify::{PublishedRecord, StalePending};
 use sea_orm::QueryResult;
+use txoutbox_core::MessageId;
+use txoutbox_core::StoreError;
+use txoutbox_core::verify::{PublishedRecord, StalePending};
 
 use super::SeaOrmOutboxStore;
 use crate::dialect::{Sql, millis};

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use outbox_core::{
+use sea_orm::ConnectionTrait;
+use txoutbox_core::{
     Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId, Published, RetryPolicy, StoreError,
 };
-use sea_orm::ConnectionTrait;
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::config::Retention;

@@ -7,8 +7,8 @@
 //! so no claim statement changes, and the purge removes skipped rows with
 //! the published ones.
 
-use outbox_core::{MessageId, SkipNote, StoreError};
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{MessageId, SkipNote, StoreError};
 
 use super::inspect::{StoredMessage, columns, read_stored};
 use super::{SeaOrmOutboxStore, store_err};

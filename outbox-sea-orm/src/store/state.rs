@@ -2,8 +2,8 @@
 //! columns against the database clock.
 
 use chrono::{DateTime, Utc};
-use outbox_core::LeaseToken;
 use sea_orm::{DbErr, QueryResult};
+use txoutbox_core::LeaseToken;
 
 use crate::dialect::Dialect;
 
@@ -38,7 +38,7 @@ pub enum MessageState {
         stream_sequence: Option<u64>,
     },
     /// A dead message an operator deliberately left unpublished
-    /// ([`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead)).
+    /// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
     Skipped {
         /// When.
         at: DateTime<Utc>,

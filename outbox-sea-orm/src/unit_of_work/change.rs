@@ -2,8 +2,8 @@
 //! work, the repository and a joined transaction: the aggregate's
 //! statement, its messages and new version; and loading it back.
 
-use outbox_core::{AggregateChanges, MessageContext};
 use sea_orm::{EntityTrait, ModelTrait, PrimaryKeyTrait};
+use txoutbox_core::{AggregateChanges, MessageContext};
 
 use super::version::read_version;
 use super::write::AggregateWrite;
@@ -52,6 +52,6 @@ pub(crate) async fn load<A: AggregateEntity>(
     let version = read_version(model.get(A::version_column()))?;
     Ok(Some(A::from_model(
         model,
-        outbox_core::EventBuffer::at_version(version),
+        txoutbox_core::EventBuffer::at_version(version),
     )))
 }

@@ -1,7 +1,7 @@
 //! [`Joined`]: saving aggregates on a transaction the application owns.
 
-use outbox_core::{IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage};
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage};
 
 use super::change::{Change, PrimaryKeyOf, load, prepare};
 use crate::aggregate_entity::AggregateEntity;
@@ -29,7 +29,7 @@ use std::sync::Arc;
 /// claim, within `poll_interval`.
 ///
 /// ```no_run
-/// # use outbox_sea_orm::{AggregateEntity, Outbox};
+/// # use txoutbox_sea_orm::{AggregateEntity, Outbox};
 /// # async fn run<Order: AggregateEntity>(outbox: Outbox, mut order: Order) -> Result<(), Box<dyn std::error::Error>> {
 /// use sea_orm::{ConnectionTrait, TransactionTrait};
 ///

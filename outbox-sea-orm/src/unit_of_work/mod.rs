@@ -6,10 +6,10 @@ mod one_statement;
 mod version;
 mod write;
 
-use outbox_core::{
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait};
+use txoutbox_core::{
     AggregateChanges, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
 };
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait};
 
 pub use self::change::PrimaryKeyOf;
 use self::change::prepare;
@@ -50,8 +50,8 @@ use std::sync::Arc;
 /// rolls everything back.
 ///
 /// ```no_run
-/// # use outbox_sea_orm::{AggregateEntity, Outbox};
-/// # async fn run<Order: AggregateEntity>(outbox: Outbox, mut order: Order) -> Result<(), outbox_sea_orm::OutboxError> {
+/// # use txoutbox_sea_orm::{AggregateEntity, Outbox};
+/// # async fn run<Order: AggregateEntity>(outbox: Outbox, mut order: Order) -> Result<(), txoutbox_sea_orm::OutboxError> {
 /// let mut uow = outbox.begin();
 /// uow.save(&mut order).await?;      // state + its events as outbox rows
 /// uow.commit().await?;              // ... in one transaction; processors are woken
@@ -93,7 +93,7 @@ impl UnitOfWork {
     /// opens it (and writes the aggregates saved so far) the first time.
     ///
     /// ```no_run
-    /// # async fn run(outbox: outbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), Box<dyn std::error::Error>> {
     /// use sea_orm::ConnectionTrait;
     /// let mut uow = outbox.begin();
     /// uow.connection().await?.execute_unprepared("UPDATE stock SET reserved = reserved + 1").await?;

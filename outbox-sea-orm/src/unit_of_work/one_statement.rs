@@ -3,8 +3,8 @@
 //! `COMMIT`, one round trip instead of four for "save an aggregate and its
 //! events".
 
-use outbox_core::{MessageId, OutboxMessage};
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult};
+use txoutbox_core::{MessageId, OutboxMessage};
 use uuid::Uuid;
 
 use super::write::AggregateWrite;

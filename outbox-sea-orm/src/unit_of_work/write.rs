@@ -2,11 +2,11 @@
 //! version) as a statement: run at once in an open transaction, or kept
 //! until the unit of work commits.
 
-use outbox_core::AggregateChanges;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
     QueryTrait, SqlErr, Statement,
 };
+use txoutbox_core::AggregateChanges;
 
 use super::version::{set_version, version_value};
 use crate::aggregate_entity::AggregateEntity;

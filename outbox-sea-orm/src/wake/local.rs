@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use outbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
-use outbox_core::{MessageId, OutboxMessage, WakeHandle, WakeSource};
 use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::broadcast;
+use txoutbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
+use txoutbox_core::{MessageId, OutboxMessage, WakeHandle, WakeSource};
 
 use super::remote::{RemoteWaker, Unsent};
 use crate::sync::locked;
@@ -60,7 +60,7 @@ type OfferSlot = Arc<Mutex<Option<LeaseOffer>>>;
 struct Serving {
     count: Arc<AtomicUsize>,
     slot: OfferSlot,
-    token: Option<outbox_core::LeaseToken>,
+    token: Option<txoutbox_core::LeaseToken>,
 }
 
 impl Drop for Serving {

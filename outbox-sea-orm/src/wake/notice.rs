@@ -9,7 +9,7 @@
 //! this module cannot read is taken as the plain form, so processors of
 //! other versions still wake each other.
 
-use outbox_core::MessageId;
+use txoutbox_core::MessageId;
 use uuid::Uuid;
 
 /// Most ids one notification carries (PostgreSQL caps a payload at 8,000

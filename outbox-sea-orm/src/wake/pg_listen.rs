@@ -1,7 +1,7 @@
 //! [`PgNotifications`]: waking a processor on PostgreSQL notifications from
 //! other processes.
 
-use outbox_core::{WakeHandle, WakeSource};
+use txoutbox_core::{WakeHandle, WakeSource};
 
 #[cfg(feature = "postgres")]
 use super::notice;
@@ -79,13 +79,13 @@ impl WakeSource for PgNotifications {
             let mut listener = match PgListener::connect_with(&self.pool).await {
                 Ok(listener) => listener,
                 Err(err) => {
-                    tracing::warn!(error = %outbox_core::ErrorChain(&err), "outbox LISTEN connection failed; retrying");
+                    tracing::warn!(error = %txoutbox_core::ErrorChain(&err), "outbox LISTEN connection failed; retrying");
                     tokio::time::sleep(RECONNECT_PAUSE).await;
                     continue;
                 }
             };
             if let Err(err) = listener.listen(&self.channel).await {
-                tracing::warn!(error = %outbox_core::ErrorChain(&err), channel = %self.channel, "outbox LISTEN failed; retrying");
+                tracing::warn!(error = %txoutbox_core::ErrorChain(&err), channel = %self.channel, "outbox LISTEN failed; retrying");
                 tokio::time::sleep(RECONNECT_PAUSE).await;
                 continue;
             }
@@ -97,7 +97,7 @@ impl WakeSource for PgNotifications {
                     // The connection dropped; the next call reconnects.
                     Ok(None) => wake.claim(),
                     Err(err) => {
-                        tracing::warn!(error = %outbox_core::ErrorChain(&err), "outbox LISTEN connection lost; reconnecting");
+                        tracing::warn!(error = %txoutbox_core::ErrorChain(&err), "outbox LISTEN connection lost; reconnecting");
                         tokio::time::sleep(RECONNECT_PAUSE).await;
                         break;
                     }

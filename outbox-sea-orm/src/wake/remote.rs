@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use outbox_core::MessageId;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::Notify;
+use txoutbox_core::MessageId;
 
 use super::notice;
 use crate::dialect::ASYNC_COMMIT;
@@ -131,7 +131,7 @@ async fn notify_loop(remote: Arc<Shared>) {
         let next_at = tokio::time::Instant::now() + NOTIFY_INTERVAL;
         if let Err(err) = remote.db.execute_raw(statement).await {
             // Processors fall back to polling; the next commit tries again.
-            tracing::warn!(error = %outbox_core::ErrorChain(&err), channel = %remote.channel, "outbox NOTIFY failed");
+            tracing::warn!(error = %txoutbox_core::ErrorChain(&err), channel = %remote.channel, "outbox NOTIFY failed");
         }
         tokio::time::sleep_until(next_at).await;
     }

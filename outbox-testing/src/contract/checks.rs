@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use outbox_core::{
+use txoutbox_core::{
     ClaimedBatch, DeadSelector, Failure, FailureKind, MessageId, OutboxStore, Published,
     RetryPolicy, SkipNote,
 };

@@ -1,16 +1,16 @@
 //! The in-memory store as a [`ContractStore`].
 
-use outbox_core::{
+use serde::{Deserialize, Serialize};
+use txoutbox_core::{
     AggregateRef, MessageContext, MessageId, OutboxMessage, PendingMessage, SubjectPrefix,
 };
-use serde::{Deserialize, Serialize};
 
 use super::ContractWriter;
 use crate::MemoryStore;
 
 /// The event the contract writes into a [`MemoryStore`].
-#[derive(Serialize, Deserialize, outbox_core::IntegrationEvent)]
-#[event(name = "outbox_testing.contract.step")]
+#[derive(Serialize, Deserialize, txoutbox_core::IntegrationEvent)]
+#[event(name = "txoutbox_testing.contract.step")]
 struct Step {
     n: usize,
 }
@@ -36,7 +36,7 @@ impl ContractWriter for MemoryStore {
                 let pending = PendingMessage::new(&Step { n: k }).unwrap_or_else(|err| {
                     panic!(
                         "the contract's event serializes: {}",
-                        outbox_core::ErrorChain(&err)
+                        txoutbox_core::ErrorChain(&err)
                     )
                 });
                 let owner = AggregateRef {

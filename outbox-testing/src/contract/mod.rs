@@ -9,7 +9,7 @@
 //! from the factory it is given:
 //!
 //! ```
-//! outbox_testing::store_contract_tests!(memory, outbox_testing::contract::memory_store);
+//! txoutbox_testing::store_contract_tests!(memory, txoutbox_testing::contract::memory_store);
 //! ```
 //!
 //! The checks use the wall clock with short leases (a few hundred
@@ -20,7 +20,7 @@ mod memory;
 
 use std::future::Future;
 
-use outbox_core::{MessageId, OutboxStore};
+use txoutbox_core::{MessageId, OutboxStore};
 
 pub use checks::*;
 pub use memory::memory_store;

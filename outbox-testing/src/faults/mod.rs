@@ -1,5 +1,5 @@
-//! Fault injection: wrap any [`Publisher`](outbox_core::Publisher) or
-//! [`OutboxStore`](outbox_core::OutboxStore) and make it fail the way
+//! Fault injection: wrap any [`Publisher`](txoutbox_core::Publisher) or
+//! [`OutboxStore`](txoutbox_core::OutboxStore) and make it fail the way
 //! production does, on command.
 //!
 //! - [`FaultyPublisher`]: acks lost after the broker stored the message (the

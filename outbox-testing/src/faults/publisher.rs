@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::{OutboxMessage, PublishAck, PublishError, PublishErrorKind, Publisher};
 use tokio::time::Instant;
+use txoutbox_core::{OutboxMessage, PublishAck, PublishError, PublishErrorKind, Publisher};
 
 use super::lock;
 
@@ -22,9 +22,9 @@ type Rejection = (
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use outbox_core::{Publisher, PublishErrorKind};
-/// use outbox_testing::MemoryPublisher;
-/// use outbox_testing::faults::FaultyPublisher;
+/// use txoutbox_core::{Publisher, PublishErrorKind};
+/// use txoutbox_testing::MemoryPublisher;
+/// use txoutbox_testing::faults::FaultyPublisher;
 ///
 /// let broker = MemoryPublisher::new();
 /// let publisher = FaultyPublisher::new(broker.clone());

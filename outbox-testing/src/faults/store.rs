@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::{
+use txoutbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
     OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };
@@ -13,8 +13,8 @@ use super::lock;
 /// Wraps an [`OutboxStore`] and injects faults; clones share them.
 ///
 /// ```
-/// use outbox_testing::MemoryStore;
-/// use outbox_testing::faults::FaultyStore;
+/// use txoutbox_testing::MemoryStore;
+/// use txoutbox_testing::faults::FaultyStore;
 ///
 /// let store = FaultyStore::new(MemoryStore::new());
 /// store.fail_completions(2); // the database goes away after two publishes

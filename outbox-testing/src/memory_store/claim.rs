@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{ClaimedMessage, MessageId};
+use txoutbox_core::{ClaimedMessage, MessageId};
 
 use super::row::RowLease;
 use super::{AggregateKey, Table};

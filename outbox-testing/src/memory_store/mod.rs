@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use outbox_core::{
+use txoutbox_core::{
     AggregateChanges, AggregateRoot, IntegrationEvent, MessageContext, MessageId, OutboxMessage,
     PendingMessage, RecordError, SubjectPrefix,
 };
@@ -25,7 +25,7 @@ pub use view::{MemoryRow, RowStatus};
 /// An aggregate: its type and id, ordered as the SQL claim walks them.
 type AggregateKey = (String, String);
 
-/// The outbox table in memory: an [`OutboxStore`](outbox_core::OutboxStore)
+/// The outbox table in memory: an [`OutboxStore`](txoutbox_core::OutboxStore)
 /// that keeps the SQL stores' contract (per-aggregate order, leases and
 /// fencing tokens, retries with backoff, dead messages that hold their
 /// aggregate, delayed messages, abandoned-claim counts) and passes the same
@@ -38,7 +38,7 @@ type AggregateKey = (String, String);
 /// Published rows are kept, so a test can read them back.
 ///
 /// ```
-/// # use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
+/// # use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent};
 /// # use serde::{Deserialize, Serialize};
 /// # #[derive(Serialize, Deserialize, IntegrationEvent)]
 /// # #[event(name = "doc.order.placed")]
@@ -48,7 +48,7 @@ type AggregateKey = (String, String);
 /// # struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use outbox_testing::MemoryStore;
+/// use txoutbox_testing::MemoryStore;
 ///
 /// let store = MemoryStore::new();
 /// let mut order = Order { id: 7, events: EventBuffer::new() };

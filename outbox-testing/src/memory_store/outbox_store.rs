@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox_core::{
+use txoutbox_core::{
     ClaimedBatch, ClaimedMessage, DeadSelector, Failure, Lease, LeaseOutcome, LeaseToken,
     MessageId, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
 };

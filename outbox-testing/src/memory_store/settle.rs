@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{
+use txoutbox_core::{
     DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId,
     OutboxStats, Published, RetryPolicy, SkipNote,
 };
@@ -188,5 +188,5 @@ fn backoff(policy: &RetryPolicy, attempts: u32) -> Duration {
         .initial_backoff
         .max(floor)
         .saturating_mul(1u32 << attempts.min(31));
-    outbox_core::backoff::jittered(doubled.min(policy.max_backoff.max(floor)))
+    txoutbox_core::backoff::jittered(doubled.min(policy.max_backoff.max(floor)))
 }

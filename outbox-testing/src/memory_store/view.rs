@@ -1,7 +1,7 @@
 //! Reading the in-memory table back: what a test asserts on.
 
 use chrono::{DateTime, Utc};
-use outbox_core::{MessageId, OutboxMessage, SkipNote};
+use txoutbox_core::{MessageId, OutboxMessage, SkipNote};
 
 use super::MemoryStore;
 use super::row::{Row, Status};
@@ -17,7 +17,7 @@ pub enum RowStatus {
     /// Not retried any more; its aggregate waits behind it.
     Dead,
     /// Dead, then settled unpublished by an operator
-    /// ([`OutboxStore::skip_dead`](outbox_core::OutboxStore::skip_dead)).
+    /// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
     Skipped,
 }
 

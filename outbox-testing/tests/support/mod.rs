@@ -2,8 +2,8 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
-use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "kit.order.placed")]

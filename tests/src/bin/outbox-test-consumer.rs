@@ -21,15 +21,15 @@
 
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError, Partitions};
-use outbox_nats::async_nats::jetstream::stream::StorageType;
-use outbox_nats::subscriber::DeadLetterPolicy;
-use outbox_nats::{StreamSpec, Subscriber};
-use outbox_sea_orm::{Inbox, UnitOfWork};
-use outbox_tests::orders::{OrderAmended, OrderPlaced};
-use outbox_tests::process::dead_letter_stream;
-use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
 use tokio_util::sync::CancellationToken;
+use txoutbox_core::{Delivery, HandlerError, Partitions};
+use txoutbox_nats::async_nats::jetstream::stream::StorageType;
+use txoutbox_nats::subscriber::DeadLetterPolicy;
+use txoutbox_nats::{StreamSpec, Subscriber};
+use txoutbox_sea_orm::{Inbox, UnitOfWork};
+use txoutbox_suite::orders::{OrderAmended, OrderPlaced};
+use txoutbox_suite::process::dead_letter_stream;
+use txoutbox_suite::process::{ChildArgs, number, until_stdin_closes};
 
 /// The consumer's own arguments.
 #[derive(Debug, Default)]
@@ -78,7 +78,7 @@ async fn apply(
 ) -> Result<(), HandlerError> {
     // Some work, so that many messages are in flight when the process dies.
     tokio::time::sleep(Duration::from_millis(2)).await;
-    outbox_tests::effects::apply_as(uow, delivery, process).await
+    txoutbox_suite::effects::apply_as(uow, delivery, process).await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

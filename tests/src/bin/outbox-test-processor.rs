@@ -24,11 +24,11 @@
 
 use std::time::Duration;
 
-use outbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
-use outbox_tests::orders::Order;
-use outbox_tests::process::{ChildArgs, number, until_stdin_closes};
+use txoutbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::process::{ChildArgs, number, until_stdin_closes};
 
 /// The processor's own arguments.
 #[derive(Debug, Default)]

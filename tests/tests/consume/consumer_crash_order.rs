@@ -12,11 +12,11 @@ mod processor_support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use outbox_tests::Backend;
 use processor_support::{
     Setup, ordered_consumer, shared_setup, spawn_processor, wait_all_published, wait_until,
     write_orders,
 };
+use txoutbox_suite::Backend;
 
 const ORDERS: usize = 200;
 const EVENTS: usize = 8;
@@ -37,7 +37,7 @@ async fn crash_mid_burst(
         outbox,
         table,
     } = setup;
-    outbox_tests::effects::create_table(test).await;
+    txoutbox_suite::effects::create_table(test).await;
     let total = write_orders(outbox, "c", ORDERS, EVENTS, 50).await as i64;
     let processor = spawn_processor(outbox, stream.jetstream.client(), "/consumer-crash");
     wait_all_published(test, table, total).await;
@@ -63,7 +63,7 @@ async fn crash_mid_burst(
     println!(
         "killed after {at_kill} of {expected_effects} effects; the second consumer applied the rest"
     );
-    let applied = outbox_tests::effects::applied(test).await;
+    let applied = txoutbox_suite::effects::applied(test).await;
     let rows: usize = applied.values().map(Vec::len).sum();
     assert_eq!(rows as i64, expected_effects, "every effect once");
     second.stop();
@@ -96,7 +96,7 @@ async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_r
 
 /// Deletes the dead-letter stream the consumer processes created.
 async fn delete_dead_letters(setup: &Setup) {
-    let name = outbox_tests::process::dead_letter_stream(&setup.stream.prefix);
+    let name = txoutbox_suite::process::dead_letter_stream(&setup.stream.prefix);
     let _ = setup.stream.jetstream.delete_stream(&name).await;
 }
 

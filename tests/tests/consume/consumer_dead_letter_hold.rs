@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use outbox_core::{HandlerError, IntegrationEvent, OutboxMessage, Release};
-use outbox_nats::subscriber::RunningSubscriber;
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
-use outbox_tests::TestDb;
-use outbox_tests::subscriber::{StartSubscriber, SubscriberFixture, eventually};
 use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{HandlerError, IntegrationEvent, OutboxMessage, Release};
+use txoutbox_nats::subscriber::RunningSubscriber;
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
+use txoutbox_suite::TestDb;
+use txoutbox_suite::subscriber::{StartSubscriber, SubscriberFixture, eventually};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "hold.step.recorded")]
@@ -220,7 +220,7 @@ async fn a_skipped_message_is_never_applied(test: TestDb) {
     fixture.delete().await;
 }
 
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     a_dead_message_holds_its_aggregate_until_released,
     a_skipped_message_is_never_applied,
 );

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_core::Partitions;
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::Backend;
-use outbox_tests::process::ProcessorProcess;
 use processor_support::{
     Setup, amend_order, ordered_consumer, shared_setup, spawn_processor, wait_all_published,
     wait_until, write_orders,
 };
+use txoutbox_core::Partitions;
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::Backend;
+use txoutbox_suite::process::ProcessorProcess;
 
 const PARTITIONS: u32 = 6;
 /// What each process owns: `Partitions::share(i, 3)` of 6.
@@ -76,7 +76,7 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     let started = Instant::now();
     let setup = shared_setup(Backend::Postgres).await;
     let (test, stream, _, table) = setup.parts();
-    outbox_tests::effects::create_table(test).await;
+    txoutbox_suite::effects::create_table(test).await;
     let outbox = Outbox::new(
         test.db.clone(),
         OutboxConfig::default()
@@ -142,7 +142,7 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     processor.shutdown().await.expect("clean shutdown");
 
     // Every effect once, in each aggregate's order, by its partition's owner.
-    outbox_tests::effects::assert_each_applied_once_in_order(test, table).await;
+    txoutbox_suite::effects::assert_each_applied_once_in_order(test, table).await;
     let mut per_process: HashMap<String, usize> = HashMap::new();
     for row in test.rows("SELECT aggregate_id, process FROM effects").await {
         let aggregate: String = row.try_get("", "aggregate_id").expect("aggregate");
@@ -174,6 +174,6 @@ async fn three_consumer_processes_apply_each_aggregate_in_order_once_across_a_ki
     }
     let _ = stream
         .jetstream
-        .delete_stream(outbox_tests::process::dead_letter_stream(&stream.prefix))
+        .delete_stream(txoutbox_suite::process::dead_letter_stream(&stream.prefix))
         .await;
 }

@@ -1,8 +1,8 @@
 //! Registrations made by the derive in another crate (`sample-events`) are
 //! found here, through `inventory` and through explicit registration.
 
-use outbox_core::{EventRegistry, EventSubject, IntegrationEvent, SubjectPrefix};
 use sample_events::{OrderCancelled, OrderPlaced, OrderPlacedV1, OrderPlacedV2};
+use txoutbox_core::{EventRegistry, EventSubject, IntegrationEvent, SubjectPrefix};
 
 #[test]
 fn inventory_finds_the_other_crates_events() {

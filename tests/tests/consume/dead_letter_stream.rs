@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use async_nats::jetstream::stream::StorageType;
-use outbox_core::{Delivery, HandlerError};
-use outbox_nats::StreamSpec;
-use outbox_nats::subscriber::{BuildError, Subscriber};
-use outbox_tests::orders::OrderPlaced;
-use outbox_tests::subscriber::{SubscriberFixture, header};
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_nats::StreamSpec;
+use txoutbox_nats::subscriber::{BuildError, Subscriber};
+use txoutbox_suite::orders::OrderPlaced;
+use txoutbox_suite::subscriber::{SubscriberFixture, header};
 
 fn rejecting(_: OrderPlaced, _: Delivery) -> std::future::Ready<Result<(), HandlerError>> {
     std::future::ready(Err(HandlerError::permanent("never")))

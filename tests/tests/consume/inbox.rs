@@ -11,21 +11,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::stream::StorageType;
-use outbox_core::{
-    AggregateRef, Delivery, HandlerError, IntegrationEvent, MessageContext, MessageId,
-    OutboxMessage, PendingMessage, SubjectPrefix, wire,
-};
-use outbox_nats::subscriber::RunningSubscriber;
-use outbox_sea_orm::migration::OutboxMigrator;
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig, Processed, UnitOfWork};
-use outbox_tests::nats::NatsServer;
-use outbox_tests::orders::Order;
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
-use outbox_tests::{Backend, TestDb};
 use sea_orm::ConnectionTrait;
 use sea_orm_migration::MigratorTrait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+use txoutbox_core::{
+    AggregateRef, Delivery, HandlerError, IntegrationEvent, MessageContext, MessageId,
+    OutboxMessage, PendingMessage, SubjectPrefix, wire,
+};
+use txoutbox_nats::subscriber::RunningSubscriber;
+use txoutbox_sea_orm::migration::OutboxMigrator;
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, Processed, UnitOfWork};
+use txoutbox_suite::nats::NatsServer;
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
+use txoutbox_suite::{Backend, TestDb};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "inbox.payment.received")]
@@ -321,8 +321,10 @@ impl Probe {
     fn handler(
         &self,
         inbox: &Inbox,
-    ) -> impl Fn(PaymentReceived, Delivery) -> outbox_sea_orm::InboxFuture<'static> + Send + Sync + 'static
-    {
+    ) -> impl Fn(PaymentReceived, Delivery) -> txoutbox_sea_orm::InboxFuture<'static>
+    + Send
+    + Sync
+    + 'static {
         let runs = Arc::clone(&self.runs);
         let applied = inbox.handler_boxed(move |event: PaymentReceived, delivery, uow| {
             runs.fetch_add(1, Ordering::SeqCst);
@@ -538,7 +540,7 @@ async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestD
     fx.delete().await;
 }
 
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     applies_a_message_once_per_consumer,
     a_failed_handler_commits_nothing,
     events_recorded_by_a_handler_continue_the_chain,
@@ -549,4 +551,4 @@ outbox_tests::each_backend!(
     a_crash_mid_handler_loses_nothing_and_applies_nothing_twice,
 );
 
-outbox_tests::each_backend!(empty: the_migrator_adds_the_inbox_to_an_existing_outbox);
+txoutbox_suite::each_backend!(empty: the_migrator_adds_the_inbox_to_an_existing_outbox);

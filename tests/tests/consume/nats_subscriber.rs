@@ -12,15 +12,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use outbox_core::{Delivery, HandlerError, IntegrationEvent, wire};
-use outbox_nats::subscriber::{
-    BuildError, DeadLetterPolicy, RunningSubscriber, SubscriberBuilder, dead_letter,
-};
-use outbox_tests::subscriber::{
-    StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually, header,
-};
 use sample_events::{OrderPlaced, OrderPlacedV1, OrderPlacedV2};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{Delivery, HandlerError, IntegrationEvent, wire};
+use txoutbox_nats::subscriber::{
+    BuildError, DeadLetterPolicy, RunningSubscriber, SubscriberBuilder, dead_letter,
+};
+use txoutbox_suite::subscriber::{
+    StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually, header,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "sub.order.paid")]
@@ -200,7 +200,7 @@ async fn dispatches_by_type_and_version_with_upcasts() {
     );
     let (_, first) = &placed[0];
     assert_eq!(first.message_id(), v1.id);
-    assert_eq!(first.message(), &outbox_tests::canonical(v1.clone()));
+    assert_eq!(first.message(), &txoutbox_suite::canonical(v1.clone()));
     assert_eq!(
         (
             first.aggregate_type(),
@@ -238,7 +238,7 @@ async fn a_failing_handler_is_retried_with_growing_delays() {
     let attempts: Log<(u64, Instant)> = log();
     let running = fx
         .subscriber()
-        .backoff(outbox_nats::subscriber::Backoff::exponential(
+        .backoff(txoutbox_nats::subscriber::Backoff::exponential(
             Duration::from_millis(300),
             Duration::from_secs(5),
         ))
@@ -397,7 +397,7 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     // 1. not JSON, no headers at all
     fx.publish_raw(&subject, vec![], b"\xff\xfe not json").await;
     // 2. a valid envelope's headers around a body that is not JSON
-    let headers = |message: &outbox_core::OutboxMessage| -> Vec<(String, String)> {
+    let headers = |message: &txoutbox_core::OutboxMessage| -> Vec<(String, String)> {
         wire::encode(message, "/tests")
             .into_iter()
             .map(|(k, v)| (k.into_owned(), v))
@@ -872,7 +872,7 @@ async fn build_creates_then_verifies_the_consumer() {
     assert!(matches!(looping, BuildError::InvalidConfig(_)), "{looping}");
 
     // Partitions that cannot work: refused before any consumer is made.
-    let four = outbox_core::Partitions::new(4).expect("4 partitions");
+    let four = txoutbox_core::Partitions::new(4).expect("4 partitions");
     let partition_refusals = [
         (
             fx.subscriber().partitions(&fx.prefix, four, [1, 4]),
@@ -905,7 +905,7 @@ fn handled_counts(consumer: &str) -> BTreeMap<String, u64> {
     static TOTALS: OnceLock<Mutex<BTreeMap<(String, String), u64>>> = OnceLock::new();
     let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap();
     for (key, _, _, value) in snapshotter().snapshot().into_vec() {
-        if key.key().name() != outbox_nats::subscriber::metrics::HANDLED_TOTAL {
+        if key.key().name() != txoutbox_nats::subscriber::metrics::HANDLED_TOTAL {
             continue;
         }
         let label = |name: &str| {

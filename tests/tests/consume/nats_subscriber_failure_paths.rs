@@ -17,14 +17,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_nats::subscriber::{
+use serde::{Deserialize, Serialize};
+use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox_nats::subscriber::{
     Backoff, BuildError, DeadLetterPolicy, Subscriber, SubscriberBuilder,
 };
-use outbox_tests::subscriber::{
+use txoutbox_suite::subscriber::{
     StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually,
 };
-use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "sub.fail.step")]
@@ -451,7 +451,7 @@ async fn a_returning_message_waits_for_a_slot_and_keeps_its_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_without_readable_metadata_is_terminated() {
     let fx = SubscriberFixture::shared().await;
-    let client = async_nats::connect(outbox_tests::jetstream::nats_url())
+    let client = async_nats::connect(txoutbox_suite::jetstream::nats_url())
         .await
         .unwrap();
     let mut pulls = client

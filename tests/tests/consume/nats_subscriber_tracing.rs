@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::layer::SubscriberExt;
+use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "sub.traced")]

@@ -22,16 +22,16 @@ use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, TraceContextExt as _, TraceId, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use outbox_core::{Delivery, HandlerError, IntegrationEvent};
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::{Inbox, Outbox, OutboxConfig};
-use outbox_tests::orders::{Order, OrderPlaced};
-use outbox_tests::subscriber::{SubscriberFixture, eventually};
-use outbox_tests::{Backend, TestDb};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
+use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
+use txoutbox_suite::orders::{Order, OrderPlaced};
+use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
+use txoutbox_suite::{Backend, TestDb};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "otel.invoice.requested")]
@@ -100,8 +100,8 @@ async fn one_trace_from_the_request_to_the_handlers() {
 
     // The request: saves an order through the repository inside its span.
     let request = tracing::info_span!("http.request");
-    let upstream: outbox_core::TraceParent = UPSTREAM.parse().unwrap();
-    assert!(outbox_core::otel::set_parent(
+    let upstream: txoutbox_core::TraceParent = UPSTREAM.parse().unwrap();
+    assert!(txoutbox_core::otel::set_parent(
         &request,
         &upstream,
         Some(TRACESTATE)

@@ -7,9 +7,9 @@ mod processor_support;
 
 use std::time::Duration;
 
-use outbox_tests::Backend;
-use outbox_tests::nats::NatsServer;
 use processor_support::{private_setup, spawn_tuned, wait_for_rows, wait_until, write_orders};
+use txoutbox_suite::Backend;
+use txoutbox_suite::nats::NatsServer;
 
 /// An account whose streams may keep 16 KiB on disk: a few dozen events.
 const SMALL_ACCOUNT: &str = "

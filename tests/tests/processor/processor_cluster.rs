@@ -15,16 +15,16 @@ mod processor_support;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::stream::StorageType;
-use outbox_nats::StreamSpec;
-use outbox_nats::subscriber::{Backoff, RunningSubscriber, Subscriber};
-use outbox_sea_orm::{Inbox, Outbox};
-use outbox_tests::effects;
-use outbox_tests::nats::NatsCluster;
-use outbox_tests::orders::{OrderAmended, OrderPlaced};
 use processor_support::{
     RoundWriter, assert_all_published_cleanly, assert_stream_matches_outbox, cluster_setup,
     spawn_outage_processor, wait_all_published, wait_until, write_orders,
 };
+use txoutbox_nats::StreamSpec;
+use txoutbox_nats::subscriber::{Backoff, RunningSubscriber, Subscriber};
+use txoutbox_sea_orm::{Inbox, Outbox};
+use txoutbox_suite::effects;
+use txoutbox_suite::nats::NatsCluster;
+use txoutbox_suite::orders::{OrderAmended, OrderPlaced};
 
 /// What goes wrong in the middle of the drain.
 #[derive(Debug, Clone, Copy)]
@@ -195,7 +195,7 @@ async fn bounce(cluster: &mut NatsCluster, nodes: &[usize], down: Duration, empt
 }
 
 /// Every replica of the stream is current (caught up with the leader).
-async fn replicas_current(stream: &outbox_tests::jetstream::TestStream) -> bool {
+async fn replicas_current(stream: &txoutbox_suite::jetstream::TestStream) -> bool {
     let Ok(mut handle) = stream.jetstream.get_stream(&stream.name).await else {
         return false;
     };

@@ -7,13 +7,13 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     amend_order, assert_stream_matches_outbox, shut_down_all, spawn_separate_processors,
     spawn_writers, wait_all_published, write_orders,
 };
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::jetstream::{TestStream, nats_url};
+use txoutbox_suite::{Backend, TestDb};
 
 const PROCESSORS: usize = 3;
 const WRITERS: usize = 2;
@@ -21,7 +21,7 @@ const WRITERS: usize = 2;
 /// amends 5 earlier ones (3 events each).
 const ROUNDS: usize = 60;
 
-outbox_tests::backend_tests!(three_processors_share_one_outbox:
+txoutbox_suite::backend_tests!(three_processors_share_one_outbox:
     three_processors_share_one_outbox_under_load => Postgres,
     three_processors_share_one_outbox_under_load_on_mariadb => MySql,
 );

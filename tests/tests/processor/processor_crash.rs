@@ -8,12 +8,12 @@ mod processor_support;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use outbox_tests::process::{ProcessorProcess, report_field};
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     assert_once_in_order, processor_process, read_all, row_ids, shared_setup,
     wait_all_published_within, wait_mid_batch, write_orders,
 };
+use txoutbox_suite::process::{ProcessorProcess, report_field};
+use txoutbox_suite::{Backend, TestDb};
 use uuid::Uuid;
 
 const ORDERS: usize = 2_000;

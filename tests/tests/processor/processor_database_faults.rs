@@ -16,17 +16,17 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::MessageId;
-use outbox_sea_orm::Outbox;
-use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::orders::Order;
-use outbox_tests::private_mariadb::PrivateMariaDb;
-use outbox_tests::private_postgres::{PrivatePostgres, Shutdown};
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     assert_all_published_cleanly, assert_stream_matches_outbox, outbox_for, spawn_tuned,
     wait_all_published_within,
 };
+use txoutbox_core::MessageId;
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::jetstream::{TestStream, nats_url};
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::private_mariadb::PrivateMariaDb;
+use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
+use txoutbox_suite::{Backend, TestDb};
 
 /// What happens to the database a second into the traffic.
 #[derive(Debug, Clone, Copy)]
@@ -159,7 +159,7 @@ async fn survives(backend: Backend, fault: Fault) {
         Fault::Restart(mode) => server.restart(mode).await,
         Fault::HangLongerThanTheLease => {
             server.freeze();
-            tokio::time::sleep(outbox_core::processor::DEFAULT_LEASE + Duration::from_secs(2))
+            tokio::time::sleep(txoutbox_core::processor::DEFAULT_LEASE + Duration::from_secs(2))
                 .await;
             server.thaw();
         }

@@ -8,11 +8,11 @@ mod processor_support;
 use std::time::Duration;
 
 use chrono::Utc;
-use outbox_core::AggregateRoot;
-use outbox_tests::Backend;
-use outbox_tests::orders::{Order, OrderAmended};
 use processor_support::{read_all, save_new_order, shared_setup, spawn_processor, wait_until};
 use tokio::time::Instant;
+use txoutbox_core::AggregateRoot;
+use txoutbox_suite::Backend;
+use txoutbox_suite::orders::{Order, OrderAmended};
 
 const DELAY: Duration = Duration::from_secs(2);
 
@@ -93,4 +93,4 @@ async fn a_delayed_event_holds_its_aggregate_until_due(backend: Backend) {
     setup.stream.delete().await;
 }
 
-outbox_tests::each_backend!(empty: a_delayed_event_holds_its_aggregate_until_due);
+txoutbox_suite::each_backend!(empty: a_delayed_event_holds_its_aggregate_until_due);

@@ -7,12 +7,12 @@ mod processor_support;
 
 use std::time::Duration;
 
-use outbox_core::ProcessorHandle;
-use outbox_core::wire;
-use outbox_tests::Backend;
-use outbox_tests::jetstream::TestStream;
-use outbox_tests::orders::Order;
 use processor_support::{Setup, save_new_order, shared_setup, spawn_processor};
+use txoutbox_core::ProcessorHandle;
+use txoutbox_core::wire;
+use txoutbox_suite::Backend;
+use txoutbox_suite::jetstream::TestStream;
+use txoutbox_suite::orders::Order;
 
 async fn wait_for(stream: &TestStream, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -26,7 +26,7 @@ async fn wait_for(stream: &TestStream, count: u64) {
     }
 }
 
-outbox_tests::backend_tests!(saved_events_reach_the_stream_once_in_order_on:
+txoutbox_suite::backend_tests!(saved_events_reach_the_stream_once_in_order_on:
     saved_events_reach_the_stream_once_in_order => Postgres,
     saved_events_reach_the_stream_once_in_order_on_mariadb => MySql,
     saved_events_reach_the_stream_once_in_order_on_sqlite => Sqlite,
@@ -106,7 +106,7 @@ async fn saved_events_reach_the_stream_once_in_order_on(backend: Backend) {
     stream.delete().await;
 }
 
-outbox_tests::backend_tests!(headers_carry_the_wire_contract_on:
+txoutbox_suite::backend_tests!(headers_carry_the_wire_contract_on:
     headers_carry_the_wire_contract => Postgres,
     headers_carry_the_wire_contract_on_mariadb => MySql,
     headers_carry_the_wire_contract_on_sqlite => Sqlite,

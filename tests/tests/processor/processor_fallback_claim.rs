@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_sea_orm::Outbox;
-use outbox_tests::Backend;
 use processor_support::{
     assert_stream_matches_outbox, save_new_order, shared_setup, spawn_tuned,
     wait_all_published_within, wait_for_rows, write_orders,
 };
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::Backend;
 
 const POLL: Duration = Duration::from_millis(300);
 
@@ -85,4 +85,4 @@ async fn foreign_rows_are_found_while_local_traffic_goes_on(backend: Backend) {
     stream.delete().await;
 }
 
-outbox_tests::each_backend!(empty: foreign_rows_are_found_while_local_traffic_goes_on);
+txoutbox_suite::each_backend!(empty: foreign_rows_are_found_while_local_traffic_goes_on);

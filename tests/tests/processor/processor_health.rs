@@ -7,11 +7,11 @@ mod processor_support;
 
 use std::time::Duration;
 
-use outbox_core::processor::{Health, HealthProbe, HealthThresholds};
-use outbox_nats::JetStreamPublisher;
-use outbox_tests::Backend;
-use outbox_tests::nats::NatsServer;
 use processor_support::{Setup, private_setup, save_new_order, wait_all_published, wait_until};
+use txoutbox_core::processor::{Health, HealthProbe, HealthThresholds};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_suite::Backend;
+use txoutbox_suite::nats::NatsServer;
 
 async fn health_becomes(
     probe: &HealthProbe,

@@ -11,14 +11,14 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_core::AggregateRoot;
-use outbox_sea_orm::Outbox;
-use outbox_tests::Backend;
 use processor_support::{
     AttachmentAdded, amend_order, assert_once_in_order, begin_with_order, poison_server,
     private_setup, quick_retry, read_all, row_ids, shut_down_all, spawn_separate_processors,
     spawn_writers, wait_until, write_orders,
 };
+use txoutbox_core::AggregateRoot;
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::Backend;
 
 const PROCESSORS: usize = 3;
 const AGGREGATES: usize = 20;
@@ -166,7 +166,7 @@ async fn hot_aggregates_keep_their_order(backend: Backend) {
     stream.delete().await;
 }
 
-outbox_tests::backend_tests!(hot_aggregates_keep_their_order:
+txoutbox_suite::backend_tests!(hot_aggregates_keep_their_order:
     hot_aggregates_keep_their_order_on_postgres => Postgres,
     hot_aggregates_keep_their_order_on_mariadb => MySql,
 );

@@ -12,13 +12,13 @@ mod processor_support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_core::processor::ABANDONED_LIMIT;
-use outbox_tests::Backend;
-use outbox_tests::orders::Order;
 use processor_support::{
     assert_once_in_order, processor_process, read_all, row_ids, save_order, shared_setup,
     wait_for_rows, write_orders,
 };
+use txoutbox_core::processor::ABANDONED_LIMIT;
+use txoutbox_suite::Backend;
+use txoutbox_suite::orders::Order;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_kills_its_processors_goes_dead_after_the_limit() {

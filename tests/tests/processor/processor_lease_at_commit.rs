@@ -8,11 +8,11 @@ mod processor_support;
 
 use std::time::Duration;
 
-use outbox_nats::JetStreamPublisher;
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     BuildAndSpawn, Gated, Setup, begin_with_order, save_new_order, shared_setup,
 };
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_suite::{Backend, TestDb};
 
 /// For each outbox row of `order` (by sequence): whether it is leased, and
 /// whether the transaction that wrote the order row wrote its current
@@ -38,7 +38,7 @@ async fn rows_of(test: &TestDb, table: &str, order: &str) -> Vec<(bool, bool)> {
 /// A PostgreSQL setup and a running processor in the writers' process whose
 /// publishes wait at a closed gate (one batch in flight at a time), with
 /// new order `first` saved and its publish held at the gate.
-async fn gated_setup(first: &str) -> (Setup, Gated, outbox_core::ProcessorHandle) {
+async fn gated_setup(first: &str) -> (Setup, Gated, txoutbox_core::ProcessorHandle) {
     let setup = shared_setup(Backend::Postgres).await;
     let publisher = Gated::closed(JetStreamPublisher::new(
         setup.stream.jetstream.client(),

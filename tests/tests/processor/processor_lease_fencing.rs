@@ -13,15 +13,15 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::Outbox;
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     BuildAndSpawn, Builder, Gated, RoundWriter, Setup, amend_order, assert_all_published_cleanly,
     assert_stream_matches_outbox, begin_with_order, private_server_setup, save_new_order,
     shared_setup, stop_writing_and_check, wait_all_published, wait_for_rows, wait_until,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, Statement, TransactionTrait};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::Outbox;
+use txoutbox_suite::{Backend, TestDb};
 
 /// A lease short enough for the tests, with an ack timeout a fifth of it.
 const LEASE: Duration = Duration::from_secs(2);
@@ -117,7 +117,7 @@ async fn a_batch_stops_when_part_of_it_is_taken_over(backend: Backend) {
     processor.shutdown().await.expect("clean shutdown");
 }
 
-outbox_tests::each_backend!(empty: a_batch_stops_when_part_of_it_is_taken_over);
+txoutbox_suite::each_backend!(empty: a_batch_stops_when_part_of_it_is_taken_over);
 
 /// A transaction on its own connection holding order `id`'s row lock, and
 /// that connection's backend pid (PostgreSQL).
@@ -164,7 +164,7 @@ async fn stuck_writer(
     id: &str,
 ) -> (
     DatabaseTransaction,
-    tokio::task::JoinHandle<Result<Vec<outbox_core::MessageId>, outbox_sea_orm::OutboxError>>,
+    tokio::task::JoinHandle<Result<Vec<txoutbox_core::MessageId>, txoutbox_sea_orm::OutboxError>>,
 ) {
     let (blocker, pid) = lock_order(test, id).await;
     let commit = tokio::spawn(amendment(outbox, id).await.commit());
@@ -173,7 +173,7 @@ async fn stuck_writer(
 }
 
 /// A unit of work that amends order `id` once, ready to commit.
-async fn amendment(outbox: &Outbox, id: &str) -> outbox_sea_orm::UnitOfWork {
+async fn amendment(outbox: &Outbox, id: &str) -> txoutbox_sea_orm::UnitOfWork {
     let (mut uow, mut order) = begin_with_order(outbox, id).await;
     order.amend(500).expect("record");
     uow.save(&mut order).await.expect("save");
@@ -190,7 +190,7 @@ async fn processor_with_order(
     source: &str,
     id: &str,
     tune: impl FnOnce(Builder) -> Builder,
-) -> outbox_core::ProcessorHandle {
+) -> txoutbox_core::ProcessorHandle {
     let (test, _, outbox, table) = setup.parts();
     let processor =
         tune(outbox.processor(publisher(client, source)).lease(LEASE)).build_and_spawn();

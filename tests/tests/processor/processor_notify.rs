@@ -7,11 +7,11 @@ mod processor_support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use outbox_core::Processor;
-use outbox_nats::JetStreamPublisher;
-use outbox_sea_orm::PgNotifications;
-use outbox_tests::Backend;
 use processor_support::{BuildAndSpawn, CountedStore, save_new_order, shared_setup, wait_until};
+use txoutbox_core::Processor;
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::PgNotifications;
+use txoutbox_suite::Backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notified_messages_are_leased_by_id_in_another_process() {

@@ -10,13 +10,13 @@ mod processor_support;
 
 use std::time::{Duration, Instant};
 
-use outbox_tests::Backend;
-use outbox_tests::process::ProcessorProcess;
 use processor_support::{
     RoundWriter, Setup, assert_all_published_cleanly, assert_stream_matches_outbox, drain_all,
     processor_process, row_ids, shared_setup, spawn_processor, stop_writing_and_check,
     wait_for_rows, wait_mid_batch, wait_until, write_orders,
 };
+use txoutbox_suite::Backend;
+use txoutbox_suite::process::ProcessorProcess;
 
 /// The peer's lease: short, so the tests are quick; the survivor uses the
 /// defaults (its `poll_interval` is 1 s).
@@ -30,7 +30,7 @@ async fn peer_mid_backlog<T>(
     setup: &Setup,
     tag: &str,
     meanwhile: impl FnOnce() -> T,
-) -> (outbox_tests::process::ProcessorProcess, T) {
+) -> (txoutbox_suite::process::ProcessorProcess, T) {
     let backlog = write_orders(&setup.outbox, tag, 1_000, 10, 250).await;
     let peer = start_peer(setup, &["--batch-size", "500"]).await;
     let started = meanwhile();

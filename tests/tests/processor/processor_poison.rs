@@ -10,14 +10,14 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use outbox_core::{AggregateRoot, Processor, RetryPolicy};
-use outbox_nats::JetStreamPublisher;
-use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     AttachmentAdded, BuildAndSpawn, CountedStore, amend_order, assert_once_in_order, poison_server,
     private_setup, read_all, row_ids, save_order, wait_for_rows, wait_until, write_orders,
 };
+use txoutbox_core::{AggregateRoot, Processor, RetryPolicy};
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::{Backend, TestDb};
 use uuid::Uuid;
 
 const MAX_ATTEMPTS: u32 = 3;
@@ -147,7 +147,7 @@ async fn last_error(test: &TestDb, table: &str, filter: &str) -> String {
         .unwrap_or_default()
 }
 
-outbox_tests::backend_tests!(a_poison_message_goes_dead_and_holds_back_only_its_aggregate:
+txoutbox_suite::backend_tests!(a_poison_message_goes_dead_and_holds_back_only_its_aggregate:
     a_poison_message_goes_dead_on_postgres => Postgres,
     a_poison_message_goes_dead_on_mariadb => MySql,
     a_poison_message_goes_dead_on_sqlite => Sqlite,

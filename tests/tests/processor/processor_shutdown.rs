@@ -7,12 +7,12 @@ mod processor_support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_tests::Backend;
-use outbox_tests::jetstream::nats_url;
 use processor_support::{
     assert_once_in_order, read_all, row_ids, shared_setup, spawn_processor, spawn_tuned,
     wait_for_rows, wait_mid_batch, write_orders,
 };
+use txoutbox_suite::Backend;
+use txoutbox_suite::jetstream::nats_url;
 use uuid::Uuid;
 
 const ORDERS: usize = 1_000;
@@ -85,7 +85,7 @@ async fn shutdown_mid_drain_leaves_no_lease(backend: Backend) {
     stream.delete().await;
 }
 
-outbox_tests::backend_tests!(shutdown_mid_drain_leaves_no_lease:
+txoutbox_suite::backend_tests!(shutdown_mid_drain_leaves_no_lease:
     shutdown_mid_drain_leaves_no_lease_on_postgres => Postgres,
     shutdown_mid_drain_leaves_no_lease_on_mariadb => MySql,
     shutdown_mid_drain_leaves_no_lease_on_sqlite => Sqlite,

@@ -9,13 +9,13 @@ mod processor_support;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::Config, stream::StorageType};
-use outbox_nats::{StreamError, StreamSpec};
-use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::{Backend, TestDb};
 use processor_support::{
     assert_stream_matches_outbox, outbox_for, private_server_setup, quick_retry, save_new_order,
     spawn_tuned, wait_all_published_within, wait_for_rows, wait_until,
 };
+use txoutbox_nats::{StreamError, StreamSpec};
+use txoutbox_suite::jetstream::{TestStream, nats_url};
+use txoutbox_suite::{Backend, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 /// A duplicate window longer than [`LEASE`], as `StreamSpec` wants.
@@ -170,8 +170,8 @@ struct Unstreamed {
     prefix: String,
     /// The processor's connection.
     client: async_nats::Client,
-    processor: outbox_core::ProcessorHandle,
-    _outbox: outbox_sea_orm::Outbox,
+    processor: txoutbox_core::ProcessorHandle,
+    _outbox: txoutbox_sea_orm::Outbox,
 }
 
 impl Unstreamed {

@@ -7,14 +7,14 @@
 
 mod processor_support;
 
-use outbox_core::{
+use processor_support::read_all;
+use txoutbox_core::{
     AggregateRef, MessageContext, OutboxMessage, PendingMessage, PublishErrorKind, Publisher,
     SubjectPrefix,
 };
-use outbox_nats::JetStreamPublisher;
-use outbox_tests::jetstream::{TestStream, nats_url};
-use outbox_tests::orders::OrderAmended;
-use processor_support::read_all;
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_suite::jetstream::{TestStream, nats_url};
+use txoutbox_suite::orders::OrderAmended;
 
 /// Message `sequence` of aggregate `order/o-1`, under `prefix`.
 fn message(prefix: &str, sequence: u64) -> OutboxMessage {
@@ -121,7 +121,7 @@ async fn a_chain_broken_by_another_message_goes_on_one_at_a_time() {
 /// so no attempt is spent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_broker_ends_a_chain_within_one_ack_timeout() {
-    let mut server = outbox_tests::nats::NatsServer::start()
+    let mut server = txoutbox_suite::nats::NatsServer::start()
         .await
         .expect("a private nats-server");
     let client = server

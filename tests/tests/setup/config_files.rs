@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use outbox_core::processor::ProcessorConfig;
-use outbox_nats::JetStreamPublisher;
-use outbox_nats::subscriber::SubscriberSettings;
-use outbox_sea_orm::{Outbox, OutboxConfig, Retention};
-use outbox_tests::subscriber::SubscriberFixture;
-use outbox_tests::{Backend, TestDb};
+use txoutbox_core::processor::ProcessorConfig;
+use txoutbox_nats::JetStreamPublisher;
+use txoutbox_nats::subscriber::SubscriberSettings;
+use txoutbox_sea_orm::{Outbox, OutboxConfig, Retention};
+use txoutbox_suite::subscriber::SubscriberFixture;
+use txoutbox_suite::{Backend, TestDb};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_processor_and_an_outbox_from_a_file() {
@@ -23,7 +23,7 @@ async fn a_processor_and_an_outbox_from_a_file() {
     assert_eq!(outbox.subject_prefix().as_str(), "billing");
     assert_eq!(outbox.retention(), Retention::Delete);
     let outbox = Outbox::new(test.db.clone(), outbox);
-    let nats = async_nats::connect(outbox_tests::jetstream::nats_url())
+    let nats = async_nats::connect(txoutbox_suite::jetstream::nats_url())
         .await
         .unwrap();
 
@@ -64,7 +64,7 @@ async fn a_subscriber_from_a_file() {
         fx.stream
     ))
     .unwrap();
-    let subscriber = outbox_nats::Subscriber::builder(fx.jetstream.clone(), &fx.durable)
+    let subscriber = txoutbox_nats::Subscriber::builder(fx.jetstream.clone(), &fx.durable)
         .settings(&settings)
         .on(|_: sample_events::OrderPlaced, _| async { Ok(()) })
         .build()

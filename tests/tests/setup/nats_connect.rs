@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use outbox_nats::async_nats::ConnectOptions;
-use outbox_nats::{Auth, ConnectError, NatsConnect};
-use outbox_tests::nats::NatsServer;
+use txoutbox_nats::async_nats::ConnectOptions;
+use txoutbox_nats::{Auth, ConnectError, NatsConnect};
+use txoutbox_suite::nats::NatsServer;
 
 const TOKEN: &str = "s3cret-token";
 

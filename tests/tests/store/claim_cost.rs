@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use outbox_core::OutboxStore;
-use outbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
-use outbox_tests::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use serde_json::Value;
+use txoutbox_core::OutboxStore;
+use txoutbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
+use txoutbox_suite::{Backend, TestDb};
 
 const TABLE: &str = "outbox_messages";
 const LEASE: Duration = Duration::from_secs(300);
@@ -136,7 +136,7 @@ fn store_on(db: DatabaseConnection) -> SeaOrmOutboxStore {
 /// aggregate, and nothing behind a leased head.
 async fn claim_takes_the_work(store: &SeaOrmOutboxStore) {
     let batch = store.claim(1000, LEASE).await.expect("claim");
-    let got = outbox_tests::claimed_positions(&batch);
+    let got = txoutbox_suite::claimed_positions(&batch);
     let mut expected: Vec<(String, u64)> = (1..=FREE_EACH as u64)
         .map(|n| ("fresh".to_owned(), n))
         .chain((1..=FREE_EACH as u64).map(|n| ("long-lived".to_owned(), HISTORY as u64 + n)))
@@ -410,7 +410,7 @@ where
 
 /// What `stats` may read: the exact limit, the oldest row, and slack for
 /// the dead rows and the catalog.
-const STATS_MAX_ROWS_READ: i64 = outbox_sea_orm::STATS_EXACT_PENDING as i64 + 1_000;
+const STATS_MAX_ROWS_READ: i64 = txoutbox_sea_orm::STATS_EXACT_PENDING as i64 + 1_000;
 
 async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
     let stats = store.stats().await.expect("stats");
@@ -427,7 +427,7 @@ async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
         stats.pending_is_estimate,
         "{pending} pending rows exceed the exact limit"
     );
-    assert!(stats.pending > outbox_sea_orm::STATS_EXACT_PENDING);
+    assert!(stats.pending > txoutbox_sea_orm::STATS_EXACT_PENDING);
     assert!(stats.pending <= pending + pending / 2, "{stats:?}");
     assert!(stats.oldest_pending_age.is_some());
     assert_eq!(stats.dead, 0);

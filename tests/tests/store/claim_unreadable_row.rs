@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use outbox_core::{MessageId, OutboxStore};
-use outbox_sea_orm::{Outbox, OutboxConfig};
-use outbox_tests::TestDb;
-use outbox_tests::orders::Order;
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{MessageId, OutboxStore};
+use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox_suite::TestDb;
+use txoutbox_suite::orders::Order;
 use uuid::Uuid;
 
 const TABLE: &str = "outbox_messages";
@@ -55,7 +55,7 @@ async fn an_unreadable_row_goes_dead_and_the_rest_is_claimed(test: TestDb) {
                 .await
                 .expect("the claim by ids succeeds")
         };
-        let got = outbox_tests::claimed_positions(&batch);
+        let got = txoutbox_suite::claimed_positions(&batch);
         assert_eq!(
             got,
             vec![
@@ -99,4 +99,4 @@ async fn all_ids(test: &TestDb) -> Vec<MessageId> {
         .collect()
 }
 
-outbox_tests::each_backend!(an_unreadable_row_goes_dead_and_the_rest_is_claimed);
+txoutbox_suite::each_backend!(an_unreadable_row_goes_dead_and_the_rest_is_claimed);

@@ -11,15 +11,15 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use outbox_core::{
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use txoutbox_core::{
     AggregateChanges, AggregateRef, ClaimedBatch, DeadSelector, Failure, FailureKind, LeaseOutcome,
     LeaseToken, MessageContext, MessageId, OutboxMessage, OutboxStore, PendingMessage, Published,
     RetryPolicy, SkipNote,
 };
-use outbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
-use outbox_tests::orders::{Order, OrderPlaced};
-use outbox_tests::{Backend, TestDb};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use txoutbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
+use txoutbox_suite::orders::{Order, OrderPlaced};
+use txoutbox_suite::{Backend, TestDb};
 
 const TABLE: &str = "outbox_messages";
 const LONG_LEASE: Duration = Duration::from_secs(30);
@@ -1193,8 +1193,8 @@ async fn claim_returns_the_envelope_intact(test: TestDb) {
         );
         read.occurred_at = written.occurred_at;
         assert_eq!(
-            outbox_tests::canonical(read),
-            outbox_tests::canonical(written.clone())
+            txoutbox_suite::canonical(read),
+            txoutbox_suite::canonical(written.clone())
         );
     }
 }
@@ -1351,7 +1351,7 @@ async fn bulk_insert(test: &TestDb, rows: i64) {
 
 // ---------------------------------------------------------------------------
 
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     concurrent_claimers_receive_each_message_exactly_once,
     expired_lease_is_claimed_again_and_old_token_is_stale,
     concurrent_claimers_keep_per_aggregate_order,

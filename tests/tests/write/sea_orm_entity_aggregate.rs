@@ -4,12 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-use outbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, OutboxStore};
-use outbox_sea_orm::{Outbox, OutboxConfig, OutboxError, SeaOrmOutboxStore};
-use outbox_tests::TestDb;
 use sea_orm::{ConnectionTrait, DbBackend};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, OutboxStore};
+use txoutbox_sea_orm::{Outbox, OutboxConfig, OutboxError, SeaOrmOutboxStore};
+use txoutbox_suite::TestDb;
 
 #[allow(unreachable_pub)]
 mod account {
@@ -17,7 +17,7 @@ mod account {
 
     // The whole mapping: the model is its own row, so the derive writes
     // `AggregateEntity` too.
-    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, outbox_core::AggregateRoot)]
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, txoutbox_core::AggregateRoot)]
     #[sea_orm(table_name = "accounts")]
     #[aggregate(
         type = "account",
@@ -31,7 +31,7 @@ mod account {
         pub balance: i64,
         pub version: i32,
         #[sea_orm(ignore)]
-        pub events: outbox_core::EventBuffer,
+        pub events: txoutbox_core::EventBuffer,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -48,7 +48,7 @@ struct Credited {
 }
 
 impl account::Model {
-    fn credit(&mut self, amount: i64) -> Result<(), outbox_core::RecordError> {
+    fn credit(&mut self, amount: i64) -> Result<(), txoutbox_core::RecordError> {
         self.balance += amount;
         let account = self.id;
         self.record(Credited { account, amount })
@@ -118,4 +118,4 @@ async fn model_is_the_aggregate(test: TestDb) {
     );
 }
 
-outbox_tests::each_backend!(model_is_the_aggregate);
+txoutbox_suite::each_backend!(model_is_the_aggregate);

@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use outbox_core::{AggregateRoot, IntegrationEvent};
-use outbox_sea_orm::{CommitEvent, Outbox, OutboxConfig, OutboxError, STANDALONE};
-use outbox_tests::TestDb;
-use outbox_tests::orders::Order;
 use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
 use serde::{Deserialize, Serialize};
+use txoutbox_core::{AggregateRoot, IntegrationEvent};
+use txoutbox_sea_orm::{CommitEvent, Outbox, OutboxConfig, OutboxError, STANDALONE};
+use txoutbox_suite::TestDb;
+use txoutbox_suite::orders::Order;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "test.join.audited")]
@@ -173,7 +173,7 @@ async fn a_stale_aggregate_is_a_conflict(test: TestDb) {
     assert_eq!(events_of(&test, "o-1").await.len(), 2);
 }
 
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     commits_with_the_application,
     rolls_back_with_the_application,
     a_stale_aggregate_is_a_conflict,

@@ -2,11 +2,11 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-use outbox_core::OutboxStore;
-use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
-use outbox_tests::TestDb;
-use outbox_tests::orders::Order;
 use std::time::Duration;
+use txoutbox_core::OutboxStore;
+use txoutbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
+use txoutbox_suite::TestDb;
+use txoutbox_suite::orders::Order;
 
 async fn save_then_claim(test: TestDb) {
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default());
@@ -19,7 +19,7 @@ async fn save_then_claim(test: TestDb) {
     assert_eq!(
         (
             loaded.total_cents,
-            outbox_core::AggregateRoot::version(&loaded)
+            txoutbox_core::AggregateRoot::version(&loaded)
         ),
         (150, 2)
     );
@@ -39,4 +39,4 @@ async fn save_then_claim(test: TestDb) {
     );
 }
 
-outbox_tests::each_backend!(save_then_claim);
+txoutbox_suite::each_backend!(save_then_claim);

@@ -8,17 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::{
-    AggregateRoot, IntegrationEvent, MessageContext, MessageId, OutboxMessage, OutboxStore,
-    PendingMessage, RecordError,
-};
-use outbox_sea_orm::migration::OutboxMigrator;
-use outbox_sea_orm::{
-    CommitEvent, Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore,
-    UnitOfWork, create_schema,
-};
-use outbox_tests::orders::{Order, OrderAmended, entity};
-use outbox_tests::{Backend, TestDb};
 use sea_orm::sea_query::Expr;
 use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{
@@ -30,6 +19,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::Barrier;
 use tokio::time::timeout;
+use txoutbox_core::{
+    AggregateRoot, IntegrationEvent, MessageContext, MessageId, OutboxMessage, OutboxStore,
+    PendingMessage, RecordError,
+};
+use txoutbox_sea_orm::migration::OutboxMigrator;
+use txoutbox_sea_orm::{
+    CommitEvent, Outbox, OutboxConfig, OutboxError, Repository, STANDALONE, SeaOrmOutboxStore,
+    UnitOfWork, create_schema,
+};
+use txoutbox_suite::orders::{Order, OrderAmended, entity};
+use txoutbox_suite::{Backend, TestDb};
 use uuid::Uuid;
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -709,7 +709,7 @@ async fn delete_checks_the_version_and_writes_events(test: TestDb) {
 
     // Deleting the already-deleted order again is a conflict too.
     let mut ghost = Order::place("o-1", 0).unwrap();
-    *ghost.events_mut() = outbox_core::EventBuffer::at_version(2);
+    *ghost.events_mut() = txoutbox_core::EventBuffer::at_version(2);
     assert_conflict(orders.delete(&mut ghost).await, "o-1", 2);
 
     // A stale copy of o-2.
@@ -1068,7 +1068,7 @@ async fn message_context_round_trips(test: TestDb) {
     let canonical = |messages: Vec<OutboxMessage>| {
         messages
             .into_iter()
-            .map(outbox_tests::canonical)
+            .map(txoutbox_suite::canonical)
             .collect::<Vec<_>>()
     };
     assert_eq!(canonical(claimed), canonical(sealed));
@@ -1120,7 +1120,9 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
         );
     }
 
-    outbox_tests::orders::create_table(&test.db).await.unwrap();
+    txoutbox_suite::orders::create_table(&test.db)
+        .await
+        .unwrap();
     let outbox = outbox(&test);
     save_new(&outbox.repository(), "o-1").await;
     assert_eq!(outbox_count(&test).await, 1);
@@ -1167,7 +1169,7 @@ impl sea_orm_migration::MigrationName for CreateOrders {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for CreateOrders {
     async fn up(&self, manager: &sea_orm_migration::SchemaManager) -> Result<(), sea_orm::DbErr> {
-        outbox_tests::orders::create_table(manager.get_connection()).await
+        txoutbox_suite::orders::create_table(manager.get_connection()).await
     }
 
     async fn down(&self, manager: &sea_orm_migration::SchemaManager) -> Result<(), sea_orm::DbErr> {
@@ -1195,7 +1197,7 @@ struct AppMigrator;
 impl MigratorTrait for AppMigrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
         let mut migrations: Vec<Box<dyn MigrationTrait>> = vec![Box::new(CreateOrders)];
-        migrations.extend(outbox_sea_orm::migration::migrations(&custom_config()));
+        migrations.extend(txoutbox_sea_orm::migration::migrations(&custom_config()));
         migrations
     }
 }
@@ -1434,11 +1436,11 @@ async fn postgres_commits_served_by_a_local_processor_send_no_notify() {
 /// The publisher of a processor that is built and never run.
 struct NeverRun;
 
-impl outbox_core::Publisher for NeverRun {
+impl txoutbox_core::Publisher for NeverRun {
     async fn publish(
         &self,
-        message: &outbox_core::OutboxMessage,
-    ) -> Result<outbox_core::PublishAck, outbox_core::PublishError> {
+        message: &txoutbox_core::OutboxMessage,
+    ) -> Result<txoutbox_core::PublishAck, txoutbox_core::PublishError> {
         panic!(
             "the processor is never run, yet it published {}",
             message.id
@@ -1490,7 +1492,7 @@ async fn postgres_notifications_are_coalesced() {
 
 // ------------------------------------------------------ instantiation
 
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     commit_writes_order_and_outbox_rows,
     over_long_event_name_is_invalid,
     failed_statement_then_drop_writes_nothing,
@@ -1519,7 +1521,7 @@ outbox_tests::each_backend!(
 );
 
 // Migrations start from an empty database.
-outbox_tests::each_backend!(
+txoutbox_suite::each_backend!(
     empty: outbox_migrator_creates_the_table,
     application_migrator_creates_a_custom_table,
 );
@@ -1555,7 +1557,7 @@ async fn postgres_commit_of_an_aborted_unit_of_work_fails() {
 #[derive(Debug, Serialize, Deserialize)]
 struct LongNamed;
 
-impl outbox_core::IntegrationEvent for LongNamed {
+impl txoutbox_core::IntegrationEvent for LongNamed {
     const NAME: &'static str = "a.very.long.event.name.that.goes.on.and.on.well.past.the.width.of.the.event.name.column.which.is.one.hundred.and.twenty.eight.bytes";
     const VERSION: u32 = 1;
 }

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use outbox_sea_orm::{Outbox, OutboxConfig, OutboxError, UnitOfWork};
-use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
 use tokio::sync::Barrier;
+use txoutbox_sea_orm::{Outbox, OutboxConfig, OutboxError, UnitOfWork};
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::{Backend, TestDb};
 
 const TABLE: &str = "outbox_messages";
 
@@ -111,7 +111,7 @@ async fn transaction_retries_a_deadlock_and_writes_each_event_once(test: TestDb)
         std::mem::swap(&mut fewer, &mut more);
     }
     assert!(
-        fewer == 1 && (2..=outbox_sea_orm::TRANSACTION_ATTEMPTS).contains(&more),
+        fewer == 1 && (2..=txoutbox_sea_orm::TRANSACTION_ATTEMPTS).contains(&more),
         "one unit ran once, the other was retried: {attempts:?}"
     );
     // Both units committed: each order placed, then amended by both.
@@ -138,7 +138,7 @@ macro_rules! on_servers {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(outbox_tests::TestDb::with_schema(super::Backend::Postgres).await).await
+                    super::$name(txoutbox_suite::TestDb::with_schema(super::Backend::Postgres).await).await
                 }
             )*
         }
@@ -146,7 +146,7 @@ macro_rules! on_servers {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(outbox_tests::TestDb::with_schema(super::Backend::MySql).await).await
+                    super::$name(txoutbox_suite::TestDb::with_schema(super::Backend::MySql).await).await
                 }
             )*
         }

@@ -1,6 +1,6 @@
-use outbox_core::EventBuffer;
+use txoutbox_core::EventBuffer;
 
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "")]
 struct Order {
     #[aggregate(id)]

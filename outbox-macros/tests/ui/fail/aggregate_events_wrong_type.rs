@@ -1,4 +1,4 @@
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]

@@ -1,8 +1,8 @@
-use outbox_core::EventBuffer;
+use txoutbox_core::EventBuffer;
 
 struct OrderId(u64);
 
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]

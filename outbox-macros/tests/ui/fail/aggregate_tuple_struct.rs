@@ -1,5 +1,5 @@
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "order")]
-struct Order(String, outbox_core::EventBuffer);
+struct Order(String, txoutbox_core::EventBuffer);
 
 fn main() {}

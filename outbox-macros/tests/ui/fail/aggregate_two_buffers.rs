@@ -1,12 +1,12 @@
-use outbox_core::EventBuffer;
+use txoutbox_core::EventBuffer;
 
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]
     id: String,
     events: EventBuffer,
-    audit: outbox_core::EventBuffer,
+    audit: txoutbox_core::EventBuffer,
 }
 
 fn main() {}

@@ -1,4 +1,4 @@
-#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "order.placed")]
 struct OrderPlaced<T> {
     order_id: T,

@@ -1,4 +1,4 @@
-#[derive(outbox_core::IntegrationEvent)]
+#[derive(txoutbox_core::IntegrationEvent)]
 #[event(name = "order.placed")]
 union OrderPlaced {
     order_id: u64,

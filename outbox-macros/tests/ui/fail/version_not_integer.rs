@@ -1,4 +1,4 @@
-#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "order.placed", version = "2")]
 struct OrderPlaced {
     order_id: u64,

@@ -1,20 +1,20 @@
 use std::fmt;
 
-use outbox_core::{AggregateChanges, AggregateRoot, EventBuffer, MessageContext, SubjectPrefix};
+use txoutbox_core::{AggregateChanges, AggregateRoot, EventBuffer, MessageContext, SubjectPrefix};
 
-#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "ui.order.placed")]
 struct OrderPlaced {
     order_id: u64,
 }
 
 /// A `u64` id.
-#[derive(outbox_core::AggregateRoot)]
+#[derive(txoutbox_core::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]
     id: u64,
-    events: outbox_core::EventBuffer,
+    events: txoutbox_core::EventBuffer,
 }
 
 /// A newtype id with its own `Display`.
@@ -29,7 +29,7 @@ impl fmt::Display for InvoiceNumber {
 /// The id and the buffer anywhere among other fields; attributes split.
 #[derive(AggregateRoot)]
 #[aggregate(type = "billing.invoice")]
-#[aggregate(crate = "outbox_core")]
+#[aggregate(crate = "txoutbox_core")]
 struct Invoice {
     lines: Vec<u64>,
     #[aggregate(events)]

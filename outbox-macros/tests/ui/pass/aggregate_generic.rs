@@ -1,8 +1,8 @@
 use std::fmt::Display;
 
-use outbox_core::{AggregateRoot, EventBuffer};
+use txoutbox_core::{AggregateRoot, EventBuffer};
 
-#[derive(serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "ui.item.added")]
 struct ItemAdded {
     item: String,

@@ -1,6 +1,6 @@
-use outbox_core::{EventRegistry, EventSubject, IntegrationEvent, SubjectPrefix};
+use txoutbox_core::{EventRegistry, EventSubject, IntegrationEvent, SubjectPrefix};
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "order.shipped", version = 3, subject = "logistics.shipments")]
 struct OrderShipped {
     order_id: u64,

@@ -1,8 +1,8 @@
-use outbox_core::{EventRegistry, EventSubject, IntegrationEvent};
+use txoutbox_core::{EventRegistry, EventSubject, IntegrationEvent};
 
 // Keys may be spread over several `#[event(...)]` attributes, interleaved
 // with other attributes, and one attribute may span several lines.
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "stock.reserved")]
 #[serde(deny_unknown_fields)]
 #[event(

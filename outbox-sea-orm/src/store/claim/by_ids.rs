@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{LeaseToken, MessageId, StoreError};
 use sea_orm::sea_query::ArrayType;
 use sea_orm::{ConnectionTrait, QueryResult};
+use txoutbox_core::{LeaseToken, MessageId, StoreError};
 
 use super::{first_lease, publishable};
 use crate::dialect::{ASYNC_COMMIT, millis};

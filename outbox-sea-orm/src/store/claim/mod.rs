@@ -37,11 +37,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{
+use sea_orm::QueryResult;
+use txoutbox_core::{
     ClaimedBatch, ClaimedMessage, Failure, FailureKind, Lease, LeaseToken, MessageId, RetryPolicy,
     StoreError,
 };
-use sea_orm::QueryResult;
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Dialect;
@@ -125,7 +125,7 @@ pub(super) async fn claim(
 }
 
 /// Leases the named messages that are publishable now (see
-/// [`OutboxStore::claim_ids`](outbox_core::OutboxStore::claim_ids)).
+/// [`OutboxStore::claim_ids`](txoutbox_core::OutboxStore::claim_ids)).
 pub(super) async fn claim_ids(
     store: &SeaOrmOutboxStore,
     ids: &[MessageId],
@@ -195,12 +195,12 @@ async fn batch(
                 let id: uuid::Uuid = row
                     .try_get("", "id")
                     .map_err(store_err("reading a claimed row's id"))?;
-                tracing::error!(message_id = %id, error = %outbox_core::ErrorChain(&err), "outbox row cannot be read as a message; it is dead");
+                tracing::error!(message_id = %id, error = %txoutbox_core::ErrorChain(&err), "outbox row cannot be read as a message; it is dead");
                 unreadable.push(Failure {
                     id: MessageId::from_uuid(id),
                     error: format!(
                         "the outbox row cannot be read as a message: {}",
-                        outbox_core::ErrorChain(&err)
+                        txoutbox_core::ErrorChain(&err)
                     ),
                     kind: FailureKind::Permanent,
                 });

@@ -25,10 +25,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_core::{LeaseToken, MessageId, StoreError};
 use sea_orm::{
     AccessMode, ConnectionTrait, DatabaseTransaction, IsolationLevel, QueryResult, TransactionTrait,
 };
+use txoutbox_core::{LeaseToken, MessageId, StoreError};
 use uuid::Uuid;
 
 use super::{AggregateKey, Walked, publishable};

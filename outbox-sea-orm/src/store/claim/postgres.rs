@@ -15,8 +15,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use outbox_core::{LeaseToken, StoreError};
 use sea_orm::QueryResult;
+use txoutbox_core::{LeaseToken, StoreError};
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::Dialect;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use outbox_core::{LeaseToken, StoreError};
 use sea_orm::ConnectionTrait;
+use txoutbox_core::{LeaseToken, StoreError};
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::millis;

@@ -13,23 +13,23 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
-use outbox_core::{
+use txoutbox_core::{
     ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
     OutboxStats, OutboxStore, ProcessorHandle, ProcessorReport, PublishAck, PublishError,
     Published, Publisher, RetryPolicy, SkipNote, StoreError,
 };
-use outbox_nats::{JetStreamPublisher, StreamSpec};
-use outbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore, UnitOfWork};
-use outbox_tests::jetstream::{TestStream, decode_stored, nats_url};
-use outbox_tests::nats::{NatsCluster, NatsServer};
-use outbox_tests::orders::Order;
-use outbox_tests::{Backend, TestDb};
+use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore, UnitOfWork};
+use txoutbox_suite::jetstream::{TestStream, decode_stored, nats_url};
+use txoutbox_suite::nats::{NatsCluster, NatsServer};
+use txoutbox_suite::orders::Order;
+use txoutbox_suite::{Backend, TestDb};
 use uuid::Uuid;
 
 /// An event whose payload is as large as its `data`: over a
 /// [`poison_server`]'s `max_payload` it is a poison message, rejected on
 /// every attempt.
-#[derive(Debug, serde::Serialize, serde::Deserialize, outbox_core::IntegrationEvent)]
+#[derive(Debug, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
 #[event(name = "test.order.attachment")]
 pub(crate) struct AttachmentAdded {
     pub(crate) data: String,
@@ -307,7 +307,7 @@ pub(crate) trait BuildAndSpawn {
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> BuildAndSpawn
-    for outbox_core::processor::ProcessorBuilder<S, P>
+    for txoutbox_core::processor::ProcessorBuilder<S, P>
 {
     fn build_and_spawn(self) -> ProcessorHandle {
         self.build().expect("valid settings").spawn()
@@ -396,8 +396,10 @@ pub(crate) async fn shut_down_all(processors: Vec<ProcessorHandle>) -> Vec<Proce
 }
 
 /// The processor builder of these tests.
-pub(crate) type Builder =
-    outbox_core::processor::ProcessorBuilder<outbox_sea_orm::SeaOrmOutboxStore, JetStreamPublisher>;
+pub(crate) type Builder = txoutbox_core::processor::ProcessorBuilder<
+    txoutbox_sea_orm::SeaOrmOutboxStore,
+    JetStreamPublisher,
+>;
 
 /// A retry policy of `max_attempts` with a quick backoff (50 ms up to
 /// 200 ms).
@@ -607,8 +609,8 @@ pub(crate) async fn processor_process(
     test: &TestDb,
     prefix: &str,
     args: &[&str],
-) -> outbox_tests::process::ProcessorProcess {
-    outbox_tests::process::ProcessorProcess::start(
+) -> txoutbox_suite::process::ProcessorProcess {
+    txoutbox_suite::process::ProcessorProcess::start(
         env!("CARGO_BIN_EXE_outbox-test-processor"),
         test,
         prefix,
@@ -623,7 +625,7 @@ pub(crate) async fn processor_process(
 pub(crate) async fn ordered_consumer(
     setup: &Setup,
     extra: &[&str],
-) -> outbox_tests::process::ProcessorProcess {
+) -> txoutbox_suite::process::ProcessorProcess {
     let mut args = vec![
         "--stream",
         &setup.stream.name,
@@ -634,7 +636,7 @@ pub(crate) async fn ordered_consumer(
         "--ordered",
     ];
     args.extend_from_slice(extra);
-    outbox_tests::process::ProcessorProcess::start(
+    txoutbox_suite::process::ProcessorProcess::start(
         env!("CARGO_BIN_EXE_outbox-test-consumer"),
         &setup.test,
         &setup.stream.prefix,
