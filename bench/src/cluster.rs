@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use txoutbox_suite::nats::{NatsCluster, NatsServer};
+use txoutbox_fixtures::nats::{NatsCluster, NatsServer};
 
 use crate::BoxError;
 use crate::drain::{self, Settings};

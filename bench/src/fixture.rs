@@ -9,9 +9,9 @@ use async_nats::jetstream;
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Set};
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
+use txoutbox_fixtures::orders::entity;
 use txoutbox_nats::{NatsConnect, StreamSpec};
 use txoutbox_sea_orm::{AggregateEntity, Outbox, OutboxConfig, create_schema};
-use txoutbox_suite::orders::entity;
 
 use crate::BoxError;
 
@@ -35,7 +35,7 @@ pub(crate) fn postgres_url() -> String {
 
 /// The nats-server: `OUTBOX_TEST_NATS_URL`, default `127.0.0.1:4222`.
 pub(crate) fn nats_url() -> String {
-    txoutbox_suite::jetstream::nats_url()
+    txoutbox_fixtures::jetstream::nats_url()
 }
 
 /// A client of the nats-server at `url` (or any of a comma-separated list)
@@ -143,7 +143,7 @@ impl BenchDb {
         let bench = Self { schema };
         let db = bench.connect(2).await?;
         create_schema(&db, &OutboxConfig::default()).await?;
-        txoutbox_suite::orders::create_table(&db).await?;
+        txoutbox_fixtures::orders::create_table(&db).await?;
         db.close().await?;
         Ok(bench)
     }
@@ -157,7 +157,7 @@ impl BenchDb {
 impl Drop for BenchDb {
     fn drop(&mut self) {
         let drop_sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        txoutbox_suite::db::execute_detached(with_application_name(&postgres_url()), drop_sql);
+        txoutbox_fixtures::db::execute_detached(with_application_name(&postgres_url()), drop_sql);
     }
 }
 

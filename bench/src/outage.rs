@@ -10,10 +10,10 @@
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use txoutbox_fixtures::nats::NatsServer;
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_nats::{JetStreamPublisher, StreamSpec};
 use txoutbox_sea_orm::Outbox;
-use txoutbox_suite::nats::NatsServer;
-use txoutbox_suite::{Backend, TestDb};
 
 use crate::BoxError;
 use crate::fixture;

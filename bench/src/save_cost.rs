@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ActiveModelTrait, Set, TransactionTrait};
 use txoutbox_core::AggregateRoot;
+use txoutbox_fixtures::orders::{Order, entity};
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
-use txoutbox_suite::orders::{Order, entity};
-use txoutbox_suite::{Backend, TestDb};
 
 use crate::stats::{ms, percentile};
 

@@ -26,9 +26,9 @@
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use txoutbox_fixtures::nats::NatsServer;
 use txoutbox_nats::StreamSpec;
 use txoutbox_sea_orm::Outbox;
-use txoutbox_suite::nats::NatsServer;
 
 use crate::BoxError;
 use crate::fixture::{self, BenchDb};

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use txoutbox_fixtures::orders::Order;
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
-use txoutbox_suite::orders::Order;
-use txoutbox_suite::{Backend, TestDb};
 
 use crate::offered;
 use crate::stats::{ms, percentile};

@@ -11,8 +11,8 @@ use std::process::Command;
 use serde_json::Value;
 use support::{fill, json, outbox, outbox_of};
 use txoutbox_core::{HeldMessages, MessageId, ParkedMessage, Release};
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::Inbox;
-use txoutbox_suite::{Backend, TestDb};
 
 async fn holds_and_releases(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -145,4 +145,4 @@ fn completions_need_no_database() {
     }
 }
 
-txoutbox_suite::each_backend!(empty: holds_and_releases);
+txoutbox_fixtures::each_backend!(empty: holds_and_releases);

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use txoutbox_core::{Delivery, HandlerError};
-use txoutbox_suite::jetstream::nats_url;
-use txoutbox_suite::orders::OrderPlaced;
-use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
+use txoutbox_fixtures::jetstream::nats_url;
+use txoutbox_fixtures::orders::OrderPlaced;
+use txoutbox_fixtures::subscriber::{SubscriberFixture, eventually};
 
 fn outbox(args: &[&str]) -> (bool, String, String) {
     let nats = nats_url();

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::{days_ago, execute, fill, id_of, json, outbox, outbox_of};
 use txoutbox_core::{OutboxStore, Published};
-use txoutbox_suite::{Backend, TestDb, claimed_positions};
+use txoutbox_fixtures::{Backend, TestDb, claimed_positions};
 
 async fn skip_requeue_and_purge(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -310,7 +310,7 @@ async fn migrates_once(backend: Backend) {
     assert_eq!(status["pending"], 0);
 }
 
-txoutbox_suite::each_backend!(empty:
+txoutbox_fixtures::each_backend!(empty:
     skip_requeue_and_purge,
     purges_a_consumers_inbox,
     errors_are_one_line,

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use async_nats::jetstream;
 use serde_json::Value;
-use txoutbox_suite::jetstream::nats_url;
+use txoutbox_fixtures::jetstream::nats_url;
 
 /// Runs `outbox ARGS` with `NATS_URL` = `nats`; (success, stdout, stderr).
 fn outbox(nats: &str, args: &[&str]) -> (bool, String, String) {

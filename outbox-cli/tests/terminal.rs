@@ -12,7 +12,7 @@ use rexpect::process::WaitStatus;
 use rexpect::session::{PtySession, spawn_command};
 use support::{days_ago, execute, fill, id_of, outbox_of, url};
 use txoutbox_core::{OutboxStore, SkipNote};
-use txoutbox_suite::{Backend, TestDb};
+use txoutbox_fixtures::{Backend, TestDb};
 
 /// `outbox ARGS` on a fresh pseudo-terminal, as user `tester`.
 fn spawn(test: &TestDb, args: &[&str]) -> PtySession {

@@ -14,11 +14,11 @@ use async_nats::jetstream::{self, stream::Config, stream::StorageType};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::Value;
 use txoutbox_core::{AggregateRef, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix};
+use txoutbox_fixtures::jetstream::nats_url;
+use txoutbox_fixtures::orders::{Order, OrderPlaced};
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
-use txoutbox_suite::jetstream::nats_url;
-use txoutbox_suite::orders::{Order, OrderPlaced};
-use txoutbox_suite::{Backend, TestDb};
 
 /// Runs `outbox ARGS` on `test`'s database and the shared nats-server;
 /// (success, stdout, stderr).

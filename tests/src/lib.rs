@@ -1,18 +1,18 @@
 //! Support for the workspace-level integration tests in `tests/tests/`:
-//! an isolated database per test on each real backend, and fixtures.
+//! the shared fixtures (`txoutbox-fixtures`) and the suite's own: private
+//! database servers, child processes, effects, the store contract.
 
 pub mod contract;
-pub mod db;
 pub mod effects;
-pub mod jetstream;
-pub mod nats;
-pub mod orders;
 pub mod private_mariadb;
 pub mod private_postgres;
 pub mod process;
-pub mod subscriber;
 
-pub use db::{Backend, TestDb, claimed_positions};
+// The fixtures the command's tests and the benchmarks share with the suite.
+pub use txoutbox_fixtures::{
+    Backend, TestDb, backend_tests, claimed_positions, db, each_backend, jetstream, nats, orders,
+    subscriber,
+};
 
 /// `message` with its payload in one canonical JSON form (keys sorted,
 /// compact), to compare envelopes whatever the store did to the payload's

@@ -8,9 +8,9 @@ use std::process::Command;
 use sea_orm::ConnectionTrait;
 use serde_json::Value;
 use txoutbox_core::MessageId;
+use txoutbox_fixtures::orders::Order;
+use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
-use txoutbox_suite::orders::Order;
-use txoutbox_suite::{Backend, TestDb};
 
 /// What one run of the command did.
 #[derive(Debug)]
