@@ -274,8 +274,11 @@ pub use txoutbox_macros::AggregateRoot;
 /// user crates need no direct dependency on them. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::aggregate::{AggregateRoot, EventBuffer};
+    pub use crate::event::IntegrationEvent;
     pub use crate::registry::EventRegistration;
     pub use crate::schema_probe::{HasSchema, NoSchema, SchemaProbe};
+    pub use crate::subject::EventSubject;
     pub use core::fmt::Display;
     pub use inventory;
     pub use std::string::String;

@@ -84,7 +84,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
             set_once(meta, &mut out.upcast_from, ty)
         }
         "crate" => {
-            let lit = string_value(meta, "crate = \"my_crate::txoutbox_core\"")?;
+            let lit = string_value(meta, "crate = \"my_crate::txoutbox\"")?;
             let path = lit.parse::<Path>()?;
             set_once(meta, &mut out.krate, path)
         }

@@ -3,9 +3,10 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, parse_quote};
+use syn::{Data, DeriveInput};
 
 use crate::attrs::{self, EventAttrs};
+use crate::runtime::runtime;
 
 pub(crate) fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
     if let Data::Union(data) = &input.data {
@@ -34,16 +35,13 @@ pub(crate) fn derive(input: &DeriveInput) -> syn::Result<TokenStream> {
 
 fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
     let ident = &input.ident;
-    let krate = attrs
-        .krate
-        .clone()
-        .unwrap_or_else(|| parse_quote!(::txoutbox_core));
+    let krate = runtime(attrs.krate.clone()).core;
     let name = &attrs.name;
     let version = attrs.version;
     let version_lit = quote_spanned!(attrs.version_span=> #version);
     let subject = match &attrs.subject {
-        Some(subject) => quote!(#krate::EventSubject::Fixed(#subject)),
-        None => quote!(#krate::EventSubject::Derived),
+        Some(subject) => quote!(#krate::__private::EventSubject::Fixed(#subject)),
+        None => quote!(#krate::__private::EventSubject::Derived),
     };
     let (registration, upcast_checks) = match &attrs.upcast_from {
         None => (
@@ -59,13 +57,13 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
                 const _: () = {
                     ::core::assert!(
                         #krate::__private::same_name(
-                            <#previous as #krate::IntegrationEvent>::NAME,
+                            <#previous as #krate::__private::IntegrationEvent>::NAME,
                             #name,
                         ),
                         "`upcast_from` must name a previous version of the same event (same `name`)",
                     );
                     ::core::assert!(
-                        <#previous as #krate::IntegrationEvent>::VERSION == #version - 1,
+                        <#previous as #krate::__private::IntegrationEvent>::VERSION == #version - 1,
                         "`upcast_from` must name the version just before this one",
                     );
                 };
@@ -87,7 +85,7 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
         })
     };
     let impl_header = quote_spanned! {ident.span()=>
-        impl #krate::IntegrationEvent for #ident
+        impl #krate::__private::IntegrationEvent for #ident
     };
 
     quote! {
@@ -95,14 +93,14 @@ fn generate(input: &DeriveInput, attrs: &EventAttrs) -> TokenStream {
         #impl_header {
             const NAME: &'static str = #name;
             const VERSION: u32 = #version_lit;
-            const SUBJECT: #krate::EventSubject = #subject;
+            const SUBJECT: #krate::__private::EventSubject = #subject;
             const REGISTRATION: #krate::__private::EventRegistration = #registration;
         }
 
         #upcast_checks
 
         #krate::__private::inventory::submit! {
-            <#ident as #krate::IntegrationEvent>::REGISTRATION
+            <#ident as #krate::__private::IntegrationEvent>::REGISTRATION
         }
     }
 }

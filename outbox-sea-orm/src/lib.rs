@@ -80,6 +80,7 @@ pub use wake::{CommitEvent, CommitListener, PgNotifications};
 /// not name `sea_orm` paths the derive relies on. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::aggregate_entity::AggregateEntity;
     pub use sea_orm::{EntityTrait, IntoActiveModel};
 }
 

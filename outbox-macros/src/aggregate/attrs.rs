@@ -94,7 +94,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, out: &mut Collected) -> syn::Result<()>
             set_once(meta, &mut out.aggregate_type, lit)
         }
         "crate" => {
-            let lit = string_value(meta, "crate = \"my_crate::txoutbox_core\"")?;
+            let lit = string_value(meta, "crate = \"my_crate::txoutbox\"")?;
             let path = lit.parse::<Path>()?;
             set_once(meta, &mut out.krate, path)
         }

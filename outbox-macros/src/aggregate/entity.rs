@@ -3,17 +3,18 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::{DeriveInput, Field, Generics, Path};
+use syn::{DeriveInput, Field, Generics};
 
 use super::attrs::EntityAttrs;
+use crate::runtime::Runtime;
 
-/// `impl txoutbox_sea_orm::AggregateEntity for Model`: the entity and version
+/// `impl AggregateEntity for Model` (txoutbox-sea-orm's): the entity and version
 /// column as given, `from_model` puts the loaded buffer into the loaded
 /// model, `to_active_model` is `self.clone().into_active_model()`.
 pub(crate) fn generate(
     input: &DeriveInput,
     generics: &Generics,
-    krate: &Path,
+    runtime: &Runtime,
     attrs: &EntityAttrs,
     events: &Field,
 ) -> TokenStream {
@@ -23,7 +24,9 @@ pub(crate) fn generate(
     let version_column = &attrs.version_column;
     let events = &events.ident;
     let span = attrs.entity_lit.span();
-    let private = quote_spanned!(span=> ::txoutbox_sea_orm::__private);
+    let entity_runtime = &runtime.entity;
+    let private = quote_spanned!(span=> #entity_runtime::__private);
+    let krate = &runtime.core;
     let entity_trait = quote_spanned!(span=> <#entity as #private::EntityTrait>);
     let from_model = quote_spanned! {span=>
         let mut aggregate: Self = model;
@@ -34,7 +37,7 @@ pub(crate) fn generate(
         #private::IntoActiveModel::into_active_model(::core::clone::Clone::clone(self))
     };
     let impl_header = quote_spanned! {ident.span()=>
-        impl #impl_generics ::txoutbox_sea_orm::AggregateEntity for #ident #ty_generics #where_clause
+        impl #impl_generics #private::AggregateEntity for #ident #ty_generics #where_clause
     };
 
     quote! {
@@ -46,7 +49,7 @@ pub(crate) fn generate(
                 #version_column
             }
 
-            fn from_model(model: #entity_trait::Model, events: #krate::EventBuffer) -> Self {
+            fn from_model(model: #entity_trait::Model, events: #krate::__private::EventBuffer) -> Self {
                 #from_model
             }
 

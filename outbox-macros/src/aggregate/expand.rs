@@ -8,6 +8,7 @@ use syn::{Data, DeriveInput, Fields, parse_quote};
 use super::attrs::{self, AggregateAttrs};
 use super::entity;
 use super::fields::{self, AggregateFields};
+use crate::runtime::runtime;
 
 const SUPPORTED: &str = "a struct with named fields, one of them marked `#[aggregate(id)]` \
                          and one an `EventBuffer`";
@@ -61,10 +62,8 @@ fn generate(
     fields: &AggregateFields<'_>,
 ) -> TokenStream {
     let ident = &input.ident;
-    let krate = attrs
-        .krate
-        .clone()
-        .unwrap_or_else(|| parse_quote!(::txoutbox_core));
+    let runtime = runtime(attrs.krate.clone());
+    let krate = &runtime.core;
     let aggregate_type = &attrs.aggregate_type;
     let id = &fields.id.ident;
     let id_ty = &fields.id.ty;
@@ -88,13 +87,13 @@ fn generate(
     let events_ref = quote_spanned! {events_ty=> &self.#events };
     let events_mut = quote_spanned! {events_ty=> &mut self.#events };
     let impl_header = quote_spanned! {ident.span()=>
-        impl #impl_generics #krate::AggregateRoot for #ident #ty_generics #where_clause
+        impl #impl_generics #krate::__private::AggregateRoot for #ident #ty_generics #where_clause
     };
 
     let entity_impl = attrs
         .entity
         .as_ref()
-        .map(|entity| entity::generate(input, &generics, &krate, entity, fields.events));
+        .map(|entity| entity::generate(input, &generics, &runtime, entity, fields.events));
 
     quote! {
         #entity_impl
@@ -107,11 +106,11 @@ fn generate(
                 #aggregate_id
             }
 
-            fn events(&self) -> &#krate::EventBuffer {
+            fn events(&self) -> &#krate::__private::EventBuffer {
                 #events_ref
             }
 
-            fn events_mut(&mut self) -> &mut #krate::EventBuffer {
+            fn events_mut(&mut self) -> &mut #krate::__private::EventBuffer {
                 #events_mut
             }
         }

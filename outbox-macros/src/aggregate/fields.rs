@@ -82,7 +82,7 @@ pub(crate) fn find<'a>(
         (None, []) => {
             return Err(syn::Error::new_spanned(
                 &input.ident,
-                "missing `EventBuffer` field: add one, e.g. `events: txoutbox_core::EventBuffer`, \
+                "missing `EventBuffer` field: add one, e.g. `events: txoutbox::EventBuffer`, \
                  or mark it with `#[aggregate(events)]`",
             ));
         }
@@ -137,7 +137,7 @@ fn parse_key(meta: &ParseNestedMeta<'_>, marks: &mut Marks) -> syn::Result<()> {
     Ok(())
 }
 
-/// `EventBuffer`, `txoutbox_core::EventBuffer`, ...: the last path segment.
+/// `EventBuffer`, `txoutbox::EventBuffer`, ...: the last path segment.
 fn is_event_buffer(ty: &Type) -> bool {
     match ty {
         Type::Path(path) if path.qself.is_none() => {

@@ -1,4 +1,4 @@
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]

@@ -1,8 +1,8 @@
-use txoutbox_core::EventBuffer;
+use txoutbox::EventBuffer;
 
 struct OrderId(u64);
 
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]

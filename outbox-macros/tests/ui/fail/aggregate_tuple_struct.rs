@@ -1,5 +1,5 @@
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
-struct Order(String, txoutbox_core::EventBuffer);
+struct Order(String, txoutbox::EventBuffer);
 
 fn main() {}

@@ -1,12 +1,12 @@
-use txoutbox_core::EventBuffer;
+use txoutbox::EventBuffer;
 
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]
     id: String,
     events: EventBuffer,
-    audit: txoutbox_core::EventBuffer,
+    audit: txoutbox::EventBuffer,
 }
 
 fn main() {}

@@ -1,6 +1,6 @@
-use txoutbox_core::EventBuffer;
+use txoutbox::EventBuffer;
 
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]

@@ -1,4 +1,4 @@
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed")]
 struct OrderPlaced<T> {
     order_id: T,

@@ -1,4 +1,4 @@
-#[derive(serde::Serialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed")]
 struct OrderPlaced {
     order_id: u64,

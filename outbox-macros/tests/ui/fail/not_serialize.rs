@@ -1,4 +1,4 @@
-#[derive(serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed")]
 struct OrderPlaced {
     order_id: u64,

@@ -1,4 +1,4 @@
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", subject = "events.>")]
 struct OrderPlaced {
     order_id: u64,

@@ -1,4 +1,4 @@
-#[derive(txoutbox_core::IntegrationEvent)]
+#[derive(txoutbox::IntegrationEvent)]
 #[event(name = "order.placed")]
 union OrderPlaced {
     order_id: u64,

@@ -1,10 +1,10 @@
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.created")]
 struct OrderCreated {
     total: u64,
 }
 
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", version = 2, upcast_from = OrderCreated)]
 struct OrderPlaced {
     total_cents: u64,

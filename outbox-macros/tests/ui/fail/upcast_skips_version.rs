@@ -1,10 +1,10 @@
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", version = 1)]
 struct OrderPlacedV1 {
     total: u64,
 }
 
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", version = 3, upcast_from = OrderPlacedV1)]
 struct OrderPlaced {
     total_cents: u64,

@@ -1,20 +1,21 @@
 use std::fmt;
 
-use txoutbox_core::{AggregateChanges, AggregateRoot, EventBuffer, MessageContext, SubjectPrefix};
+use txoutbox::events::{AggregateChanges, SubjectPrefix};
+use txoutbox::{AggregateRoot, EventBuffer, MessageContext};
 
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "ui.order.placed")]
 struct OrderPlaced {
     order_id: u64,
 }
 
 /// A `u64` id.
-#[derive(txoutbox_core::AggregateRoot)]
+#[derive(txoutbox::AggregateRoot)]
 #[aggregate(type = "order")]
 struct Order {
     #[aggregate(id)]
     id: u64,
-    events: txoutbox_core::EventBuffer,
+    events: txoutbox::EventBuffer,
 }
 
 /// A newtype id with its own `Display`.
@@ -29,7 +30,7 @@ impl fmt::Display for InvoiceNumber {
 /// The id and the buffer anywhere among other fields; attributes split.
 #[derive(AggregateRoot)]
 #[aggregate(type = "billing.invoice")]
-#[aggregate(crate = "txoutbox_core")]
+#[aggregate(crate = "txoutbox")]
 struct Invoice {
     lines: Vec<u64>,
     #[aggregate(events)]

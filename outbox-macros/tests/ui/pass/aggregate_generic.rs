@@ -1,8 +1,8 @@
 use std::fmt::Display;
 
-use txoutbox_core::{AggregateRoot, EventBuffer};
+use txoutbox::{AggregateRoot, EventBuffer};
 
-#[derive(serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "ui.item.added")]
 struct ItemAdded {
     item: String,

@@ -1,23 +1,23 @@
-// The generated code names `txoutbox_core` only through the `crate` key here,
+// The generated code names `txoutbox` only through the `crate` key here,
 // as a crate that re-exports outbox-core to its users would write it.
 mod reexport {
-    pub use txoutbox_core;
+    pub use txoutbox;
 }
 
-use reexport::txoutbox_core::{EventRegistry, IntegrationEvent};
+use reexport::txoutbox::{EventRegistry, IntegrationEvent};
 
 #[derive(
-    Debug, PartialEq, serde::Serialize, serde::Deserialize, reexport::txoutbox_core::IntegrationEvent,
+    Debug, PartialEq, serde::Serialize, serde::Deserialize, reexport::txoutbox::IntegrationEvent,
 )]
-#[event(name = "invoice.issued", version = 2, crate = "reexport::txoutbox_core")]
+#[event(name = "invoice.issued", version = 2, crate = "reexport::txoutbox")]
 struct InvoiceIssued {
     invoice_id: u64,
 }
 
 #[derive(
-    Debug, PartialEq, serde::Serialize, serde::Deserialize, reexport::txoutbox_core::IntegrationEvent,
+    Debug, PartialEq, serde::Serialize, serde::Deserialize, reexport::txoutbox::IntegrationEvent,
 )]
-#[event(name = "invoice.paid", crate = "crate::reexport::txoutbox_core")]
+#[event(name = "invoice.paid", crate = "crate::reexport::txoutbox")]
 struct InvoicePaid {
     invoice_id: u64,
 }

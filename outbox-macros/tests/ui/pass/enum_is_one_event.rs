@@ -1,7 +1,7 @@
-use txoutbox_core::{EventRegistry, IntegrationEvent};
+use txoutbox::{EventRegistry, IntegrationEvent};
 
 /// The whole enum is one event: one name, one version; serde picks the shape.
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "payment.changed", version = 2)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum PaymentChanged {

@@ -1,6 +1,7 @@
-use txoutbox_core::{EventRegistry, EventSubject, IntegrationEvent, SubjectPrefix};
+use txoutbox::events::{EventSubject, SubjectPrefix};
+use txoutbox::{EventRegistry, IntegrationEvent};
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.shipped", version = 3, subject = "logistics.shipments")]
 struct OrderShipped {
     order_id: u64,

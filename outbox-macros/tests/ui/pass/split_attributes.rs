@@ -1,8 +1,9 @@
-use txoutbox_core::{EventRegistry, EventSubject, IntegrationEvent};
+use txoutbox::events::EventSubject;
+use txoutbox::{EventRegistry, IntegrationEvent};
 
 // Keys may be spread over several `#[event(...)]` attributes, interleaved
 // with other attributes, and one attribute may span several lines.
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "stock.reserved")]
 #[serde(deny_unknown_fields)]
 #[event(

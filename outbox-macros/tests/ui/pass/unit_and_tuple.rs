@@ -1,10 +1,10 @@
-use txoutbox_core::{EventRegistry, IntegrationEvent};
+use txoutbox::{EventRegistry, IntegrationEvent};
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "cache.flushed")]
 struct CacheFlushed;
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "user.renamed", version = 2)]
 struct UserRenamed(u64, String);
 

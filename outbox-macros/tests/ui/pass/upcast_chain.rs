@@ -1,12 +1,12 @@
-use txoutbox_core::{EventRegistry, IntegrationEvent};
+use txoutbox::{EventRegistry, IntegrationEvent};
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", version = 1)]
 struct OrderPlacedV1 {
     total: u64,
 }
 
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox_core::IntegrationEvent)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, txoutbox::IntegrationEvent)]
 #[event(name = "order.placed", version = 2, upcast_from = OrderPlacedV1)]
 struct OrderPlaced {
     total_cents: u64,
