@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use txoutbox_core::StoreError;
+use txoutbox_nats::subscriber::dead_letters::DeadLetterError;
+use txoutbox_nats::{ConnectError, StreamError, stream_read::ReadError};
 use txoutbox_sea_orm::OutboxError;
 
 /// Exit code: done.
@@ -52,9 +54,34 @@ pub(crate) enum CliError {
     /// Writing to the terminal failed.
     #[error("terminal: {0}")]
     Io(#[from] std::io::Error),
-    /// A broker command (verify, stream, dlq) failed.
+    /// Bad NATS settings (no URL) or dead letters not named. Unlike
+    /// [`CliError::Usage`] it exits 1, as the broker commands always have.
+    #[error("{0}")]
+    BrokerUsage(String),
+    /// NATS could not be reached.
     #[error(transparent)]
-    Broker(#[from] crate::broker::BrokerError),
+    NatsConnect(#[from] ConnectError),
+    /// The stream could not be created or does not fit.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// The stream could not be read.
+    #[error(transparent)]
+    StreamRead(#[from] ReadError),
+    /// Dead letters could not be read or replayed.
+    #[error(transparent)]
+    DeadLetter(#[from] DeadLetterError),
+    /// `verify` could not read the outbox table: the store's message as it
+    /// is (not [`CliError::Store`]'s chain, no missing table named).
+    #[error(transparent)]
+    VerifyStore(StoreError),
+    /// `verify` found discrepancies; `output` is its report.
+    #[error("verify found {count} discrepanc{}", if *count == 1 { "y" } else { "ies" })]
+    Discrepancies {
+        /// The report, printed on standard output.
+        output: String,
+        /// How many.
+        count: usize,
+    },
 }
 
 impl CliError {
@@ -65,6 +92,14 @@ impl CliError {
             CliError::Declined => EXIT_DECLINED,
             _ => EXIT_FAILED,
         })
+    }
+
+    /// What to print on standard output although the command failed.
+    pub(crate) fn output(&self) -> Option<&str> {
+        match self {
+            CliError::Discrepancies { output, .. } => Some(output),
+            _ => None,
+        }
     }
 }
 
@@ -129,12 +164,6 @@ fn missing_table(text: &str) -> Option<String> {
         .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '"' | '`'))
         .collect();
     Some(name.trim_matches(['"', '`']).to_owned())
-}
-
-impl From<txoutbox_nats::subscriber::dead_letters::DeadLetterError> for CliError {
-    fn from(err: txoutbox_nats::subscriber::dead_letters::DeadLetterError) -> Self {
-        CliError::Broker(err.into())
-    }
 }
 
 #[cfg(test)]

@@ -30,16 +30,13 @@
 //! `NATS_NKEY`, `NATS_TOKEN`, `NATS_USER`/`NATS_PASSWORD`, `--nats-tls`,
 //! `NATS_CA`, `NATS_CERT`/`NATS_KEY`).
 
-mod broker;
 mod commands;
 mod confirm;
-mod dlq;
+mod context;
 mod error;
 mod help;
-mod nats;
+mod opt;
 mod render;
-mod stream;
-mod verify;
 
 use std::process::ExitCode;
 
@@ -49,7 +46,7 @@ async fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("outbox: internal error (please report): {info}");
     }));
-    let cli = commands::parse();
+    let cli = opt::parse();
     match commands::run(cli).await {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(err) => {

@@ -2,11 +2,8 @@
 
 use clap_complete::Shell;
 
+use crate::opt;
+
 pub(super) fn print(shell: Shell) {
-    clap_complete::generate(
-        shell,
-        &mut super::command(),
-        "outbox",
-        &mut std::io::stdout(),
-    );
+    clap_complete::generate(shell, &mut opt::command(), "outbox", &mut std::io::stdout());
 }

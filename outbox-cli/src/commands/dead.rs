@@ -3,32 +3,38 @@
 use txoutbox_core::{DeadSelector, MessageId, OutboxStore, SkipNote};
 use txoutbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
 
-use super::Dead;
 use crate::confirm::{confirm, operator};
+use crate::context::Context;
 use crate::error::CliError;
+use crate::opt::Dead;
 use crate::render;
 
 /// How many of the messages behind a dead one `dead show` lists.
 const SHOWN_BEHIND: u32 = 10;
 
-pub(super) async fn run(outbox: &Outbox, command: Dead, json: bool) -> Result<(), CliError> {
+pub(super) async fn run(context: &Context, command: Dead) -> Result<(), CliError> {
+    let outbox = &context.outbox().await?;
+    let json = context.json();
     let store = outbox.store();
     match command {
         Dead::List {
             limit,
             skipped: false,
-        } => print!("{}", render::dead(&store.dead_messages(limit).await?, json)),
+        } => print!(
+            "{}",
+            render::dead::list(&store.dead_messages(limit).await?, json)
+        ),
         Dead::List {
             limit,
             skipped: true,
         } => print!(
             "{}",
-            render::skipped(&store.skipped_messages(limit).await?, json)
+            render::dead::skipped(&store.skipped_messages(limit).await?, json)
         ),
         Dead::Show { id } => {
             let message = find(&store, id, outbox).await?;
             let behind = store.waiting_behind(&message, SHOWN_BEHIND).await?;
-            print!("{}", render::show(&message, &behind, json));
+            print!("{}", render::dead::show(&message, &behind, json));
         }
         Dead::Requeue {
             ids,
@@ -99,12 +105,12 @@ async fn requeue(
         }
     };
     if what.contains(" 0 dead") {
-        println!("no dead messages to requeue");
+        print!("{}", render::dead::nothing_to_requeue());
         return Ok(());
     }
     confirm(&what, yes)?;
     let requeued = store.requeue_dead(selector).await?;
-    println!("requeued {requeued} dead message(s): they are pending again, attempts reset");
+    print!("{}", render::dead::requeued(requeued));
     Ok(())
 }
 
@@ -136,17 +142,7 @@ async fn skip(
             "message {id} is no longer dead (requeued or skipped meanwhile)"
         )));
     }
-    println!(
-        "skipped {id} ({} #{} of {aggregate}) as {}{}: {aggregate} goes on, {waiting} message(s) \
-         behind it will be published",
-        message.event_name,
-        message.sequence,
-        note.by,
-        note.reason
-            .as_deref()
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default(),
-    );
+    print!("{}", render::dead::skipped_one(&message, &note, waiting));
     Ok(())
 }
 

@@ -2,28 +2,34 @@
 //! message it could not apply.
 
 use txoutbox_core::Release;
-use txoutbox_sea_orm::{Inbox, Outbox};
+use txoutbox_sea_orm::Inbox;
 
 use crate::confirm::confirm;
+use crate::context::Context;
 use crate::error::CliError;
 use crate::render;
 
-pub(super) async fn list(outbox: &Outbox, consumer: String, json: bool) -> Result<(), CliError> {
-    let inbox = Inbox::new(outbox, consumer)?;
-    print!("{}", render::holds(&inbox.holds().await?, json));
+pub(super) async fn list(context: &Context, consumer: String) -> Result<(), CliError> {
+    let outbox = context.outbox().await?;
+    let inbox = Inbox::new(&outbox, consumer)?;
+    print!(
+        "{}",
+        render::holds::list(&inbox.holds().await?, context.json())
+    );
     Ok(())
 }
 
 pub(super) async fn release(
-    outbox: &Outbox,
+    context: &Context,
     consumer: String,
     aggregate_type: &str,
     aggregate_id: &str,
     skip: bool,
     yes: bool,
 ) -> Result<(), CliError> {
+    let outbox = context.outbox().await?;
     let how = if skip { Release::Skip } else { Release::Retry };
-    let inbox = Inbox::new(outbox, consumer.clone())?;
+    let inbox = Inbox::new(&outbox, consumer.clone())?;
     let holds = inbox.holds().await?;
     let Some(hold) = holds
         .iter()
@@ -49,10 +55,9 @@ pub(super) async fn release(
         yes,
     )?;
     if inbox.release(aggregate_type, aggregate_id, how).await? {
-        println!(
-            "released {aggregate_type}/{aggregate_id} ({}): its subscriber applies what is \
-             parked within a second",
-            how.as_str()
+        print!(
+            "{}",
+            render::holds::released(aggregate_type, aggregate_id, how)
         );
         Ok(())
     } else {

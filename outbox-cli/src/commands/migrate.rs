@@ -5,10 +5,12 @@ use std::sync::OnceLock;
 
 use sea_orm_migration::sea_query::{Alias, IntoIden};
 use sea_orm_migration::{MigrationTrait, MigratorTrait};
+use txoutbox_sea_orm::OutboxConfig;
 use txoutbox_sea_orm::migration::{MIGRATION_TABLE, migrations};
-use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
+use crate::context::Context;
 use crate::error::CliError;
+use crate::render;
 
 /// The tables `outbox migrate` was asked for (a migrator's migrations are
 /// an associated function: they cannot take them as an argument).
@@ -28,7 +30,8 @@ impl MigratorTrait for Migrator {
     }
 }
 
-pub(super) async fn run(outbox: &Outbox) -> Result<(), CliError> {
+pub(super) async fn run(context: &Context) -> Result<(), CliError> {
+    let outbox = context.outbox().await?;
     if TABLES.set(outbox.config().clone()).is_err() {
         return Err(CliError::Usage("migrate runs once per process".to_owned()));
     }
@@ -36,19 +39,18 @@ pub(super) async fn run(outbox: &Outbox) -> Result<(), CliError> {
     let failed = CliError::Migration;
     let pending = Migrator::get_pending_migrations(db).await.map_err(failed)?;
     if pending.is_empty() {
-        println!(
-            "up to date: the {} migrations of {} and {} are applied",
-            Migrator::migrations().len(),
-            outbox.config().table(),
-            outbox.config().inbox_table()
+        print!(
+            "{}",
+            render::migrate::up_to_date(
+                Migrator::migrations().len(),
+                outbox.config().table(),
+                outbox.config().inbox_table()
+            )
         );
         return Ok(());
     }
     let names: Vec<String> = pending.iter().map(|m| m.name().to_owned()).collect();
     Migrator::up(db, None).await.map_err(failed)?;
-    println!("applied {} migration(s):", names.len());
-    for name in names {
-        println!("  {name}");
-    }
+    print!("{}", render::migrate::applied(&names));
     Ok(())
 }

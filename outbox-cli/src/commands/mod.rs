@@ -1,322 +1,61 @@
-//! The command line (`Cli`, `Target`, `Command`) and [`run`], which hands
-//! each command to its own module: each is a thin layer over one library
-//! call of `outbox-sea-orm`.
+//! [`run`]: hands each command of the command line (`crate::opt`) to its
+//! own module, with the [`Context`] it connects through. Each is a thin
+//! layer over one library call of `outbox-sea-orm` or `outbox-nats`, and
+//! prints what `crate::render` makes of its result.
 
 mod aggregate;
 mod completions;
 mod dead;
+mod dlq;
 mod holds;
 mod migrate;
 mod purge;
 mod status;
+mod stream;
+mod verify;
 
-use std::time::Duration;
-
-use clap::{Args, Parser, Subcommand};
-use txoutbox_core::MessageId;
-use txoutbox_sea_orm::{Outbox, OutboxConfig};
-
+use crate::context::Context;
 use crate::error::CliError;
-use crate::help;
-
-/// The operator's view of a transactional outbox and its consumers' inboxes.
-#[derive(Debug, Parser)]
-#[command(
-    name = "outbox",
-    version,
-    about,
-    long_about = help::ABOUT,
-    propagate_version = true
-)]
-pub(crate) struct Cli {
-    #[command(flatten)]
-    pub(crate) target: Target,
-    #[command(subcommand)]
-    pub(crate) command: Command,
-}
-
-/// Where the outbox is. `Debug` hides the database URL's password.
-#[derive(Args)]
-pub(crate) struct Target {
-    /// The database (postgres://, mysql://, sqlite://).
-    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
-    pub(crate) database_url: Option<String>,
-    /// The outbox table.
-    #[arg(
-        long,
-        env = "OUTBOX_TABLE",
-        default_value = "outbox_messages",
-        global = true
-    )]
-    pub(crate) table: String,
-    /// The inbox table (its held messages are in `<inbox>_held`).
-    #[arg(
-        long,
-        env = "OUTBOX_INBOX_TABLE",
-        default_value = "outbox_inbox",
-        global = true
-    )]
-    pub(crate) inbox_table: String,
-    /// Print JSON instead of text (read commands).
-    #[arg(long, global = true)]
-    pub(crate) json: bool,
-}
-
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target")
-            .field(
-                "database_url",
-                &self
-                    .database_url
-                    .as_deref()
-                    .map(txoutbox_core::redact::redact_url),
-            )
-            .field("table", &self.table)
-            .field("inbox_table", &self.inbox_table)
-            .field("json", &self.json)
-            .finish()
-    }
-}
-
-/// What to do.
-#[derive(Debug, Subcommand)]
-pub(crate) enum Command {
-    /// Counts, the oldest pending age, per event and aggregate type, blocked
-    /// aggregates.
-    #[command(long_about = help::STATUS)]
-    Status {
-        /// Redraw every SECS seconds (default 2) until Ctrl-C.
-        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
-        watch: Option<u64>,
-        /// At most this many blocked aggregates.
-        #[arg(long, default_value_t = 20)]
-        blocked: u32,
-    },
-    /// Messages that will not be retried: list, show, requeue, skip.
-    #[command(subcommand)]
-    Dead(Dead),
-    /// One aggregate's unsettled messages and what holds them back.
-    #[command(long_about = help::AGGREGATE)]
-    Aggregate {
-        /// The aggregate type.
-        aggregate_type: String,
-        /// The aggregate id.
-        aggregate_id: String,
-        /// At most this many messages.
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-    },
-    /// Deletes old published (and skipped) messages, or a consumer's old
-    /// inbox records.
-    #[command(long_about = help::PURGE)]
-    Purge(purge::PurgeArgs),
-    /// A consumer's aggregates held behind a message it could not apply.
-    #[command(long_about = help::HOLDS)]
-    Holds {
-        /// The consumer (its durable name, the inbox's consumer name).
-        #[arg(long)]
-        consumer: String,
-    },
-    /// Lets a held aggregate go on: its subscriber applies the message it is
-    /// held behind again (or skips it with --skip), then what is parked.
-    #[command(long_about = help::RELEASE)]
-    Release {
-        /// The consumer.
-        #[arg(long)]
-        consumer: String,
-        /// The aggregate type.
-        aggregate_type: String,
-        /// The aggregate id.
-        aggregate_id: String,
-        /// Leave the message it is held behind unapplied for good.
-        #[arg(long)]
-        skip: bool,
-        /// Do it without asking.
-        #[arg(long, short)]
-        yes: bool,
-    },
-    /// Creates or upgrades the outbox and inbox tables (idempotent).
-    #[command(long_about = help::MIGRATE)]
-    Migrate,
-    /// Prints a shell completion script.
-    #[command(long_about = help::COMPLETIONS)]
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
-    /// verify, stream, dlq: the commands that reach NATS.
-    #[command(flatten)]
-    Broker(Box<crate::broker::BrokerCommand>),
-}
-
-/// Dead messages.
-#[derive(Debug, Subcommand)]
-pub(crate) enum Dead {
-    /// The oldest dead messages, why, and what waits behind each.
-    #[command(long_about = help::DEAD_LIST)]
-    List {
-        /// How many.
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-        /// The most recently skipped messages instead.
-        #[arg(long)]
-        skipped: bool,
-    },
-    /// One message: envelope, headers, payload, last error, what waits
-    /// behind it.
-    #[command(long_about = help::DEAD_SHOW)]
-    Show {
-        /// The message id.
-        id: MessageId,
-    },
-    /// Puts dead messages back to pending, attempts reset.
-    #[command(long_about = help::DEAD_REQUEUE)]
-    Requeue {
-        /// These messages.
-        ids: Vec<MessageId>,
-        /// Every dead message of this event name.
-        #[arg(long, conflicts_with_all = ["ids", "all"])]
-        event: Option<String>,
-        /// Every dead message.
-        #[arg(long, conflicts_with = "ids")]
-        all: bool,
-        /// Do it without asking.
-        #[arg(long, short)]
-        yes: bool,
-    },
-    /// Marks a dead message as deliberately not published: its aggregate
-    /// goes on.
-    #[command(long_about = help::DEAD_SKIP)]
-    Skip {
-        /// The message id.
-        id: MessageId,
-        /// Why (kept on the row).
-        #[arg(long)]
-        reason: Option<String>,
-        /// Who (kept on the row; default: $USER@host).
-        #[arg(long)]
-        by: Option<String>,
-        /// Do it without asking.
-        #[arg(long, short)]
-        yes: bool,
-    },
-}
-
-/// The command line with the environment and exit codes after every help
-/// page, subcommands' included.
-pub(crate) fn command() -> clap::Command {
-    fn with_after_help(command: clap::Command) -> clap::Command {
-        command
-            .after_help(help::AFTER_HELP)
-            .mut_subcommands(with_after_help)
-    }
-    with_after_help(<Cli as clap::CommandFactory>::command())
-}
-
-/// Parses the process's arguments (exiting with clap's message and code 2
-/// on bad usage).
-pub(crate) fn parse() -> Cli {
-    let matches = command().get_matches();
-    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
-}
+use crate::opt::{Cli, Command};
 
 /// Runs `cli`, printing what it finds or changes on stdout.
 pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
     let Cli { target, command } = cli;
-    if let Command::Completions { shell } = command {
-        completions::print(shell);
-        return Ok(());
-    }
-    if let Command::Broker(command) = command {
-        // The broker commands connect to the database only if they need it.
-        print!("{}", crate::broker::run(*command, &target).await?);
-        return Ok(());
-    }
-    let outbox = connect_outbox(&target).await?;
-    let json = target.json;
+    let context = Context::new(target);
     match command {
-        Command::Status { watch, blocked } => status::run(&outbox, watch, blocked, json).await,
-        Command::Dead(dead) => dead::run(&outbox, dead, json).await,
+        Command::Status { watch, blocked } => status::run(&context, watch, blocked).await,
+        Command::Dead(dead) => dead::run(&context, dead).await,
         Command::Aggregate {
             aggregate_type,
             aggregate_id,
             limit,
-        } => aggregate::run(&outbox, &aggregate_type, &aggregate_id, limit, json).await,
-        Command::Purge(args) => purge::run(&outbox, args).await,
-        Command::Holds { consumer } => holds::list(&outbox, consumer, json).await,
+        } => aggregate::run(&context, &aggregate_type, &aggregate_id, limit).await,
+        Command::Purge(args) => purge::run(&context, args).await,
+        Command::Holds { consumer } => holds::list(&context, consumer).await,
         Command::Release {
             consumer,
             aggregate_type,
             aggregate_id,
             skip,
             yes,
-        } => holds::release(&outbox, consumer, &aggregate_type, &aggregate_id, skip, yes).await,
-        Command::Migrate => migrate::run(&outbox).await,
-        Command::Completions { .. } | Command::Broker(_) => Ok(()), // handled above
-    }
-}
-
-/// The outbox `target` names: its tables, on a small pool to its database.
-pub(crate) async fn connect_outbox(target: &Target) -> Result<Outbox, CliError> {
-    let config = OutboxConfig::default()
-        .with_table(&target.table)?
-        .with_inbox_table(&target.inbox_table)?;
-    let url = target
-        .database_url
-        .as_deref()
-        .ok_or_else(|| CliError::Usage("set DATABASE_URL or --database-url".to_owned()))?;
-    let db = connect(url).await?;
-    Ok(Outbox::new(db, config.without_notify()))
-}
-
-/// A small pool to `url`, failing fast when the database is unreachable.
-async fn connect(url: &str) -> Result<sea_orm::DatabaseConnection, CliError> {
-    let mut options = sea_orm::ConnectOptions::new(url);
-    options
-        .connect_timeout(Duration::from_secs(5))
-        .acquire_timeout(Duration::from_secs(5))
-        .max_connections(2)
-        .sqlx_logging(false);
-    sea_orm::Database::connect(options)
-        .await
-        .map_err(CliError::Connect)
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::Cli;
-
-    /// `Debug` of the parsed command line (what a `dbg!` or a log of it
-    /// prints) shows none of the secrets it was given.
-    #[test]
-    fn debug_output_shows_no_secret() {
-        const SECRETS: [&str; 4] = ["db-pass-1", "nats-pass-2", "nats-tok-3", "SUANKEYSEED4"];
-        let base = [
-            "outbox",
-            "--database-url",
-            "postgres://app:db-pass-1@db:5432/app",
-            "verify",
-            "--stream",
-            "EVENTS",
-            "--nats-url",
-            "nats://u:nats-pass-2@n1:4222,nats://nats-tok-3@n2:4222",
-        ];
-        let variants: [&[&str]; 3] = [
-            &["--nats-user", "u", "--nats-password", "nats-pass-2"],
-            &["--nats-token", "nats-tok-3"],
-            &["--nats-nkey", "SUANKEYSEED4"],
-        ];
-        for extra in variants {
-            let args = base.iter().chain(extra).copied();
-            let cli = Cli::try_parse_from(args).expect("the arguments parse");
-            let shown = format!("{cli:?} {cli:#?}");
-            for secret in SECRETS {
-                assert!(!shown.contains(secret), "{secret} in {shown}");
-            }
-            assert!(shown.contains("<redacted>"), "{shown}");
+        } => {
+            holds::release(
+                &context,
+                consumer,
+                &aggregate_type,
+                &aggregate_id,
+                skip,
+                yes,
+            )
+            .await
         }
+        Command::Migrate => migrate::run(&context).await,
+        Command::Completions { shell } => {
+            completions::print(shell);
+            Ok(())
+        }
+        Command::Verify(args) => verify::run(&context, args).await,
+        Command::Stream(command) => stream::run(&context, command).await,
+        Command::Dlq(command) => dlq::run(&context, command).await,
     }
 }

@@ -2,59 +2,17 @@
 //! NAME --before AGE`: bounded batches, a progress bar on a terminal, plain
 //! lines otherwise.
 
-use std::io::IsTerminal;
-use std::time::Duration;
-
-use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use txoutbox_sea_orm::{Inbox, Outbox};
+use txoutbox_sea_orm::Inbox;
 
 use crate::confirm::confirm;
+use crate::context::Context;
 use crate::error::CliError;
+use crate::opt::{PurgeArgs, PurgeInbox};
+use crate::render;
+use crate::render::purge::Progress;
 
-/// `outbox purge`.
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub(crate) struct PurgeArgs {
-    /// Delete published (and skipped) messages settled longer ago than
-    /// this (`7d`, `12h`, `90min`).
-    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration, required = true)]
-    published_before: Option<Duration>,
-    #[command(flatten)]
-    run: PurgeRun,
-    #[command(subcommand)]
-    inbox: Option<PurgeInbox>,
-}
-
-/// How a purge runs.
-#[derive(Debug, Args)]
-pub(crate) struct PurgeRun {
-    /// Rows per DELETE statement.
-    #[arg(long, default_value_t = 1000)]
-    batch_size: u32,
-    /// Do it without asking.
-    #[arg(long, short)]
-    yes: bool,
-}
-
-/// `outbox purge inbox`.
-#[derive(Debug, Subcommand)]
-pub(crate) enum PurgeInbox {
-    /// Delete a consumer's inbox records (the "already processed" marks)
-    /// older than AGE; a redelivery older than that is applied again.
-    Inbox {
-        /// The consumer.
-        #[arg(long)]
-        consumer: String,
-        /// Processed longer ago than this (`7d`, `12h`).
-        #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
-        before: Duration,
-        #[command(flatten)]
-        run: PurgeRun,
-    },
-}
-
-pub(super) async fn run(outbox: &Outbox, args: PurgeArgs) -> Result<(), CliError> {
+pub(super) async fn run(context: &Context, args: PurgeArgs) -> Result<(), CliError> {
+    let outbox = &context.outbox().await?;
     match (args.inbox, args.published_before) {
         (
             Some(PurgeInbox::Inbox {
@@ -71,7 +29,7 @@ pub(super) async fn run(outbox: &Outbox, args: PurgeArgs) -> Result<(), CliError
                 humantime::format_duration(before)
             );
             if total == 0 {
-                println!("nothing to purge: no inbox record of {consumer} is that old");
+                print!("{}", render::purge::no_inbox_records(&consumer));
                 return Ok(());
             }
             confirm(&what, run.yes)?;
@@ -85,10 +43,7 @@ pub(super) async fn run(outbox: &Outbox, args: PurgeArgs) -> Result<(), CliError
             let store = outbox.store();
             let total = store.count_published(before).await?;
             if total == 0 {
-                println!(
-                    "nothing to purge: no published message was settled more than {} ago",
-                    humantime::format_duration(before)
-                );
+                print!("{}", render::purge::no_published(before));
                 return Ok(());
             }
             confirm(
@@ -114,45 +69,4 @@ pub(super) async fn run(outbox: &Outbox, args: PurgeArgs) -> Result<(), CliError
         }
     }
     Ok(())
-}
-
-/// A bar on a terminal (stderr), a line per batch otherwise (stdout).
-struct Progress {
-    bar: Option<ProgressBar>,
-    total: u64,
-    what: &'static str,
-}
-
-impl Progress {
-    fn new(total: u64, what: &'static str) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(total);
-            if let Ok(style) =
-                ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} ({per_sec}, {eta} left)")
-            {
-                bar.set_style(style);
-            }
-            bar.set_message(what);
-            bar
-        });
-        Self { bar, total, what }
-    }
-
-    fn update(&self, done: u64) {
-        match &self.bar {
-            Some(bar) => bar.set_position(done),
-            // The last batch is reported by `finish`.
-            None if done < self.total => {
-                println!("removed {done} of {} {} so far", self.total, self.what);
-            }
-            None => {}
-        }
-    }
-
-    fn finish(self, purged: u64) {
-        if let Some(bar) = self.bar {
-            bar.finish_and_clear();
-        }
-        println!("removed {purged} {}", self.what);
-    }
 }

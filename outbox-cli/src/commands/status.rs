@@ -3,8 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use txoutbox_sea_orm::Outbox;
-
+use crate::context::Context;
 use crate::error::CliError;
 use crate::render;
 
@@ -12,36 +11,32 @@ use crate::render;
 /// terminal the screen is cleared and redrawn in place, otherwise each
 /// snapshot follows the previous one.
 pub(super) async fn run(
-    outbox: &Outbox,
+    context: &Context,
     watch: Option<u64>,
     blocked: u32,
-    json: bool,
 ) -> Result<(), CliError> {
+    let outbox = context.outbox().await?;
+    let json = context.json();
     let store = outbox.store();
     let Some(every) = watch else {
-        print!("{}", render::status(&store.overview(blocked).await?, json));
+        print!(
+            "{}",
+            render::status::overview(&store.overview(blocked).await?, json)
+        );
         return Ok(());
     };
     let every = Duration::from_secs(every.max(1));
     let terminal = std::io::stdout().is_terminal() && !json;
     // The first read fails the command (a wrong URL or table); later ones
     // are shown in place and retried.
-    let mut frame = render::status(&store.overview(blocked).await?, json);
+    let mut frame = render::status::overview(&store.overview(blocked).await?, json);
     loop {
         let mut stdout = std::io::stdout().lock();
-        if terminal {
-            // Home, clear the screen, then the frame.
-            write!(
-                stdout,
-                "\x1b[H\x1b[2J{}\n\n{frame}",
-                render::watch_header(every)
-            )?;
-        } else {
-            write!(stdout, "{frame}")?;
-            if !json {
-                writeln!(stdout)?;
-            }
-        }
+        write!(
+            stdout,
+            "{}",
+            render::status::watch_frame(every, &frame, terminal, json)
+        )?;
         stdout.flush()?;
         drop(stdout);
         tokio::select! {
@@ -49,8 +44,8 @@ pub(super) async fn run(
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
         frame = match store.overview(blocked).await {
-            Ok(overview) => render::status(&overview, json),
-            Err(err) => format!("outbox: {}\n", CliError::from(err)),
+            Ok(overview) => render::status::overview(&overview, json),
+            Err(err) => render::status::watch_failure(&CliError::from(err)),
         };
     }
 }

@@ -5,11 +5,10 @@ use std::fmt::Write as _;
 use serde_json::json;
 use txoutbox_sea_orm::{AggregateQueue, MessageState, StoredMessage};
 
-use super::messages::summary_json;
-use super::{lines, state_text, time};
+use super::format::{lines, state_json, state_text, summary_json, time};
 
 /// One aggregate's queue and what holds it back.
-pub(crate) fn aggregate(queue: &AggregateQueue, as_json: bool) -> String {
+pub(crate) fn queue(queue: &AggregateQueue, as_json: bool) -> String {
     let blocker = queue.blocker().map(|head| (head, blocked_by(head)));
     if as_json {
         return lines(json!({
@@ -19,7 +18,7 @@ pub(crate) fn aggregate(queue: &AggregateQueue, as_json: bool) -> String {
             "last_settled": queue.last_settled,
             "blocked_by": blocker.map(|(head, why)| json!({
                 "id": head.id.to_string(), "sequence": head.sequence, "why": why,
-                "state": super::state_json(&head.state),
+                "state": state_json(&head.state),
             })),
             "messages": queue.messages.iter().map(summary_json).collect::<Vec<_>>(),
         }));

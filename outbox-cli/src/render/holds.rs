@@ -1,14 +1,14 @@
-//! `outbox holds`.
+//! `outbox holds` and `outbox release`.
 
 use std::fmt::Write as _;
 
 use serde_json::json;
-use txoutbox_core::Hold;
+use txoutbox_core::{Hold, Release};
 
-use super::lines;
+use super::format::lines;
 
 /// A consumer's held aggregates.
-pub(crate) fn holds(holds: &[Hold], as_json: bool) -> String {
+pub(crate) fn list(holds: &[Hold], as_json: bool) -> String {
     if as_json {
         let rows: Vec<_> = holds
             .iter()
@@ -38,4 +38,13 @@ pub(crate) fn holds(holds: &[Hold], as_json: bool) -> String {
         );
     }
     out
+}
+
+/// `release` done.
+pub(crate) fn released(aggregate_type: &str, aggregate_id: &str, how: Release) -> String {
+    format!(
+        "released {aggregate_type}/{aggregate_id} ({}): its subscriber applies what is parked \
+         within a second\n",
+        how.as_str()
+    )
 }

@@ -1,82 +1,15 @@
-//! Text and JSON for what the commands read: one file per view, the shared
-//! pieces (times, states, JSON lines) here.
+//! Everything the commands print, text and JSON: one file per command
+//! (`render::<command>::<view>`), the shared pieces (times, states, JSON
+//! lines) in `format`. The commands read or change, then print what these
+//! return; nothing here reads or connects.
 
-mod aggregate;
-mod holds;
-mod messages;
-mod status;
-
-pub(crate) use aggregate::aggregate;
-pub(crate) use holds::holds;
-pub(crate) use messages::{dead, show, skipped};
-pub(crate) use status::{status, watch_header};
-
-use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
-use txoutbox_sea_orm::MessageState;
-
-/// A time as operators read it: UTC, to the second.
-fn time(at: DateTime<Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
-}
-
-/// A time as JSON: RFC 3339.
-fn time_json(at: DateTime<Utc>) -> Value {
-    json!(at.to_rfc3339())
-}
-
-/// A state in a few words.
-fn state_text(state: &MessageState) -> String {
-    match state {
-        MessageState::Pending => "pending".to_owned(),
-        MessageState::NotBefore { until } => format!("pending, not before {}", time(*until)),
-        MessageState::Leased { token, until } => {
-            format!("leased by lease {token} until {}", time(*until))
-        }
-        MessageState::Dead => "dead".to_owned(),
-        MessageState::Published {
-            at,
-            stream_sequence,
-        } => match stream_sequence {
-            Some(seq) => format!("published {} (stream sequence {seq})", time(*at)),
-            None => format!("published {}", time(*at)),
-        },
-        MessageState::Skipped { at, by, reason } => format!(
-            "skipped {} by {}{}",
-            time(*at),
-            by.as_deref().unwrap_or("?"),
-            reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        ),
-        _ => state.name().to_owned(),
-    }
-}
-
-/// A state as JSON: `{"state": name, ...details}`.
-fn state_json(state: &MessageState) -> Value {
-    match state {
-        MessageState::NotBefore { until } => {
-            json!({ "state": state.name(), "until": time_json(*until) })
-        }
-        MessageState::Leased { token, until } => json!({
-            "state": state.name(), "lease_token": token.to_string(), "until": time_json(*until)
-        }),
-        MessageState::Published {
-            at,
-            stream_sequence,
-        } => json!({
-            "state": state.name(), "at": time_json(*at), "stream_sequence": stream_sequence
-        }),
-        MessageState::Skipped { at, by, reason } => json!({
-            "state": state.name(), "at": time_json(*at), "by": by, "reason": reason
-        }),
-        _ => json!({ "state": state.name() }),
-    }
-}
-
-/// A JSON value on one line.
-fn lines(value: Value) -> String {
-    format!("{value}\n")
-}
+pub(crate) mod aggregate;
+pub(crate) mod dead;
+pub(crate) mod dlq;
+mod format;
+pub(crate) mod holds;
+pub(crate) mod migrate;
+pub(crate) mod purge;
+pub(crate) mod status;
+pub(crate) mod stream;
+pub(crate) mod verify;

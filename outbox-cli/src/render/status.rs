@@ -6,10 +6,12 @@ use std::time::Duration;
 use serde_json::json;
 use txoutbox_sea_orm::Overview;
 
-use super::{lines, time, time_json};
+use crate::error::CliError;
+
+use super::format::{lines, time, time_json};
 
 /// The overview, as text or JSON.
-pub(crate) fn status(overview: &Overview, as_json: bool) -> String {
+pub(crate) fn overview(overview: &Overview, as_json: bool) -> String {
     let stats = &overview.stats;
     if as_json {
         let by_event: Vec<_> = stats
@@ -120,10 +122,33 @@ pub(crate) fn status(overview: &Overview, as_json: bool) -> String {
 }
 
 /// The first line of a `--watch` frame.
-pub(crate) fn watch_header(every: Duration) -> String {
+fn watch_header(every: Duration) -> String {
     format!(
         "outbox status, every {}; {} (Ctrl-C to stop)",
         humantime::format_duration(every),
         time(chrono::Utc::now())
     )
+}
+
+/// A `--watch` frame: on a terminal, home, clear the screen, the header,
+/// then the overview; elsewhere the overview, each after the previous one
+/// (with a blank line between text ones).
+pub(crate) fn watch_frame(
+    every: Duration,
+    overview: &str,
+    terminal: bool,
+    as_json: bool,
+) -> String {
+    if terminal {
+        format!("\x1b[H\x1b[2J{}\n\n{overview}", watch_header(every))
+    } else if as_json {
+        overview.to_owned()
+    } else {
+        format!("{overview}\n")
+    }
+}
+
+/// A `--watch` frame whose read failed (it is retried at the next).
+pub(crate) fn watch_failure(err: &CliError) -> String {
+    format!("outbox: {err}\n")
 }

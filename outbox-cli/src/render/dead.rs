@@ -3,12 +3,13 @@
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
+use txoutbox_core::SkipNote;
 use txoutbox_sea_orm::{AggregateQueue, DeadMessage, StoredMessage};
 
-use super::{lines, state_json, state_text, time, time_json};
+use super::format::{lines, state_text, summary_json, time, time_json};
 
 /// Dead messages.
-pub(crate) fn dead(messages: &[DeadMessage], as_json: bool) -> String {
+pub(crate) fn list(messages: &[DeadMessage], as_json: bool) -> String {
     if as_json {
         let rows: Vec<_> = messages
             .iter()
@@ -171,13 +172,30 @@ pub(crate) fn show(message: &StoredMessage, behind: &AggregateQueue, as_json: bo
     out
 }
 
-/// A message's identity and state as JSON.
-pub(super) fn summary_json(m: &StoredMessage) -> Value {
-    json!({
-        "id": m.id.to_string(), "event": m.event_name,
-        "aggregate_type": m.aggregate_type, "aggregate_id": m.aggregate_id,
-        "sequence": m.sequence, "created_at": time_json(m.created_at),
-        "attempts": m.attempts, "last_error": m.last_error,
-        "state": state_json(&m.state),
-    })
+/// `dead requeue` when there is nothing to requeue.
+pub(crate) fn nothing_to_requeue() -> String {
+    "no dead messages to requeue\n".to_owned()
+}
+
+/// `dead requeue` done.
+pub(crate) fn requeued(count: u64) -> String {
+    format!("requeued {count} dead message(s): they are pending again, attempts reset\n")
+}
+
+/// `dead skip` done: `message` skipped with `note`; `waiting` messages
+/// behind it go on.
+pub(crate) fn skipped_one(message: &StoredMessage, note: &SkipNote, waiting: u64) -> String {
+    let aggregate = format!("{}/{}", message.aggregate_type, message.aggregate_id);
+    format!(
+        "skipped {} ({} #{} of {aggregate}) as {}{}: {aggregate} goes on, {waiting} message(s) \
+         behind it will be published\n",
+        message.id,
+        message.event_name,
+        message.sequence,
+        note.by,
+        note.reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default(),
+    )
 }
