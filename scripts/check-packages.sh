@@ -20,7 +20,7 @@ step() {
 
 # Published packages, in dependency order (folder names stay outbox-*).
 LIBS=(-p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm
-      -p txoutbox-nats -p txoutbox-testing)
+      -p txoutbox-nats -p txoutbox-testing -p txoutbox)
 
 # 1. Features. `--no-dev-deps` builds each crate as a dependency, without the
 # dev-dependencies whose features would hide a missing one (cargo-hack edits
@@ -39,6 +39,10 @@ cargo hack clippy --each-feature --no-dev-deps \
 step "features: txoutbox-nats, with either TLS backend"
 cargo hack clippy --feature-powerset --depth 2 --at-least-one-of ring,aws-lc-rs \
     --exclude-features default --no-dev-deps -p txoutbox-nats -- -D warnings
+# The facade: each feature alone, and with `nats` (the TLS backend's features
+# are each other's alternatives: `nats-aws-lc-rs` alone).
+step "features: txoutbox, each one on its own"
+cargo hack clippy --each-feature --no-dev-deps -p txoutbox -- -D warnings
 
 # 2. Packages. One `cargo package` for all of them: it packages them in
 # dependency order into a local registry overlay, so each one verifies
@@ -54,7 +58,8 @@ if command -v rustup >/dev/null 2>&1 && rustup toolchain install "$msrv" --profi
     cargo +"$msrv" check --locked "${LIBS[@]}" -p txoutbox-cli \
         --features txoutbox-core/serde,txoutbox-core/opentelemetry \
         --features txoutbox-sea-orm/postgres,txoutbox-sea-orm/mysql,txoutbox-sea-orm/sqlite,txoutbox-sea-orm/serde \
-        --features txoutbox-nats/serde,txoutbox-testing/nats-server
+        --features txoutbox-nats/serde,txoutbox-testing/nats-server \
+        --features txoutbox/postgres,txoutbox/mysql,txoutbox/sqlite,txoutbox/nats,txoutbox/testing
 else
     echo "warning: rustup cannot install Rust $msrv here: rust-version $msrv NOT checked" >&2
 fi
