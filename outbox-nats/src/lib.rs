@@ -46,7 +46,10 @@
 //! set `sync_interval: always` (nats-server 2.10+) or a short interval.
 //! Replaying from the outbox table is possible while rows are kept
 //! (`Retention::KeepPublished`).
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connect;

@@ -36,7 +36,10 @@
 //! re-exported: depend on the same SeaORM major version (2), or name it as
 //! `txoutbox_sea_orm::sea_orm`. `chrono` and `uuid` come through
 //! `txoutbox_core::{chrono, uuid}`.
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate_entity;

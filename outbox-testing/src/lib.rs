@@ -52,7 +52,10 @@
 //! outbox.publisher().assert_in_order();
 //! # Ok(()) }
 //! ```
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
