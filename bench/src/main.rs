@@ -27,43 +27,20 @@
 //! Figures go to standard output; `BENCHMARKS.md` records them with the
 //! machine.
 
-mod backlog;
-mod child;
-mod cluster;
-mod crash;
-mod drain;
-mod drain_child;
-mod fixture;
-mod jetstream_ceiling;
-mod latency;
-mod machine;
-mod memory;
-mod naive_relay;
-mod offered;
-mod outage;
-mod pgstats;
-mod record;
-mod report;
-mod save_cost;
-mod skew;
-mod soak;
-mod soak_check;
-mod soak_faults;
-mod soak_procs;
-mod soak_report;
-mod soak_subscriber;
-mod soak_timeline;
-mod stats;
-mod writer_child;
-mod writers;
+mod children;
+mod harness;
+mod parts;
 
 use std::time::Duration;
 
-use crate::backlog::Ceilings;
-use crate::report::Check;
-
-/// The error of every part.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::children::{drain, processor, subscriber, writer};
+use crate::harness::error::BoxError;
+use crate::harness::report::{self, Check};
+use crate::harness::{fixture, machine, stats};
+use crate::parts::drain_1m::{self, Ceilings};
+use crate::parts::{
+    crash, drain_cluster, drain_skew, jetstream, latency, naive, outage, save_cost, soak, writers,
+};
 
 /// Every part, in running order, and whether the default run includes it.
 const PARTS: [(&str, bool); 14] = [
@@ -87,10 +64,10 @@ const PARTS: [(&str, bool); 14] = [
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(child::PART) => return child::run(&args[1..]).await,
-        Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
-        Some(writer_child::PART) => return writer_child::run(&args[1..]).await,
-        Some(soak_subscriber::PART) => return soak_subscriber::run(&args[1..]).await,
+        Some(processor::PART) => return processor::run(&args[1..]).await,
+        Some(drain::PART) => return drain::run(&args[1..]).await,
+        Some(writer::PART) => return writer::run(&args[1..]).await,
+        Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
     }
     // What follows `soak` are its flags.
@@ -120,21 +97,21 @@ async fn main() -> Result<(), BoxError> {
         writers::run().await?;
     }
     if wants("jetstream") {
-        ceilings.jetstream = Some(jetstream_ceiling::run().await?);
+        ceilings.jetstream = Some(jetstream::run().await?);
         between_parts().await;
     }
     if wants("naive") {
-        ceilings.naive = Some(naive_relay::run().await?);
+        ceilings.naive = Some(naive::run().await?);
         between_parts().await;
     }
     if wants("drain") {
-        let checks = backlog::run(ceilings).await?;
+        let checks = drain_1m::run(ceilings).await?;
         report::print("drain targets", &checks);
         summary.push(("drain", checks));
         between_parts().await;
     }
     if wants("drain-skew") {
-        let checks = skew::run(ceilings).await?;
+        let checks = drain_skew::run(ceilings).await?;
         report::print("drain-skew targets", &checks);
         summary.push(("drain-skew", checks));
         between_parts().await;
@@ -164,16 +141,16 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("drain-1m") {
-        let checks = backlog::one_million().await?;
+        let checks = drain_1m::one_million().await?;
         report::print("drain-1m targets", &checks);
         summary.push(("drain-1m", checks));
         between_parts().await;
     }
     if wants("drain-tune") {
-        backlog::tune().await?;
+        drain_1m::tune().await?;
     }
     if wants("drain-cluster") {
-        cluster::run().await?;
+        drain_cluster::run().await?;
     }
     if wants("soak") {
         soak::run(&soak_flags).await?;

@@ -3,7 +3,7 @@
 //! event), with the processor
 //! - in the writers' process (fast path: the ids of just-committed messages
 //!   are leased by primary key), or
-//! - in another process (this binary as `processor-child`, see [`crate::child`]; woken by
+//! - in another process (this binary as `processor-child`, see [`crate::children::processor`]; woken by
 //!   `LISTEN`/`NOTIFY`).
 //!
 //! Each writer records the wall-clock time right after `commit()` returns,
@@ -30,15 +30,15 @@ use txoutbox_core::{MessageId, ProcessorReport};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::child;
-use crate::fixture::{BenchDb, BenchEvent, BenchOrder, BenchStream, config};
-use crate::machine::CpuTimes;
-use crate::offered;
-use crate::pgstats::{self, StatementLog};
-use crate::record::{Acks, RecordingPublisher};
-use crate::report::{Check, thousands};
-use crate::stats::{ms, percentile};
+use crate::children::processor;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{BenchDb, BenchEvent, BenchOrder, BenchStream, config};
+use crate::harness::machine::CpuTimes;
+use crate::harness::offered;
+use crate::harness::pgstats::{self, StatementLog};
+use crate::harness::record::{Acks, RecordingPublisher};
+use crate::harness::report::{Check, thousands};
+use crate::harness::stats::{ms, percentile};
 
 const WRITERS: usize = 8;
 const WARMUP: Duration = Duration::from_secs(2);
@@ -555,7 +555,7 @@ async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
 /// Starts this binary as the processor child and waits for its `ready`.
 pub(crate) async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
     let mut child = Command::new(std::env::current_exe()?)
-        .args([child::PART, "--schema", schema, "--prefix", prefix])
+        .args([processor::PART, "--schema", schema, "--prefix", prefix])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -17,8 +17,8 @@ use sea_orm::{ConnectOptions, Database};
 use tokio::io::AsyncBufReadExt;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture::{self, BenchOrder};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchOrder};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "writer-child";

@@ -3,9 +3,9 @@
 //! backlog in a process of its own, so its memory is the processor's alone.
 //!
 //! The processor is wired like `Outbox::processor` (commit listener +
-//! `LISTEN`) but with a [`CountingStore`](crate::record::CountingStore). The drain is timed from spawn until
+//! `LISTEN`) but with a [`CountingStore`](crate::harness::record::CountingStore). The drain is timed from spawn until
 //! the store completed N rows. The figures go to standard output, one per
-//! line (see [`Output`]), for [`drain`](crate::drain) to read.
+//! line (see [`Output`]), for [`drain`](crate::parts::drain) to read.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,13 +15,13 @@ use txoutbox_core::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, Retention};
 
-use crate::BoxError;
-use crate::drain::Settings;
-use crate::fixture::{self, connect_schema};
-use crate::machine;
-use crate::memory::{self, Sampler};
-use crate::pgstats::StatementLog;
-use crate::record::{OpFigures, StoreCounts, counted_processor};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, connect_schema};
+use crate::harness::machine;
+use crate::harness::memory::{self, Sampler};
+use crate::harness::pgstats::StatementLog;
+use crate::harness::record::{OpFigures, StoreCounts, counted_processor};
+use crate::parts::drain::Settings;
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "drain-child";

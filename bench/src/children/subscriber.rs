@@ -20,9 +20,9 @@ use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::{StreamSpec, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, Processed, UnitOfWork};
 
-use crate::BoxError;
-use crate::child;
-use crate::fixture::{self, BenchEvent, connect_schema};
+use crate::children::processor;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchEvent, connect_schema};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "soak-subscriber";
@@ -79,7 +79,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     }
     let progress = {
         let duplicates = duplicates.clone();
-        tokio::spawn(child::print_count("dups", move || {
+        tokio::spawn(processor::print_count("dups", move || {
             duplicates.load(Ordering::Relaxed)
         }))
     };

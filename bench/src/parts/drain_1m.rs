@@ -7,15 +7,15 @@
 
 use std::time::Duration;
 
-use crate::BoxError;
-use crate::drain::{Drain, Settings, drain};
-use crate::jetstream_ceiling::JetStreamCeiling;
-use crate::memory::mib;
-use crate::naive_relay::{self, NaiveRelay};
-use crate::report::{Check, thousands};
+use crate::harness::error::BoxError;
+use crate::harness::memory::mib;
+use crate::harness::report::{Check, thousands};
+use crate::parts::drain::{Drain, Settings, drain};
+use crate::parts::jetstream::JetStreamCeiling;
+use crate::parts::naive::{self, NaiveRelay};
 
 /// Rows of the `drain` and `drain-tune` backlogs.
-const ROWS: u64 = naive_relay::ROWS;
+const ROWS: u64 = naive::ROWS;
 /// Rows of the `drain-1m` backlog.
 const ROWS_1M: u64 = 1_000_000;
 /// Drain rate target, events per second.

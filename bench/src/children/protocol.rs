@@ -1,7 +1,7 @@
 //! The child processes of the soak (and of `outage`): this binary as a processor
-//! ([`child`](crate::child)), the writers
-//! ([`writer_child`](crate::writer_child)) or the subscriber
-//! ([`soak_subscriber`](crate::soak_subscriber)), each started and waited
+//! ([`child`](crate::children::processor)), the writers
+//! ([`writer_child`](crate::children::writer)) or the subscriber
+//! ([`soak_subscriber`](crate::children::subscriber)), each started and waited
 //! for until it prints `ready`, then SIGKILLed or stopped (its standard
 //! input closed). Its output is read meanwhile: the last `dups <n>` and the
 //! `done …` line.
@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 
 /// Longest a child may take to print `ready`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -16,13 +16,13 @@ use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 use uuid::Uuid;
 
-use crate::BoxError;
-use crate::fixture::{self, BenchDb, BenchOrder, BenchStream};
-use crate::latency::spawn_child;
-use crate::pgstats;
-use crate::record::{StoreCounts, counted_processor};
-use crate::report::Check;
-use crate::stats::ms;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchDb, BenchOrder, BenchStream};
+use crate::harness::pgstats;
+use crate::harness::record::{StoreCounts, counted_processor};
+use crate::harness::report::Check;
+use crate::harness::stats::ms;
+use crate::parts::latency::spawn_child;
 
 const ORDERS: usize = 2_000;
 const EVENTS_PER_ORDER: usize = 10;

@@ -24,10 +24,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture::{self, connect_schema};
-use crate::pgstats::{self, StatementLog};
-use crate::record::{Acks, RecordingPublisher};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, connect_schema};
+use crate::harness::pgstats::{self, StatementLog};
+use crate::harness::record::{Acks, RecordingPublisher};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "processor-child";

@@ -1,6 +1,6 @@
 //! Backlog drain by one processor: a fresh table with N pending ~300-byte
 //! events (each its own aggregate), drained by one processor running in a
-//! process of its own (`txoutbox-bench drain-child`, see [`crate::drain_child`]), so the memory
+//! process of its own (`txoutbox-bench drain-child`, see [`crate::children::drain`]), so the memory
 //! figures are the processor's alone. Around it, this side counts the
 //! transactions PostgreSQL committed and the CPU time by process, and checks
 //! that every row was published and stored once.
@@ -11,14 +11,14 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::BoxError;
-use crate::drain_child::{self, Output};
-use crate::fixture::{self, BenchDb, BenchStream, Broker, fill};
-use crate::machine::CpuTimes;
-use crate::memory;
-use crate::pgstats;
-use crate::report::thousands;
-use crate::skew;
+use crate::children::drain::{self as drain_child, Output};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchDb, BenchStream, Broker, fill};
+use crate::harness::machine::CpuTimes;
+use crate::harness::memory;
+use crate::harness::pgstats;
+use crate::harness::report::thousands;
+use crate::parts::drain_skew;
 
 /// The processor settings a drain runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +213,7 @@ impl Drain {
 /// child process, which samples its `VmRSS` every `sample_every`.
 ///
 /// With `aggregates` below `rows`, the backlog is spread over that many
-/// aggregates first ([`skew::spread`]): the drain then publishes each
+/// aggregates first ([`drain_skew::spread`]): the drain then publishes each
 /// aggregate's messages in sequence order.
 pub(crate) async fn drain(
     settings: Settings,
@@ -240,7 +240,7 @@ pub(crate) async fn drain_on(
         thousands(rows as f64)
     );
     if aggregates < rows {
-        skew::spread(&bench, aggregates).await?;
+        drain_skew::spread(&bench, aggregates).await?;
     }
 
     let admin = fixture::admin().await?;

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
 
-use crate::BoxError;
-use crate::backlog::Ceilings;
-use crate::drain::{Settings, drain};
-use crate::fixture::BenchDb;
-use crate::naive_relay;
-use crate::report::{Check, thousands};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::BenchDb;
+use crate::harness::report::{Check, thousands};
+use crate::parts::drain::{Settings, drain};
+use crate::parts::drain_1m::Ceilings;
+use crate::parts::naive;
 
 /// Rows of every backlog.
-const ROWS: u64 = naive_relay::ROWS;
+const ROWS: u64 = naive::ROWS;
 /// Aggregates the backlog is spread over, and each one's target as a ratio
 /// to the uniform drain (`None`: the uniform drain itself).
 const SHAPES: [(u64, Option<f64>); 5] = [
