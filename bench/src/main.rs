@@ -33,13 +33,14 @@ mod parts;
 
 use std::time::Duration;
 
-use crate::children::{drain, processor, subscriber, writer};
+use crate::children::{processor, subscriber, writer};
 use crate::harness::error::BoxError;
 use crate::harness::report::{self, Check};
 use crate::harness::{fixture, machine, stats};
-use crate::parts::drain_1m::{self, Ceilings};
+use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
-    crash, drain_cluster, drain_skew, jetstream, latency, naive, outage, save_cost, soak, writers,
+    crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, jetstream, latency, naive,
+    outage, save_cost, soak, writers,
 };
 
 /// Every part, in running order, and whether the default run includes it.
@@ -65,7 +66,7 @@ async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some(processor::PART) => return processor::run(&args[1..]).await,
-        Some(drain::PART) => return drain::run(&args[1..]).await,
+        Some(children::drain::PART) => return children::drain::run(&args[1..]).await,
         Some(writer::PART) => return writer::run(&args[1..]).await,
         Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
@@ -105,7 +106,7 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("drain") {
-        let checks = drain_1m::run(ceilings).await?;
+        let checks = drain::run(ceilings).await?;
         report::print("drain targets", &checks);
         summary.push(("drain", checks));
         between_parts().await;
@@ -123,7 +124,7 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("history") {
-        let checks = latency::history().await?;
+        let checks = history::run().await?;
         report::print("history targets", &checks);
         summary.push(("history", checks));
         between_parts().await;
@@ -141,13 +142,13 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("drain-1m") {
-        let checks = drain_1m::one_million().await?;
+        let checks = drain_1m::run().await?;
         report::print("drain-1m targets", &checks);
         summary.push(("drain-1m", checks));
         between_parts().await;
     }
     if wants("drain-tune") {
-        drain_1m::tune().await?;
+        drain_tune::run().await?;
     }
     if wants("drain-cluster") {
         drain_cluster::run().await?;

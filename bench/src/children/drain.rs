@@ -21,7 +21,6 @@ use crate::harness::machine;
 use crate::harness::memory::{self, Sampler};
 use crate::harness::pgstats::StatementLog;
 use crate::harness::record::{OpFigures, StoreCounts, counted_processor};
-use crate::parts::drain::Settings;
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "drain-child";
@@ -30,6 +29,49 @@ pub(crate) const PART: &str = "drain-child";
 const POOL: u32 = 10;
 /// Longest a drain may take.
 const TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The processor settings a drain runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) batch_size: u32,
+    pub(crate) batches_in_flight: usize,
+    pub(crate) max_in_flight: usize,
+    /// `Retention::Delete` instead of the default `KeepPublished`.
+    pub(crate) delete_published: bool,
+    /// Processors side by side in the one process (1 but in `drain-tune`).
+    pub(crate) processors: usize,
+}
+
+impl Default for Settings {
+    /// The processor's defaults.
+    fn default() -> Self {
+        let defaults = txoutbox_core::processor::ProcessorConfig::default();
+        Self {
+            batch_size: defaults.batch_size(),
+            batches_in_flight: defaults.batches_in_flight(),
+            max_in_flight: defaults.max_in_flight(),
+            delete_published: false,
+            processors: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "batch {:>4}, {} in flight, max_in_flight {:>4}",
+            self.batch_size, self.batches_in_flight, self.max_in_flight
+        )?;
+        if self.delete_published {
+            write!(f, ", Retention::Delete")?;
+        }
+        if self.processors > 1 {
+            write!(f, ", {} processors", self.processors)?;
+        }
+        Ok(())
+    }
+}
 
 /// What the child measured.
 #[derive(Debug, Default)]

@@ -1,66 +1,121 @@
-//! Backlog drain by one processor: a fresh table with N pending ~300-byte
-//! events (each its own aggregate), drained by one processor running in a
-//! process of its own (`txoutbox-bench drain-child`, see [`crate::children::drain`]), so the memory
-//! figures are the processor's alone. Around it, this side counts the
+//! `drain`: one processor draining a fresh table of 200,000 pending
+//! ~300-byte events (each its own aggregate) with the default settings,
+//! against the targets and both ceilings of the same run.
+//!
+//! Also the measured drain every `drain-*` part runs ([`drain`],
+//! [`drain_on`]): the processor runs in a process of its own
+//! (`txoutbox-bench drain-child`, see [`crate::children::drain`]), so the
+//! memory figures are the processor's alone. Around it, this side counts the
 //! transactions PostgreSQL committed and the CPU time by process, and checks
 //! that every row was published and stored once.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use sea_orm::ConnectionTrait;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::children::drain::{self as drain_child, Output};
+use crate::children::drain::{self as drain_child, Output, Settings};
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, BenchDb, BenchStream, Broker, fill};
 use crate::harness::machine::CpuTimes;
-use crate::harness::memory;
+use crate::harness::memory::{self, mib};
 use crate::harness::pgstats;
-use crate::harness::report::thousands;
-use crate::parts::drain_skew;
+use crate::harness::report::{Check, thousands};
+use crate::parts::jetstream::JetStreamCeiling;
+use crate::parts::naive::{self, NaiveRelay};
 
-/// The processor settings a drain runs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Settings {
-    pub(crate) batch_size: u32,
-    pub(crate) batches_in_flight: usize,
-    pub(crate) max_in_flight: usize,
-    /// `Retention::Delete` instead of the default `KeepPublished`.
-    pub(crate) delete_published: bool,
-    /// Processors side by side in the one process (1 but in `drain-tune`).
-    pub(crate) processors: usize,
+/// Rows of the `drain` and `drain-tune` backlogs.
+pub(crate) const ROWS: u64 = naive::ROWS;
+/// Drain rate target, events per second.
+pub(crate) const TARGET_RATE: f64 = 28_000.0;
+/// Target ratio to the naive loop of the same run.
+const TARGET_OVER_NAIVE: f64 = 1.4;
+/// Target statements per event.
+const TARGET_STATEMENTS: f64 = 0.01;
+
+/// The ceilings measured earlier in the same run, if any.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Ceilings {
+    pub(crate) jetstream: Option<JetStreamCeiling>,
+    pub(crate) naive: Option<NaiveRelay>,
 }
 
-impl Default for Settings {
-    /// The processor's defaults.
-    fn default() -> Self {
-        let defaults = txoutbox_core::processor::ProcessorConfig::default();
-        Self {
-            batch_size: defaults.batch_size(),
-            batches_in_flight: defaults.batches_in_flight(),
-            max_in_flight: defaults.max_in_flight(),
-            delete_published: false,
-            processors: 1,
-        }
-    }
+/// `drain`: the default settings on 200,000 rows.
+pub(crate) async fn run(ceilings: Ceilings) -> Result<Vec<Check>, BoxError> {
+    println!(
+        "== drain: {} pending rows, one processor, default settings ==",
+        thousands(ROWS as f64)
+    );
+    let drained = drain(Settings::default(), ROWS, ROWS, Duration::from_millis(100)).await?;
+    drained.print();
+    drained.print_details();
+    Ok(checks(&drained, ceilings))
 }
 
-impl std::fmt::Display for Settings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "batch {:>4}, {} in flight, max_in_flight {:>4}",
-            self.batch_size, self.batches_in_flight, self.max_in_flight
-        )?;
-        if self.delete_published {
-            write!(f, ", Retention::Delete")?;
+/// The targets of a drain, with its ratios to the ceilings.
+pub(crate) fn checks(drained: &Drain, ceilings: Ceilings) -> Vec<Check> {
+    let rate = drained.rate();
+    let mut checks = vec![Check::new(
+        "drain rate, one processor, 200,000 rows",
+        format!("{} events/s", thousands(rate)),
+        format!(">= {} events/s", thousands(TARGET_RATE)),
+        rate >= TARGET_RATE,
+    )];
+    match ceilings.naive {
+        Some(naive) => {
+            checks.push(Check::new(
+                "drain / naive loop of this run",
+                format!(
+                    "x{:.2} (naive {}/s)",
+                    rate / naive.one,
+                    thousands(naive.one)
+                ),
+                format!(">= x{TARGET_OVER_NAIVE}"),
+                rate >= TARGET_OVER_NAIVE * naive.one,
+            ));
+            println!(
+                "ratio to the naive loop: x{:.2} of one loop ({}/s), x{:.2} of two loops ({}/s)",
+                rate / naive.one,
+                thousands(naive.one),
+                rate / naive.two,
+                thousands(naive.two)
+            );
         }
-        if self.processors > 1 {
-            write!(f, ", {} processors", self.processors)?;
-        }
-        Ok(())
+        None => println!("(no naive-loop ratio: run the `naive` part in the same run)"),
     }
+    match ceilings.jetstream {
+        Some(js) => println!(
+            "ratio to the JetStream ceiling: {:.0}% of raw publishing ({}/s), {:.0}% of JetStreamPublisher ({}/s)",
+            100.0 * rate / js.raw,
+            thousands(js.raw),
+            100.0 * rate / js.publisher,
+            thousands(js.publisher)
+        ),
+        None => println!("(no JetStream ratio: run the `jetstream` part in the same run)"),
+    }
+    let per_event = drained.statements_sent() as f64 / drained.rows as f64;
+    checks.push(Check::new(
+        "statements per event while draining (all sent)",
+        format!("{per_event:.4}"),
+        format!("<= {TARGET_STATEMENTS}"),
+        per_event <= TARGET_STATEMENTS,
+    ));
+    let transactions = drained.transactions as f64 / drained.rows as f64;
+    checks.push(Check::new(
+        "transactions per event while draining (pg_stat_database)",
+        format!("{transactions:.4}"),
+        format!("<= {TARGET_STATEMENTS} (info)"),
+        transactions <= TARGET_STATEMENTS,
+    ));
+    checks.push(Check::new(
+        "peak RSS of the processor's process while draining",
+        mib(drained.child.peak),
+        "(info)",
+        true,
+    ));
+    checks
 }
 
 /// What one drain measured.
@@ -213,7 +268,7 @@ impl Drain {
 /// child process, which samples its `VmRSS` every `sample_every`.
 ///
 /// With `aggregates` below `rows`, the backlog is spread over that many
-/// aggregates first ([`drain_skew::spread`]): the drain then publishes each
+/// aggregates first ([`spread`]): the drain then publishes each
 /// aggregate's messages in sequence order.
 pub(crate) async fn drain(
     settings: Settings,
@@ -240,7 +295,7 @@ pub(crate) async fn drain_on(
         thousands(rows as f64)
     );
     if aggregates < rows {
-        drain_skew::spread(&bench, aggregates).await?;
+        spread(&bench, aggregates).await?;
     }
 
     let admin = fixture::admin().await?;
@@ -312,4 +367,29 @@ pub(crate) async fn drain_on(
         cpu,
         table,
     })
+}
+
+/// Rewrites the filled backlog (every message its own aggregate, ids in
+/// commit order) into `aggregates` aggregates: row `n` in id order becomes
+/// sequence `n / aggregates + 1` of aggregate `n % aggregates`, so each
+/// aggregate's sequences rise with its ids, as the unit of work writes them.
+pub(crate) async fn spread(bench: &BenchDb, aggregates: u64) -> Result<(), BoxError> {
+    let started = std::time::Instant::now();
+    let db = bench.connect(1).await?;
+    db.execute_unprepared(&format!(
+        "UPDATE outbox_messages AS m SET aggregate_id = 'hot-' || (r.n % {aggregates}), \
+         sequence = r.n / {aggregates} + 1 \
+         FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM outbox_messages) AS r \
+         WHERE m.id = r.id"
+    ))
+    .await?;
+    db.execute_unprepared("VACUUM ANALYZE outbox_messages")
+        .await?;
+    db.close().await?;
+    println!(
+        "   (spread over {} aggregates in {:.1} s, not measured)",
+        thousands(aggregates as f64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use txoutbox_fixtures::nats::{NatsCluster, NatsServer};
 
+use crate::children::drain::Settings;
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{BenchStream, Broker};
 use crate::harness::report::thousands;
-use crate::parts::drain::{self, Settings};
+use crate::parts::drain;
 use crate::parts::jetstream;
 
 /// Rows each drain publishes.

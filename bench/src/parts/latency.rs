@@ -40,7 +40,7 @@ use crate::harness::record::{Acks, RecordingPublisher};
 use crate::harness::report::{Check, thousands};
 use crate::harness::stats::{ms, percentile};
 
-const WRITERS: usize = 8;
+pub(crate) const WRITERS: usize = 8;
 const WARMUP: Duration = Duration::from_secs(2);
 const RUN: Duration = Duration::from_secs(10);
 /// Connections of the writers' pool (the in-process processor shares it).
@@ -50,7 +50,7 @@ const SETTLE: Duration = Duration::from_secs(30);
 
 /// Where the processor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Placement {
+pub(crate) enum Placement {
     InProcess,
     OtherProcess,
     /// No processor at all: what the writers achieve alone (a baseline).
@@ -62,7 +62,7 @@ enum Placement {
 }
 
 impl Placement {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Placement::InProcess => "same process (fast path)",
             Placement::OtherProcess => "other process (LISTEN/NOTIFY)",
@@ -74,7 +74,7 @@ impl Placement {
 
 /// What each writer's transactions do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writes {
+pub(crate) enum Writes {
     /// Place a new order (a fresh aggregate) per transaction.
     PlaceNew,
     /// Load and amend the writer's own order, which already has `history`
@@ -83,14 +83,14 @@ enum Writes {
 }
 
 /// One measured case.
-struct Case {
-    achieved: f64,
-    latencies: Vec<Duration>,
-    commit_latencies: Vec<Duration>,
+pub(crate) struct Case {
+    pub(crate) achieved: f64,
+    pub(crate) latencies: Vec<Duration>,
+    pub(crate) commit_latencies: Vec<Duration>,
     schedule_lags: Vec<Duration>,
     acked_before_commit_returned: usize,
-    missing: usize,
-    cpu: String,
+    pub(crate) missing: usize,
+    pub(crate) cpu: String,
     /// Batches the processor claimed (non-empty claims) and messages it published.
     batches: u64,
     published: u64,
@@ -247,7 +247,11 @@ struct Commit {
     in_window: bool,
 }
 
-async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case, BoxError> {
+pub(crate) async fn measure(
+    placement: Placement,
+    rate: u64,
+    writes: Writes,
+) -> Result<Case, BoxError> {
     let bench = BenchDb::create().await?;
     let stream = BenchStream::create().await?;
     let mut db = bench.connect(POOL).await?;
@@ -420,61 +424,6 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
     stream.delete().await?;
     drop(bench);
     Ok(case)
-}
-
-/// `history`: commit-to-ack at 1,000 events/s when every writer amends an
-/// aggregate with 100,000 published events (kept, as by default), beside
-/// the same writers amending aggregates with one published event, with the
-/// processor in the writers' process and in another one.
-pub(crate) async fn history() -> Result<Vec<Check>, BoxError> {
-    const RATE: u64 = 1_000;
-    const HISTORY: u64 = 100_000;
-    println!(
-        "== history: {WRITERS} writers amending their own aggregate at {RATE}/s, 1 vs {} published events each ==",
-        thousands(HISTORY as f64)
-    );
-    let mut checks = Vec::new();
-    for placement in [Placement::InProcess, Placement::OtherProcess] {
-        let mut p50s = Vec::new();
-        for history in [1, HISTORY] {
-            let mut case = measure(placement, RATE, Writes::Amend { history }).await?;
-            let p50 = percentile(&mut case.latencies, 0.5);
-            let p99 = percentile(&mut case.latencies, 0.99);
-            println!(
-                "{:<30} history {:>7}: achieved {:>6} tx/s | commit-to-ack p50 {} p99 {} | {} missing | commit p50 {}\n   {}",
-                placement.label(),
-                thousands(history as f64),
-                thousands(case.achieved),
-                ms(p50),
-                ms(p99),
-                case.missing,
-                ms(percentile(&mut case.commit_latencies, 0.5)),
-                case.cpu
-            );
-            p50s.push((p50, p99, case.missing));
-        }
-        let ((fresh, fresh_p99, _), (long, long_p99, missing)) = (p50s[0], p50s[1]);
-        let ratio = long.as_secs_f64() / fresh.as_secs_f64().max(1e-9);
-        checks.push(Check::new(
-            format!(
-                "commit-to-ack p50, 100,000-event histories / fresh, {}",
-                placement.label()
-            ),
-            format!("x{ratio:.2} ({} vs {})", ms(long), ms(fresh)),
-            "<= x1.2",
-            ratio <= 1.2 && missing == 0,
-        ));
-        checks.push(Check::new(
-            format!(
-                "commit-to-ack p99, 100,000-event histories, {}",
-                placement.label()
-            ),
-            format!("{} (fresh {})", ms(long_p99), ms(fresh_p99)),
-            "(info)",
-            true,
-        ));
-    }
-    Ok(checks)
 }
 
 /// Each writer's order `w<n>`, at version `history`, with `history`
