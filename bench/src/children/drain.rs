@@ -4,8 +4,9 @@
 //!
 //! The processor is wired like `Outbox::processor` (commit listener +
 //! `LISTEN`) but with a [`CountingStore`](crate::harness::record::CountingStore). The drain is timed from spawn until
-//! the store completed N rows. The figures go to standard output, one per
-//! line (see [`Output`]), for [`drain`](crate::parts::drain) to read.
+//! the store completed N rows. It prints `ready` once its processors are
+//! built, `drained` when the rows are, then the figures, one per line (see
+//! [`Output`]), for [`drain`](crate::parts::drain) to read.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use txoutbox_core::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, Retention};
 
+use crate::children::protocol;
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, connect_schema};
 use crate::harness::machine;
@@ -167,6 +169,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         );
     }
 
+    protocol::ready()?;
     let rss_before = memory::now()?.rss_kib;
     let cpu_before = machine::own_cpu_seconds();
     let sampler = Sampler::start(sample_every);

@@ -1,18 +1,28 @@
-//! The child processes of the soak (and of `outage`): this binary as a processor
-//! ([`child`](crate::children::processor)), the writers
-//! ([`writer_child`](crate::children::writer)) or the subscriber
-//! ([`soak_subscriber`](crate::children::subscriber)), each started and waited
-//! for until it prints `ready`, then SIGKILLed or stopped (its standard
-//! input closed). Its output is read meanwhile: the last `dups <n>` and the
-//! `done …` line.
+//! The one protocol between a part and the children it starts (this binary
+//! as a processor ([`processor`](crate::children::processor)), the drain
+//! ([`drain`](crate::children::drain)), the writers
+//! ([`writer`](crate::children::writer)) or the soak's subscriber
+//! ([`subscriber`](crate::children::subscriber))):
+//!
+//! - spawn: the part starts this binary with the child's part name and its
+//!   flags ([`Proc::start`]);
+//! - ready: the child prints `ready` once it is set up ([`ready`]); the
+//!   part waits for it (at most a minute);
+//! - work: the child may read lines from its standard input (`mark`) and
+//!   print progress lines (`dups <n>`, see [`print_count`]; `drained`);
+//!   the part reads its output meanwhile ([`Proc::wait_for`], [`Proc::last`]);
+//! - done: the part closes the child's standard input (a graceful stop) or
+//!   SIGKILLs it (a crash); a child that stops prints its figures and a
+//!   last `done …` line ([`Proc::output`], [`Proc::stopped`]).
 
+use std::io::Write;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::harness::error::BoxError;
@@ -20,13 +30,15 @@ use crate::harness::error::BoxError;
 /// Longest a child may take to print `ready`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A child process of the soak.
+/// A child process started by a part.
 #[derive(Debug)]
 pub(crate) struct Proc {
     name: String,
     child: Child,
-    dups: Arc<AtomicU64>,
-    done: Arc<Mutex<Option<String>>>,
+    /// Every line it printed after `ready`, in order.
+    lines: Arc<Mutex<Vec<String>>>,
+    /// How many lines it printed so far; closed when its output ends.
+    printed: watch::Receiver<usize>,
     reader: JoinHandle<()>,
 }
 
@@ -34,8 +46,18 @@ impl Proc {
     /// Starts this binary with `args`, called `name` in messages, and waits
     /// for its `ready`.
     pub(crate) async fn start(name: &str, args: &[String]) -> Result<Self, BoxError> {
+        Self::start_with(name, args, &[]).await
+    }
+
+    /// [`start`](Self::start) with `env` added to its environment.
+    pub(crate) async fn start_with(
+        name: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<Self, BoxError> {
         let mut child = Command::new(std::env::current_exe()?)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -52,29 +74,83 @@ impl Proc {
         if first.as_deref().map(str::trim) != Some("ready") {
             return Err(format!("the {name} said {first:?} instead of `ready`").into());
         }
-        let dups = Arc::new(AtomicU64::new(0));
-        let done = Arc::new(Mutex::new(None));
+        let printed = Arc::new(Mutex::new(Vec::new()));
+        let (count, counted) = watch::channel(0);
         let reader = {
-            let (dups, done) = (Arc::clone(&dups), Arc::clone(&done));
+            let printed = Arc::clone(&printed);
             tokio::spawn(async move {
                 while let Ok(Some(line)) = lines.next_line().await {
-                    if let Some(n) = line.strip_prefix("dups ") {
-                        if let Ok(n) = n.trim().parse() {
-                            dups.store(n, Ordering::Relaxed);
-                        }
-                    } else if line.starts_with("done") {
-                        *done.lock().unwrap_or_else(PoisonError::into_inner) = Some(line);
-                    }
+                    let mut printed = printed.lock().unwrap_or_else(PoisonError::into_inner);
+                    printed.push(line);
+                    count.send_replace(printed.len());
                 }
             })
         };
         Ok(Self {
             name: name.to_owned(),
             child,
-            dups,
-            done,
+            lines: printed,
+            printed: counted,
             reader,
         })
+    }
+
+    /// Writes `line` to its standard input (e.g. `mark`).
+    pub(crate) async fn send(&mut self, line: &str) -> Result<(), BoxError> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| format!("the {} has no stdin", self.name))?;
+        stdin.write_all(format!("{line}\n").as_bytes()).await?;
+        stdin.flush().await?;
+        Ok(())
+    }
+
+    /// Waits until it prints a line starting with `prefix` and returns that
+    /// line, or `None` once its output ended without one.
+    pub(crate) async fn wait_for(&mut self, prefix: &str) -> Option<String> {
+        loop {
+            if let Some(line) = self.first(prefix) {
+                return Some(line);
+            }
+            if self.printed.changed().await.is_err() {
+                return self.first(prefix);
+            }
+        }
+    }
+
+    /// The first line it printed starting with `prefix`.
+    fn first(&self, prefix: &str) -> Option<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|line| line.starts_with(prefix))
+            .cloned()
+    }
+
+    /// The last line it printed starting with `prefix`, so far.
+    pub(crate) fn last(&self, prefix: &str) -> Option<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .rev()
+            .find(|line| line.starts_with(prefix))
+            .cloned()
+    }
+
+    /// The last duplicate count it printed (`dups <n>`), 0 if none.
+    fn dups(&self) -> u64 {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .rev()
+            .filter_map(|line| line.strip_prefix("dups "))
+            .find_map(|n| n.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// SIGKILL, as a crash; reaps the process and reads what it printed.
@@ -83,7 +159,7 @@ impl Proc {
         self.child.start_kill()?;
         self.child.wait().await?;
         (&mut self.reader).await?;
-        Ok(self.dups.load(Ordering::Relaxed))
+        Ok(self.dups())
     }
 
     /// Closes its standard input (a graceful stop) and waits up to
@@ -98,23 +174,39 @@ impl Proc {
         mut self,
         timeout: Duration,
     ) -> Result<(u64, Option<String>), BoxError> {
+        self.end(Some(timeout)).await?;
+        Ok((self.dups(), self.done()))
+    }
+
+    /// Closes its standard input (a graceful stop), waits for it to exit
+    /// successfully, however long it takes, and returns every line it
+    /// printed after `ready`.
+    pub(crate) async fn output(mut self) -> Result<Vec<String>, BoxError> {
+        self.end(None).await?;
+        let lines = std::mem::take(&mut *self.lines.lock().unwrap_or_else(PoisonError::into_inner));
+        Ok(lines)
+    }
+
+    /// Closes its standard input, waits (up to `timeout`, if any) for it to
+    /// exit successfully and for its output to end.
+    async fn end(&mut self, timeout: Option<Duration>) -> Result<(), BoxError> {
         drop(self.child.stdin.take());
-        let status = tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .map_err(|_| format!("the {} did not stop within {timeout:?}", self.name))??;
+        let status = match timeout {
+            Some(timeout) => tokio::time::timeout(timeout, self.child.wait())
+                .await
+                .map_err(|_| format!("the {} did not stop within {timeout:?}", self.name))??,
+            None => self.child.wait().await?,
+        };
         if !status.success() {
             return Err(format!("the {} failed: {status}", self.name).into());
         }
         (&mut self.reader).await?;
-        Ok((self.dups.load(Ordering::Relaxed), self.done()))
+        Ok(())
     }
 
     /// The `done …` line, once it printed it.
     pub(crate) fn done(&self) -> Option<String> {
-        self.done
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.last("done")
     }
 
     /// Whether the process has exited.
@@ -131,4 +223,31 @@ impl Proc {
 /// `args` as owned strings.
 pub(crate) fn args(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// The child's side: prints `ready`, once it is set up.
+pub(crate) fn ready() -> Result<(), std::io::Error> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()
+}
+
+/// Prints `<label> <n>` whenever `count()` changed, checked every 250 ms,
+/// until aborted: progress a parent still has after SIGKILLing the process.
+pub(crate) async fn print_count(
+    label: &'static str,
+    count: impl Fn() -> u64,
+) -> Result<(), std::io::Error> {
+    let mut shown = 0;
+    let mut every = tokio::time::interval(std::time::Duration::from_millis(250));
+    loop {
+        every.tick().await;
+        let now = count();
+        if now != shown {
+            shown = now;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{label} {now}")?;
+            out.flush()?;
+        }
+    }
 }

@@ -9,14 +9,12 @@
 //! transactions PostgreSQL committed and the CPU time by process, and checks
 //! that every row was published and stored once.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 use crate::children::drain::{self as drain_child, Output, Settings};
+use crate::children::protocol::Proc;
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, BenchDb, BenchStream, Broker, fill};
 use crate::harness::machine::CpuTimes;
@@ -303,38 +301,17 @@ pub(crate) async fn drain_on(
     let pg_stat_statements = pgstats::pg_stat_statements(&admin).await?;
     let (commits_before, rollbacks_before) = pgstats::transactions(&admin).await?;
     let cpu_before = CpuTimes::now();
-    let mut process = Command::new(std::env::current_exe()?)
-        .args(drain_child::args(
-            &bench.schema,
-            &stream.prefix,
-            rows,
-            settings,
-            sample_every,
-        ))
-        .env("OUTBOX_TEST_NATS_URL", &broker.urls)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = process
-        .stdout
-        .take()
-        .ok_or("the drain child has no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let mut text = String::new();
-    let mut cpu = None;
-    while let Some(line) = lines.next_line().await? {
-        if line == "drained" {
-            cpu = Some(CpuTimes::now().since(&cpu_before));
-        }
-        text.push_str(&line);
-        text.push('\n');
-    }
-    let status = process.wait().await?;
-    if !status.success() {
-        return Err(format!("the drain child ended with {status}").into());
-    }
+    let mut process = Proc::start_with(
+        "drain child",
+        &drain_child::args(&bench.schema, &stream.prefix, rows, settings, sample_every),
+        &[("OUTBOX_TEST_NATS_URL", &broker.urls)],
+    )
+    .await?;
+    let cpu = process
+        .wait_for("drained")
+        .await
+        .map(|_| CpuTimes::now().since(&cpu_before));
+    let text = process.output().await?.join("\n");
     let cpu = cpu.ok_or("the drain child never said `drained`")?;
     let child = drain_child::parse(&text)?;
     // The child's backends flushed their counters when its pool closed.

@@ -18,19 +18,17 @@
 //! work alone. The write-rate checks print the first beside their target.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
 use txoutbox_core::{MessageId, ProcessorReport};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
 use crate::children::processor;
+use crate::children::protocol::Proc;
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{BenchDb, BenchEvent, BenchOrder, BenchStream, config};
 use crate::harness::machine::CpuTimes;
@@ -271,7 +269,7 @@ pub(crate) async fn measure(
         }
         Placement::OtherProcess => (
             None,
-            Some(spawn_child(&bench.schema, &stream.prefix).await?),
+            Some(processor::start(&bench.schema, &stream.prefix).await?),
         ),
         Placement::Nowhere | Placement::RawStatement => (None, None),
     };
@@ -357,7 +355,7 @@ pub(crate) async fn measure(
     // Wait for the last acks, then collect them.
     let settle_until = Instant::now() + SETTLE;
     let (ack_times, report): (HashMap<MessageId, SystemTime>, ProcessorReport) =
-        match (processor, child.as_mut()) {
+        match (processor, child) {
             (Some(processor), _) => {
                 while acks.len() < commits.len() && Instant::now() < settle_until {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -501,24 +499,6 @@ async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
     pgstats::scalar(db, sql, "n").await
 }
 
-/// Starts this binary as the processor child and waits for its `ready`.
-pub(crate) async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([processor::PART, "--schema", schema, "--prefix", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.as_mut().ok_or("the child has no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).await?;
-    if line.trim() != "ready" {
-        return Err(format!("the processor child said {line:?} instead of `ready`").into());
-    }
-    Ok(child)
-}
-
 /// What the processor child reports: acks, its report (batches and
 /// published only) and the statements it sent in the measured window.
 type ChildOutput = (
@@ -528,25 +508,21 @@ type ChildOutput = (
 );
 
 /// Tells the processor child (if any) to snapshot its statement counts.
-async fn mark(child: Option<&mut Child>) -> Result<(), BoxError> {
-    if let Some(stdin) = child.and_then(|c| c.stdin.as_mut()) {
-        stdin.write_all(b"mark\n").await?;
-        stdin.flush().await?;
+async fn mark(child: Option<&mut Proc>) -> Result<(), BoxError> {
+    if let Some(child) = child {
+        child.send("mark").await?;
     }
     Ok(())
 }
 
 /// Closes the child's input, which stops its processor, and reads its
 /// output.
-async fn collect_child(child: &mut Child) -> Result<ChildOutput, BoxError> {
-    drop(child.stdin.take());
-    let stdout = child.stdout.take().ok_or("the child has no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
+async fn collect_child(child: Proc) -> Result<ChildOutput, BoxError> {
     let mut acks = HashMap::new();
     let mut done = false;
     let mut report = ProcessorReport::default();
     let mut statements = Vec::new();
-    while let Some(line) = lines.next_line().await? {
+    for line in child.output().await? {
         let mut fields = line.split_whitespace();
         match (fields.next(), fields.next(), fields.next()) {
             (Some("ack"), Some(id), Some(nanos)) => {
@@ -569,9 +545,8 @@ async fn collect_child(child: &mut Child) -> Result<ChildOutput, BoxError> {
             _ => return Err(format!("unexpected line from the processor child: {line:?}").into()),
         }
     }
-    let status = child.wait().await?;
-    if !done || !status.success() {
-        return Err(format!("the processor child ended with {status} (done: {done})").into());
+    if !done {
+        return Err("the processor child ended without its `done` line".into());
     }
     Ok((acks, report, statements))
 }
