@@ -6,7 +6,7 @@
 //! `LISTEN`) but with a [`CountingStore`](crate::harness::record::CountingStore). The drain is timed from spawn until
 //! the store completed N rows. It prints `ready` once its processors are
 //! built, `drained` when the rows are, then the figures, one per line (see
-//! [`Output`]), for [`drain`](crate::parts::drain) to read.
+//! [`Output`]), for the `drain` parts (`parts/drain.rs`) to read.
 
 use std::io::Write;
 use std::sync::Arc;

@@ -1,8 +1,7 @@
-//! The one protocol between a part and the children it starts (this binary
-//! as a processor ([`processor`](crate::children::processor)), the drain
-//! ([`drain`](crate::children::drain)), the writers
-//! ([`writer`](crate::children::writer)) or the soak's subscriber
-//! ([`subscriber`](crate::children::subscriber))):
+//! The one protocol between a part and the children it starts: this binary
+//! as the processor (`processor-child`), the drain (`drain-child`), the
+//! writers (`writer-child`) or the soak's subscriber (`soak-subscriber`), each a file of
+//! `children/`, none of which this file imports:
 //!
 //! - spawn: the part starts this binary with the child's part name and its
 //!   flags ([`Proc::start`]);

@@ -9,7 +9,7 @@
 //! and the subscriber is SIGKILLed and restarted, at seeded moments while
 //! the writers write. At the end, once the outbox is drained and the
 //! subscriber caught up, the stream is read back and checked against the
-//! table and the effects ([`soak_check`]): 0 lost,
+//! table and the effects ([`check`]): 0 lost,
 //! 0 duplicates, 0 order violations, 0 dead, every effect once and in
 //! order; anything else fails the run.
 //!
