@@ -19,7 +19,7 @@
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
-//! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `soak.rs`) |
+//! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `parts/soak/mod.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
 //!
@@ -27,43 +27,21 @@
 //! Figures go to standard output; `BENCHMARKS.md` records them with the
 //! machine.
 
-mod backlog;
-mod child;
-mod cluster;
-mod crash;
-mod drain;
-mod drain_child;
-mod fixture;
-mod jetstream_ceiling;
-mod latency;
-mod machine;
-mod memory;
-mod naive_relay;
-mod offered;
-mod outage;
-mod pgstats;
-mod record;
-mod report;
-mod save_cost;
-mod skew;
-mod soak;
-mod soak_check;
-mod soak_faults;
-mod soak_procs;
-mod soak_report;
-mod soak_subscriber;
-mod soak_timeline;
-mod stats;
-mod writer_child;
-mod writers;
+mod children;
+mod harness;
+mod parts;
 
 use std::time::Duration;
 
-use crate::backlog::Ceilings;
-use crate::report::Check;
-
-/// The error of every part.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::children::{processor, subscriber, writer};
+use crate::harness::error::BoxError;
+use crate::harness::report::{self, Check};
+use crate::harness::{fixture, machine, stats};
+use crate::parts::drain::{self, Ceilings};
+use crate::parts::{
+    crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, jetstream, latency, naive,
+    outage, save_cost, soak, writers,
+};
 
 /// Every part, in running order, and whether the default run includes it.
 const PARTS: [(&str, bool); 14] = [
@@ -87,10 +65,10 @@ const PARTS: [(&str, bool); 14] = [
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(child::PART) => return child::run(&args[1..]).await,
-        Some(drain_child::PART) => return drain_child::run(&args[1..]).await,
-        Some(writer_child::PART) => return writer_child::run(&args[1..]).await,
-        Some(soak_subscriber::PART) => return soak_subscriber::run(&args[1..]).await,
+        Some(processor::PART) => return processor::run(&args[1..]).await,
+        Some(children::drain::PART) => return children::drain::run(&args[1..]).await,
+        Some(writer::PART) => return writer::run(&args[1..]).await,
+        Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
     }
     // What follows `soak` are its flags.
@@ -120,21 +98,21 @@ async fn main() -> Result<(), BoxError> {
         writers::run().await?;
     }
     if wants("jetstream") {
-        ceilings.jetstream = Some(jetstream_ceiling::run().await?);
+        ceilings.jetstream = Some(jetstream::run().await?);
         between_parts().await;
     }
     if wants("naive") {
-        ceilings.naive = Some(naive_relay::run().await?);
+        ceilings.naive = Some(naive::run().await?);
         between_parts().await;
     }
     if wants("drain") {
-        let checks = backlog::run(ceilings).await?;
+        let checks = drain::run(ceilings).await?;
         report::print("drain targets", &checks);
         summary.push(("drain", checks));
         between_parts().await;
     }
     if wants("drain-skew") {
-        let checks = skew::run(ceilings).await?;
+        let checks = drain_skew::run(ceilings).await?;
         report::print("drain-skew targets", &checks);
         summary.push(("drain-skew", checks));
         between_parts().await;
@@ -146,7 +124,7 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("history") {
-        let checks = latency::history().await?;
+        let checks = history::run().await?;
         report::print("history targets", &checks);
         summary.push(("history", checks));
         between_parts().await;
@@ -164,16 +142,16 @@ async fn main() -> Result<(), BoxError> {
         between_parts().await;
     }
     if wants("drain-1m") {
-        let checks = backlog::one_million().await?;
+        let checks = drain_1m::run().await?;
         report::print("drain-1m targets", &checks);
         summary.push(("drain-1m", checks));
         between_parts().await;
     }
     if wants("drain-tune") {
-        backlog::tune().await?;
+        drain_tune::run().await?;
     }
     if wants("drain-cluster") {
-        cluster::run().await?;
+        drain_cluster::run().await?;
     }
     if wants("soak") {
         soak::run(&soak_flags).await?;

@@ -11,10 +11,10 @@ use futures::stream::FuturesUnordered;
 use txoutbox_core::{MessageContext, OutboxMessage, PendingMessage, Publisher};
 use txoutbox_nats::{DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 
-use crate::BoxError;
-use crate::fixture::{BenchEvent, BenchStream, config};
-use crate::machine::CpuTimes;
-use crate::report::thousands;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{BenchEvent, BenchStream, config};
+use crate::harness::machine::CpuTimes;
+use crate::harness::report::thousands;
 
 /// Messages per measurement.
 const MESSAGES: usize = 200_000;

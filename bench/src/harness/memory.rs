@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 
 /// Resident and peak resident memory, in KiB.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

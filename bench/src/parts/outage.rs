@@ -15,12 +15,12 @@ use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_nats::{JetStreamPublisher, StreamSpec};
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture;
-use crate::report::Check;
-use crate::soak_procs::{Proc, args};
-use crate::stats::{ms, percentile};
-use crate::writer_child;
+use crate::children::protocol::{Proc, args};
+use crate::children::writer;
+use crate::harness::error::BoxError;
+use crate::harness::fixture;
+use crate::harness::report::Check;
+use crate::harness::stats::{ms, percentile};
 
 const RATE: u64 = 400;
 const WARM: Duration = Duration::from_secs(3);
@@ -158,7 +158,7 @@ async fn spawn_writers(test: &TestDb, prefix: &str) -> Result<Proc, BoxError> {
     let (url, schema) = test.location();
     let rate = RATE.to_string();
     let mut argv = vec![
-        writer_child::PART,
+        writer::PART,
         "--url",
         &url,
         "--prefix",

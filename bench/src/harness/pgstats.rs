@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 
-use crate::BoxError;
-use crate::fixture::APPLICATION_NAME;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::APPLICATION_NAME;
 
 /// Prepared statements sent on one pool, by kind. `BEGIN`, `COMMIT` and
 /// `execute_unprepared` text (the claim's `SET LOCAL`) do not pass SeaORM's

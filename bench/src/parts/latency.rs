@@ -3,7 +3,7 @@
 //! event), with the processor
 //! - in the writers' process (fast path: the ids of just-committed messages
 //!   are leased by primary key), or
-//! - in another process (this binary as `processor-child`, see [`crate::child`]; woken by
+//! - in another process (this binary as `processor-child`, see [`crate::children::processor`]; woken by
 //!   `LISTEN`/`NOTIFY`).
 //!
 //! Each writer records the wall-clock time right after `commit()` returns,
@@ -18,29 +18,27 @@
 //! work alone. The write-rate checks print the first beside their target.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
 use txoutbox_core::{MessageId, ProcessorReport};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::child;
-use crate::fixture::{BenchDb, BenchEvent, BenchOrder, BenchStream, config};
-use crate::machine::CpuTimes;
-use crate::offered;
-use crate::pgstats::{self, StatementLog};
-use crate::record::{Acks, RecordingPublisher};
-use crate::report::{Check, thousands};
-use crate::stats::{ms, percentile};
+use crate::children::processor;
+use crate::children::protocol::Proc;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{BenchDb, BenchEvent, BenchOrder, BenchStream, config};
+use crate::harness::machine::CpuTimes;
+use crate::harness::offered;
+use crate::harness::pgstats::{self, StatementLog};
+use crate::harness::record::{Acks, RecordingPublisher};
+use crate::harness::report::{Check, thousands};
+use crate::harness::stats::{ms, percentile};
 
-const WRITERS: usize = 8;
+pub(crate) const WRITERS: usize = 8;
 const WARMUP: Duration = Duration::from_secs(2);
 const RUN: Duration = Duration::from_secs(10);
 /// Connections of the writers' pool (the in-process processor shares it).
@@ -50,7 +48,7 @@ const SETTLE: Duration = Duration::from_secs(30);
 
 /// Where the processor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Placement {
+pub(crate) enum Placement {
     InProcess,
     OtherProcess,
     /// No processor at all: what the writers achieve alone (a baseline).
@@ -62,7 +60,7 @@ enum Placement {
 }
 
 impl Placement {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Placement::InProcess => "same process (fast path)",
             Placement::OtherProcess => "other process (LISTEN/NOTIFY)",
@@ -74,7 +72,7 @@ impl Placement {
 
 /// What each writer's transactions do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writes {
+pub(crate) enum Writes {
     /// Place a new order (a fresh aggregate) per transaction.
     PlaceNew,
     /// Load and amend the writer's own order, which already has `history`
@@ -83,14 +81,14 @@ enum Writes {
 }
 
 /// One measured case.
-struct Case {
-    achieved: f64,
-    latencies: Vec<Duration>,
-    commit_latencies: Vec<Duration>,
+pub(crate) struct Case {
+    pub(crate) achieved: f64,
+    pub(crate) latencies: Vec<Duration>,
+    pub(crate) commit_latencies: Vec<Duration>,
     schedule_lags: Vec<Duration>,
     acked_before_commit_returned: usize,
-    missing: usize,
-    cpu: String,
+    pub(crate) missing: usize,
+    pub(crate) cpu: String,
     /// Batches the processor claimed (non-empty claims) and messages it published.
     batches: u64,
     published: u64,
@@ -247,7 +245,11 @@ struct Commit {
     in_window: bool,
 }
 
-async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case, BoxError> {
+pub(crate) async fn measure(
+    placement: Placement,
+    rate: u64,
+    writes: Writes,
+) -> Result<Case, BoxError> {
     let bench = BenchDb::create().await?;
     let stream = BenchStream::create().await?;
     let mut db = bench.connect(POOL).await?;
@@ -267,7 +269,7 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
         }
         Placement::OtherProcess => (
             None,
-            Some(spawn_child(&bench.schema, &stream.prefix).await?),
+            Some(processor::start(&bench.schema, &stream.prefix).await?),
         ),
         Placement::Nowhere | Placement::RawStatement => (None, None),
     };
@@ -353,7 +355,7 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
     // Wait for the last acks, then collect them.
     let settle_until = Instant::now() + SETTLE;
     let (ack_times, report): (HashMap<MessageId, SystemTime>, ProcessorReport) =
-        match (processor, child.as_mut()) {
+        match (processor, child) {
             (Some(processor), _) => {
                 while acks.len() < commits.len() && Instant::now() < settle_until {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -420,61 +422,6 @@ async fn measure(placement: Placement, rate: u64, writes: Writes) -> Result<Case
     stream.delete().await?;
     drop(bench);
     Ok(case)
-}
-
-/// `history`: commit-to-ack at 1,000 events/s when every writer amends an
-/// aggregate with 100,000 published events (kept, as by default), beside
-/// the same writers amending aggregates with one published event, with the
-/// processor in the writers' process and in another one.
-pub(crate) async fn history() -> Result<Vec<Check>, BoxError> {
-    const RATE: u64 = 1_000;
-    const HISTORY: u64 = 100_000;
-    println!(
-        "== history: {WRITERS} writers amending their own aggregate at {RATE}/s, 1 vs {} published events each ==",
-        thousands(HISTORY as f64)
-    );
-    let mut checks = Vec::new();
-    for placement in [Placement::InProcess, Placement::OtherProcess] {
-        let mut p50s = Vec::new();
-        for history in [1, HISTORY] {
-            let mut case = measure(placement, RATE, Writes::Amend { history }).await?;
-            let p50 = percentile(&mut case.latencies, 0.5);
-            let p99 = percentile(&mut case.latencies, 0.99);
-            println!(
-                "{:<30} history {:>7}: achieved {:>6} tx/s | commit-to-ack p50 {} p99 {} | {} missing | commit p50 {}\n   {}",
-                placement.label(),
-                thousands(history as f64),
-                thousands(case.achieved),
-                ms(p50),
-                ms(p99),
-                case.missing,
-                ms(percentile(&mut case.commit_latencies, 0.5)),
-                case.cpu
-            );
-            p50s.push((p50, p99, case.missing));
-        }
-        let ((fresh, fresh_p99, _), (long, long_p99, missing)) = (p50s[0], p50s[1]);
-        let ratio = long.as_secs_f64() / fresh.as_secs_f64().max(1e-9);
-        checks.push(Check::new(
-            format!(
-                "commit-to-ack p50, 100,000-event histories / fresh, {}",
-                placement.label()
-            ),
-            format!("x{ratio:.2} ({} vs {})", ms(long), ms(fresh)),
-            "<= x1.2",
-            ratio <= 1.2 && missing == 0,
-        ));
-        checks.push(Check::new(
-            format!(
-                "commit-to-ack p99, 100,000-event histories, {}",
-                placement.label()
-            ),
-            format!("{} (fresh {})", ms(long_p99), ms(fresh_p99)),
-            "(info)",
-            true,
-        ));
-    }
-    Ok(checks)
 }
 
 /// Each writer's order `w<n>`, at version `history`, with `history`
@@ -552,24 +499,6 @@ async fn pending(db: &sea_orm::DatabaseConnection) -> Result<i64, BoxError> {
     pgstats::scalar(db, sql, "n").await
 }
 
-/// Starts this binary as the processor child and waits for its `ready`.
-pub(crate) async fn spawn_child(schema: &str, prefix: &str) -> Result<Child, BoxError> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([child::PART, "--schema", schema, "--prefix", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.as_mut().ok_or("the child has no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).await?;
-    if line.trim() != "ready" {
-        return Err(format!("the processor child said {line:?} instead of `ready`").into());
-    }
-    Ok(child)
-}
-
 /// What the processor child reports: acks, its report (batches and
 /// published only) and the statements it sent in the measured window.
 type ChildOutput = (
@@ -579,25 +508,21 @@ type ChildOutput = (
 );
 
 /// Tells the processor child (if any) to snapshot its statement counts.
-async fn mark(child: Option<&mut Child>) -> Result<(), BoxError> {
-    if let Some(stdin) = child.and_then(|c| c.stdin.as_mut()) {
-        stdin.write_all(b"mark\n").await?;
-        stdin.flush().await?;
+async fn mark(child: Option<&mut Proc>) -> Result<(), BoxError> {
+    if let Some(child) = child {
+        child.send("mark").await?;
     }
     Ok(())
 }
 
 /// Closes the child's input, which stops its processor, and reads its
 /// output.
-async fn collect_child(child: &mut Child) -> Result<ChildOutput, BoxError> {
-    drop(child.stdin.take());
-    let stdout = child.stdout.take().ok_or("the child has no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
+async fn collect_child(child: Proc) -> Result<ChildOutput, BoxError> {
     let mut acks = HashMap::new();
     let mut done = false;
     let mut report = ProcessorReport::default();
     let mut statements = Vec::new();
-    while let Some(line) = lines.next_line().await? {
+    for line in child.output().await? {
         let mut fields = line.split_whitespace();
         match (fields.next(), fields.next(), fields.next()) {
             (Some("ack"), Some(id), Some(nanos)) => {
@@ -620,9 +545,8 @@ async fn collect_child(child: &mut Child) -> Result<ChildOutput, BoxError> {
             _ => return Err(format!("unexpected line from the processor child: {line:?}").into()),
         }
     }
-    let status = child.wait().await?;
-    if !done || !status.success() {
-        return Err(format!("the processor child ended with {status} (done: {done})").into());
+    if !done {
+        return Err("the processor child ended without its `done` line".into());
     }
     Ok((acks, report, statements))
 }

@@ -10,10 +10,10 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::BoxError;
-use crate::pgstats;
-use crate::soak_faults::FaultKind;
-use crate::stats::ms;
+use crate::harness::error::BoxError;
+use crate::harness::pgstats;
+use crate::harness::stats::ms;
+use crate::parts::soak::faults::FaultKind;
 
 const EVERY: Duration = Duration::from_millis(100);
 /// A stream-info request while the broker is down gives up after this.

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use txoutbox_fixtures::nats::{NatsCluster, NatsServer};
 
-use crate::BoxError;
-use crate::drain::{self, Settings};
-use crate::fixture::{BenchStream, Broker};
-use crate::jetstream_ceiling;
-use crate::report::thousands;
+use crate::children::drain::Settings;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{BenchStream, Broker};
+use crate::harness::report::thousands;
+use crate::parts::drain;
+use crate::parts::jetstream;
 
 /// Rows each drain publishes.
 const ROWS: u64 = 100_000;
@@ -73,8 +74,8 @@ pub(crate) async fn run() -> Result<(), BoxError> {
 
 async fn measure(name: &'static str, broker: &Broker) -> Result<Figures, BoxError> {
     let stream = BenchStream::create_on(broker).await?;
-    jetstream_ceiling::raw(&stream, RAW).await?;
-    let raw = jetstream_ceiling::raw(&stream, RAW).await?;
+    jetstream::raw(&stream, RAW).await?;
+    let raw = jetstream::raw(&stream, RAW).await?;
     stream.delete().await?;
     println!("{name}: raw ceiling {} msgs/s", thousands(raw));
     let drained = drain::drain_on(

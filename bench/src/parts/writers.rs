@@ -5,7 +5,7 @@
 //!   sent after commit by a background task;
 //! - the trap: `pg_notify` inside every writer transaction.
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -15,8 +15,8 @@ use txoutbox_fixtures::orders::Order;
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
-use crate::offered;
-use crate::stats::{ms, percentile};
+use crate::harness::offered;
+use crate::harness::stats::{ms, percentile};
 
 const WRITERS: usize = 8;
 const OFFERED_PER_SEC: u64 = 5000;

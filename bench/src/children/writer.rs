@@ -8,7 +8,6 @@
 //! save one event. Prints `ready` when writing starts and `done <events>`
 //! at the end.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,8 +16,9 @@ use sea_orm::{ConnectOptions, Database};
 use tokio::io::AsyncBufReadExt;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture::{self, BenchOrder};
+use crate::children::protocol;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchOrder};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "writer-child";
@@ -81,11 +81,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             written
         }));
     }
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ready")?;
-        out.flush()?;
-    }
+    protocol::ready()?;
     // Standard input closing stops the writers early.
     let stopper = {
         let stop = stop.clone();

@@ -24,10 +24,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture::{self, connect_schema};
-use crate::pgstats::{self, StatementLog};
-use crate::record::{Acks, RecordingPublisher};
+use crate::children::protocol::{self, Proc, args};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, connect_schema};
+use crate::harness::pgstats::{self, StatementLog};
+use crate::harness::record::{Acks, RecordingPublisher};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "processor-child";
@@ -52,14 +53,10 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         acks.clone(),
     );
     let processor = outbox.processor(publisher).build()?.spawn();
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ready")?;
-        out.flush()?;
-    }
+    protocol::ready()?;
     let progress = args.iter().any(|a| a == "--progress").then(|| {
         let acks = acks.clone();
-        tokio::spawn(print_count("dups", move || acks.duplicates()))
+        tokio::spawn(protocol::print_count("dups", move || acks.duplicates()))
     });
 
     let mut marks = Vec::new();
@@ -90,22 +87,12 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Prints `<label> <n>` whenever `count()` changed, checked every 250 ms,
-/// until aborted: progress a parent still has after SIGKILLing the process.
-pub(crate) async fn print_count(
-    label: &'static str,
-    count: impl Fn() -> u64,
-) -> Result<(), std::io::Error> {
-    let mut shown = 0;
-    let mut every = tokio::time::interval(std::time::Duration::from_millis(250));
-    loop {
-        every.tick().await;
-        let now = count();
-        if now != shown {
-            shown = now;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{label} {now}")?;
-            out.flush()?;
-        }
-    }
+/// Starts this binary as the processor child on `schema` and `prefix` (the
+/// machine's nats-server, no progress lines) and waits for its `ready`.
+pub(crate) async fn start(schema: &str, prefix: &str) -> Result<Proc, BoxError> {
+    Proc::start(
+        "processor child",
+        &args(&[PART, "--schema", schema, "--prefix", prefix]),
+    )
+    .await
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
-use crate::BoxError;
-use crate::fixture;
+use crate::harness::error::BoxError;
+use crate::harness::fixture;
 
 /// Kernel clock ticks per second for `/proc` CPU times (`USER_HZ`, 100 on
 /// Linux x86-64).

@@ -14,7 +14,7 @@ use txoutbox_nats::stream_read;
 use txoutbox_sea_orm::Outbox;
 use uuid::Uuid;
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 
 /// Examples of each kind of violation kept for the report.
 const EXAMPLES: usize = 3;

@@ -11,10 +11,10 @@ use txoutbox_core::{OutboxStore, Published, Publisher};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
 
-use crate::BoxError;
-use crate::fixture::{BenchDb, BenchStream, LEASE, fill};
-use crate::machine::CpuTimes;
-use crate::report::thousands;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{BenchDb, BenchStream, LEASE, fill};
+use crate::harness::machine::CpuTimes;
+use crate::harness::report::thousands;
 
 /// Pending rows drained per measurement.
 pub(crate) const ROWS: u64 = 200_000;

@@ -13,7 +13,7 @@ use txoutbox_fixtures::orders::entity;
 use txoutbox_nats::{NatsConnect, StreamSpec};
 use txoutbox_sea_orm::{AggregateEntity, Outbox, OutboxConfig, create_schema};
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 
 /// Bytes of every event's JSON payload (as serialized; PostgreSQL's `jsonb`
 /// adds a space after each colon when it reads it back).
@@ -321,7 +321,7 @@ pub(crate) fn flag_value<'a>(
     args: &'a [String],
     part: &str,
     flag: &str,
-) -> Result<&'a str, crate::BoxError> {
+) -> Result<&'a str, crate::harness::error::BoxError> {
     args.iter()
         .position(|a| a == flag)
         .and_then(|i| args.get(i + 1))

@@ -1,66 +1,119 @@
-//! Backlog drain by one processor: a fresh table with N pending ~300-byte
-//! events (each its own aggregate), drained by one processor running in a
-//! process of its own (`txoutbox-bench drain-child`, see [`crate::drain_child`]), so the memory
-//! figures are the processor's alone. Around it, this side counts the
+//! `drain`: one processor draining a fresh table of 200,000 pending
+//! ~300-byte events (each its own aggregate) with the default settings,
+//! against the targets and both ceilings of the same run.
+//!
+//! Also the measured drain every `drain-*` part runs ([`drain`],
+//! [`drain_on`]): the processor runs in a process of its own
+//! (`txoutbox-bench drain-child`, see [`crate::children::drain`]), so the
+//! memory figures are the processor's alone. Around it, this side counts the
 //! transactions PostgreSQL committed and the CPU time by process, and checks
 //! that every row was published and stored once.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+use sea_orm::ConnectionTrait;
 
-use crate::BoxError;
-use crate::drain_child::{self, Output};
-use crate::fixture::{self, BenchDb, BenchStream, Broker, fill};
-use crate::machine::CpuTimes;
-use crate::memory;
-use crate::pgstats;
-use crate::report::thousands;
-use crate::skew;
+use crate::children::drain::{self as drain_child, Output, Settings};
+use crate::children::protocol::Proc;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchDb, BenchStream, Broker, fill};
+use crate::harness::machine::CpuTimes;
+use crate::harness::memory::{self, mib};
+use crate::harness::pgstats;
+use crate::harness::report::{Check, thousands};
+use crate::parts::jetstream::JetStreamCeiling;
+use crate::parts::naive::{self, NaiveRelay};
 
-/// The processor settings a drain runs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Settings {
-    pub(crate) batch_size: u32,
-    pub(crate) batches_in_flight: usize,
-    pub(crate) max_in_flight: usize,
-    /// `Retention::Delete` instead of the default `KeepPublished`.
-    pub(crate) delete_published: bool,
-    /// Processors side by side in the one process (1 but in `drain-tune`).
-    pub(crate) processors: usize,
+/// Rows of the `drain` and `drain-tune` backlogs.
+pub(crate) const ROWS: u64 = naive::ROWS;
+/// Drain rate target, events per second.
+pub(crate) const TARGET_RATE: f64 = 28_000.0;
+/// Target ratio to the naive loop of the same run.
+const TARGET_OVER_NAIVE: f64 = 1.4;
+/// Target statements per event.
+const TARGET_STATEMENTS: f64 = 0.01;
+
+/// The ceilings measured earlier in the same run, if any.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Ceilings {
+    pub(crate) jetstream: Option<JetStreamCeiling>,
+    pub(crate) naive: Option<NaiveRelay>,
 }
 
-impl Default for Settings {
-    /// The processor's defaults.
-    fn default() -> Self {
-        let defaults = txoutbox_core::processor::ProcessorConfig::default();
-        Self {
-            batch_size: defaults.batch_size(),
-            batches_in_flight: defaults.batches_in_flight(),
-            max_in_flight: defaults.max_in_flight(),
-            delete_published: false,
-            processors: 1,
-        }
-    }
+/// `drain`: the default settings on 200,000 rows.
+pub(crate) async fn run(ceilings: Ceilings) -> Result<Vec<Check>, BoxError> {
+    println!(
+        "== drain: {} pending rows, one processor, default settings ==",
+        thousands(ROWS as f64)
+    );
+    let drained = drain(Settings::default(), ROWS, ROWS, Duration::from_millis(100)).await?;
+    drained.print();
+    drained.print_details();
+    Ok(checks(&drained, ceilings))
 }
 
-impl std::fmt::Display for Settings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "batch {:>4}, {} in flight, max_in_flight {:>4}",
-            self.batch_size, self.batches_in_flight, self.max_in_flight
-        )?;
-        if self.delete_published {
-            write!(f, ", Retention::Delete")?;
+/// The targets of a drain, with its ratios to the ceilings.
+pub(crate) fn checks(drained: &Drain, ceilings: Ceilings) -> Vec<Check> {
+    let rate = drained.rate();
+    let mut checks = vec![Check::new(
+        "drain rate, one processor, 200,000 rows",
+        format!("{} events/s", thousands(rate)),
+        format!(">= {} events/s", thousands(TARGET_RATE)),
+        rate >= TARGET_RATE,
+    )];
+    match ceilings.naive {
+        Some(naive) => {
+            checks.push(Check::new(
+                "drain / naive loop of this run",
+                format!(
+                    "x{:.2} (naive {}/s)",
+                    rate / naive.one,
+                    thousands(naive.one)
+                ),
+                format!(">= x{TARGET_OVER_NAIVE}"),
+                rate >= TARGET_OVER_NAIVE * naive.one,
+            ));
+            println!(
+                "ratio to the naive loop: x{:.2} of one loop ({}/s), x{:.2} of two loops ({}/s)",
+                rate / naive.one,
+                thousands(naive.one),
+                rate / naive.two,
+                thousands(naive.two)
+            );
         }
-        if self.processors > 1 {
-            write!(f, ", {} processors", self.processors)?;
-        }
-        Ok(())
+        None => println!("(no naive-loop ratio: run the `naive` part in the same run)"),
     }
+    match ceilings.jetstream {
+        Some(js) => println!(
+            "ratio to the JetStream ceiling: {:.0}% of raw publishing ({}/s), {:.0}% of JetStreamPublisher ({}/s)",
+            100.0 * rate / js.raw,
+            thousands(js.raw),
+            100.0 * rate / js.publisher,
+            thousands(js.publisher)
+        ),
+        None => println!("(no JetStream ratio: run the `jetstream` part in the same run)"),
+    }
+    let per_event = drained.statements_sent() as f64 / drained.rows as f64;
+    checks.push(Check::new(
+        "statements per event while draining (all sent)",
+        format!("{per_event:.4}"),
+        format!("<= {TARGET_STATEMENTS}"),
+        per_event <= TARGET_STATEMENTS,
+    ));
+    let transactions = drained.transactions as f64 / drained.rows as f64;
+    checks.push(Check::new(
+        "transactions per event while draining (pg_stat_database)",
+        format!("{transactions:.4}"),
+        format!("<= {TARGET_STATEMENTS} (info)"),
+        transactions <= TARGET_STATEMENTS,
+    ));
+    checks.push(Check::new(
+        "peak RSS of the processor's process while draining",
+        mib(drained.child.peak),
+        "(info)",
+        true,
+    ));
+    checks
 }
 
 /// What one drain measured.
@@ -213,7 +266,7 @@ impl Drain {
 /// child process, which samples its `VmRSS` every `sample_every`.
 ///
 /// With `aggregates` below `rows`, the backlog is spread over that many
-/// aggregates first ([`skew::spread`]): the drain then publishes each
+/// aggregates first ([`spread`]): the drain then publishes each
 /// aggregate's messages in sequence order.
 pub(crate) async fn drain(
     settings: Settings,
@@ -240,7 +293,7 @@ pub(crate) async fn drain_on(
         thousands(rows as f64)
     );
     if aggregates < rows {
-        skew::spread(&bench, aggregates).await?;
+        spread(&bench, aggregates).await?;
     }
 
     let admin = fixture::admin().await?;
@@ -248,38 +301,17 @@ pub(crate) async fn drain_on(
     let pg_stat_statements = pgstats::pg_stat_statements(&admin).await?;
     let (commits_before, rollbacks_before) = pgstats::transactions(&admin).await?;
     let cpu_before = CpuTimes::now();
-    let mut process = Command::new(std::env::current_exe()?)
-        .args(drain_child::args(
-            &bench.schema,
-            &stream.prefix,
-            rows,
-            settings,
-            sample_every,
-        ))
-        .env("OUTBOX_TEST_NATS_URL", &broker.urls)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = process
-        .stdout
-        .take()
-        .ok_or("the drain child has no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let mut text = String::new();
-    let mut cpu = None;
-    while let Some(line) = lines.next_line().await? {
-        if line == "drained" {
-            cpu = Some(CpuTimes::now().since(&cpu_before));
-        }
-        text.push_str(&line);
-        text.push('\n');
-    }
-    let status = process.wait().await?;
-    if !status.success() {
-        return Err(format!("the drain child ended with {status}").into());
-    }
+    let mut process = Proc::start_with(
+        "drain child",
+        &drain_child::args(&bench.schema, &stream.prefix, rows, settings, sample_every),
+        &[("OUTBOX_TEST_NATS_URL", &broker.urls)],
+    )
+    .await?;
+    let cpu = process
+        .wait_for("drained")
+        .await
+        .map(|_| CpuTimes::now().since(&cpu_before));
+    let text = process.output().await?.join("\n");
     let cpu = cpu.ok_or("the drain child never said `drained`")?;
     let child = drain_child::parse(&text)?;
     // The child's backends flushed their counters when its pool closed.
@@ -312,4 +344,29 @@ pub(crate) async fn drain_on(
         cpu,
         table,
     })
+}
+
+/// Rewrites the filled backlog (every message its own aggregate, ids in
+/// commit order) into `aggregates` aggregates: row `n` in id order becomes
+/// sequence `n / aggregates + 1` of aggregate `n % aggregates`, so each
+/// aggregate's sequences rise with its ids, as the unit of work writes them.
+pub(crate) async fn spread(bench: &BenchDb, aggregates: u64) -> Result<(), BoxError> {
+    let started = std::time::Instant::now();
+    let db = bench.connect(1).await?;
+    db.execute_unprepared(&format!(
+        "UPDATE outbox_messages AS m SET aggregate_id = 'hot-' || (r.n % {aggregates}), \
+         sequence = r.n / {aggregates} + 1 \
+         FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM outbox_messages) AS r \
+         WHERE m.id = r.id"
+    ))
+    .await?;
+    db.execute_unprepared("VACUUM ANALYZE outbox_messages")
+        .await?;
+    db.close().await?;
+    println!(
+        "   (spread over {} aggregates in {:.1} s, not measured)",
+        thousands(aggregates as f64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -3,9 +3,10 @@
 //! backlog in a process of its own, so its memory is the processor's alone.
 //!
 //! The processor is wired like `Outbox::processor` (commit listener +
-//! `LISTEN`) but with a [`CountingStore`](crate::record::CountingStore). The drain is timed from spawn until
-//! the store completed N rows. The figures go to standard output, one per
-//! line (see [`Output`]), for [`drain`](crate::drain) to read.
+//! `LISTEN`) but with a [`CountingStore`](crate::harness::record::CountingStore). The drain is timed from spawn until
+//! the store completed N rows. It prints `ready` once its processors are
+//! built, `drained` when the rows are, then the figures, one per line (see
+//! [`Output`]), for the `drain` parts (`parts/drain.rs`) to read.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,13 +16,13 @@ use txoutbox_core::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, Retention};
 
-use crate::BoxError;
-use crate::drain::Settings;
-use crate::fixture::{self, connect_schema};
-use crate::machine;
-use crate::memory::{self, Sampler};
-use crate::pgstats::StatementLog;
-use crate::record::{OpFigures, StoreCounts, counted_processor};
+use crate::children::protocol;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, connect_schema};
+use crate::harness::machine;
+use crate::harness::memory::{self, Sampler};
+use crate::harness::pgstats::StatementLog;
+use crate::harness::record::{OpFigures, StoreCounts, counted_processor};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "drain-child";
@@ -30,6 +31,49 @@ pub(crate) const PART: &str = "drain-child";
 const POOL: u32 = 10;
 /// Longest a drain may take.
 const TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The processor settings a drain runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) batch_size: u32,
+    pub(crate) batches_in_flight: usize,
+    pub(crate) max_in_flight: usize,
+    /// `Retention::Delete` instead of the default `KeepPublished`.
+    pub(crate) delete_published: bool,
+    /// Processors side by side in the one process (1 but in `drain-tune`).
+    pub(crate) processors: usize,
+}
+
+impl Default for Settings {
+    /// The processor's defaults.
+    fn default() -> Self {
+        let defaults = txoutbox_core::processor::ProcessorConfig::default();
+        Self {
+            batch_size: defaults.batch_size(),
+            batches_in_flight: defaults.batches_in_flight(),
+            max_in_flight: defaults.max_in_flight(),
+            delete_published: false,
+            processors: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "batch {:>4}, {} in flight, max_in_flight {:>4}",
+            self.batch_size, self.batches_in_flight, self.max_in_flight
+        )?;
+        if self.delete_published {
+            write!(f, ", Retention::Delete")?;
+        }
+        if self.processors > 1 {
+            write!(f, ", {} processors", self.processors)?;
+        }
+        Ok(())
+    }
+}
 
 /// What the child measured.
 #[derive(Debug, Default)]
@@ -125,6 +169,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         );
     }
 
+    protocol::ready()?;
     let rss_before = memory::now()?.rss_kib;
     let cpu_before = machine::own_cpu_seconds();
     let sampler = Sampler::start(sample_every);

@@ -8,7 +8,6 @@
 //! 250 ms), so a parent learns it even if it SIGKILLs the process; stops
 //! when its standard input closes.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -20,9 +19,9 @@ use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::{StreamSpec, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, Processed, UnitOfWork};
 
-use crate::BoxError;
-use crate::child;
-use crate::fixture::{self, BenchEvent, connect_schema};
+use crate::children::protocol;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchEvent, connect_schema};
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "soak-subscriber";
@@ -72,14 +71,10 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         .await?;
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(subscriber.run(shutdown.clone()));
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ready")?;
-        out.flush()?;
-    }
+    protocol::ready()?;
     let progress = {
         let duplicates = duplicates.clone();
-        tokio::spawn(child::print_count("dups", move || {
+        tokio::spawn(protocol::print_count("dups", move || {
             duplicates.load(Ordering::Relaxed)
         }))
     };

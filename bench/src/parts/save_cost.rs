@@ -4,7 +4,7 @@
 //! work sends one aggregate and its events as one statement, so it can be the
 //! cheaper of the two.)
 
-use crate::BoxError;
+use crate::harness::error::BoxError;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ActiveModelTrait, Set, TransactionTrait};
@@ -13,7 +13,7 @@ use txoutbox_fixtures::orders::{Order, entity};
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
-use crate::stats::{ms, percentile};
+use crate::harness::stats::{ms, percentile};
 
 const SAVES: usize = 2000;
 const WARMUP: usize = 200;

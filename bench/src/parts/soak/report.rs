@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::soak_check::Findings;
-use crate::soak_timeline::{self, Hit, Sample};
-use crate::stats::ms;
+use crate::harness::stats::ms;
+use crate::parts::soak::check::Findings;
+use crate::parts::soak::timeline::{self, Hit, Sample};
 
 /// Everything the report shows.
 pub(crate) struct Figures<'a> {
@@ -43,7 +43,7 @@ pub(crate) fn print(figures: &Figures<'_>) {
     let shown = |d: Option<Duration>| d.map_or("-".to_owned(), ms);
     for (i, hit) in figures.hits.iter().enumerate() {
         let until = figures.hits.get(i + 1).map_or(*total, |next| next.at);
-        let recovery = soak_timeline::recovery(figures.samples, hit, until);
+        let recovery = timeline::recovery(figures.samples, hit, until);
         println!(
             "fault {}: {} at {}, down {}; after it was back, publishing went on after {} and \
              consuming after {}; backlog peak {} rows, back to its level before the fault after \

@@ -16,13 +16,13 @@ use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 use uuid::Uuid;
 
-use crate::BoxError;
-use crate::fixture::{self, BenchDb, BenchOrder, BenchStream};
-use crate::latency::spawn_child;
-use crate::pgstats;
-use crate::record::{StoreCounts, counted_processor};
-use crate::report::Check;
-use crate::stats::ms;
+use crate::children::processor;
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchDb, BenchOrder, BenchStream};
+use crate::harness::pgstats;
+use crate::harness::record::{StoreCounts, counted_processor};
+use crate::harness::report::Check;
+use crate::harness::stats::ms;
 
 const ORDERS: usize = 2_000;
 const EVENTS_PER_ORDER: usize = 10;
@@ -44,7 +44,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
     let outbox = Outbox::new(db.clone(), fixture::config(&stream.prefix)?);
     backlog(&outbox).await?;
 
-    let mut child = spawn_child(&bench.schema, &stream.prefix).await?;
+    let mut child = processor::start(&bench.schema, &stream.prefix).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write(outbox.clone(), Arc::clone(&stop)));
     let held_sql = "SELECT count(*) AS n FROM outbox_messages \
@@ -58,8 +58,7 @@ pub(crate) async fn run() -> Result<Vec<Check>, BoxError> {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    child.start_kill()?;
-    child.wait().await?;
+    child.kill().await?;
     let killed = Instant::now();
     // A statement the dead process had sent may still finish on the server
     // (a completion commits asynchronously): what is leased after that is

@@ -7,17 +7,14 @@
 
 use std::time::Duration;
 
-use sea_orm::ConnectionTrait;
-
-use crate::BoxError;
-use crate::backlog::Ceilings;
-use crate::drain::{Settings, drain};
-use crate::fixture::BenchDb;
-use crate::naive_relay;
-use crate::report::{Check, thousands};
+use crate::children::drain::Settings;
+use crate::harness::error::BoxError;
+use crate::harness::report::{Check, thousands};
+use crate::parts::drain::{Ceilings, drain};
+use crate::parts::naive;
 
 /// Rows of every backlog.
-const ROWS: u64 = naive_relay::ROWS;
+const ROWS: u64 = naive::ROWS;
 /// Aggregates the backlog is spread over, and each one's target as a ratio
 /// to the uniform drain (`None`: the uniform drain itself).
 const SHAPES: [(u64, Option<f64>); 5] = [
@@ -29,31 +26,6 @@ const SHAPES: [(u64, Option<f64>); 5] = [
 ];
 /// The uniform drain against the naive loop of the same run.
 const UNIFORM_OVER_NAIVE: f64 = 1.5;
-
-/// Rewrites the filled backlog (every message its own aggregate, ids in
-/// commit order) into `aggregates` aggregates: row `n` in id order becomes
-/// sequence `n / aggregates + 1` of aggregate `n % aggregates`, so each
-/// aggregate's sequences rise with its ids, as the unit of work writes them.
-pub(crate) async fn spread(bench: &BenchDb, aggregates: u64) -> Result<(), BoxError> {
-    let started = std::time::Instant::now();
-    let db = bench.connect(1).await?;
-    db.execute_unprepared(&format!(
-        "UPDATE outbox_messages AS m SET aggregate_id = 'hot-' || (r.n % {aggregates}), \
-         sequence = r.n / {aggregates} + 1 \
-         FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM outbox_messages) AS r \
-         WHERE m.id = r.id"
-    ))
-    .await?;
-    db.execute_unprepared("VACUUM ANALYZE outbox_messages")
-        .await?;
-    db.close().await?;
-    println!(
-        "   (spread over {} aggregates in {:.1} s, not measured)",
-        thousands(aggregates as f64),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
 
 /// `drain-skew`: every shape, then the targets.
 pub(crate) async fn run(ceilings: Ceilings) -> Result<Vec<Check>, BoxError> {

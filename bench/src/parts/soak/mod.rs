@@ -9,7 +9,7 @@
 //! and the subscriber is SIGKILLed and restarted, at seeded moments while
 //! the writers write. At the end, once the outbox is drained and the
 //! subscriber caught up, the stream is read back and checked against the
-//! table and the effects ([`soak_check`]): 0 lost,
+//! table and the effects ([`check`]): 0 lost,
 //! 0 duplicates, 0 order violations, 0 dead, every effect once and in
 //! order; anything else fails the run.
 //!
@@ -23,6 +23,11 @@
 //! `--subscriber-kills N` (1), `--seed N` (20), `--short` (5,000 events at
 //! 200/s, one fault of each kind; later flags still apply).
 
+mod check;
+mod faults;
+mod report;
+mod timeline;
+
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
@@ -30,17 +35,17 @@ use txoutbox_fixtures::nats::NatsServer;
 use txoutbox_nats::StreamSpec;
 use txoutbox_sea_orm::Outbox;
 
-use crate::BoxError;
-use crate::fixture::{self, BenchDb};
-use crate::pgstats;
-use crate::soak_check::{self, Violation};
-use crate::soak_faults::{self, FaultCounts, FaultKind, Planned};
-use crate::soak_procs::{Proc, args};
-use crate::soak_report::{self, Figures};
-use crate::soak_subscriber;
-use crate::soak_timeline::{Hit, Sampler};
-use crate::stats::ms;
-use crate::{child, writer_child};
+use crate::children::protocol::{Proc, args};
+use crate::children::subscriber;
+use crate::children::{processor, writer};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, BenchDb};
+use crate::harness::pgstats;
+use crate::harness::stats::ms;
+use crate::parts::soak::check::Violation;
+use crate::parts::soak::faults::{FaultCounts, FaultKind, Planned};
+use crate::parts::soak::report::Figures;
+use crate::parts::soak::timeline::{Hit, Sampler};
 
 /// How long the end may wait for the outbox to drain and the subscriber to
 /// catch up once the writers are done.
@@ -150,21 +155,17 @@ impl Rig {
     }
 
     async fn processor(&self, name: &str) -> Result<Proc, BoxError> {
-        self.start(name, child::PART, &["--progress"]).await
+        self.start(name, processor::PART, &["--progress"]).await
     }
 
     async fn subscriber(&self) -> Result<Proc, BoxError> {
-        self.start(
-            "subscriber",
-            soak_subscriber::PART,
-            &["--stream", &self.stream],
-        )
-        .await
+        self.start("subscriber", subscriber::PART, &["--stream", &self.stream])
+            .await
     }
 
     async fn writers(&self, settings: &Settings) -> Result<Proc, BoxError> {
         let argv = args(&[
-            writer_child::PART,
+            writer::PART,
             "--url",
             &fixture::postgres_url(),
             "--schema",
@@ -250,7 +251,7 @@ async fn until_leased(db: &DatabaseConnection, at_most: Duration) -> Result<(), 
 /// Runs the soak with the flags after `soak`.
 pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let settings = Settings::parse(flags)?;
-    let plan = soak_faults::plan(settings.faults, settings.events, settings.seed);
+    let plan = faults::plan(settings.faults, settings.events, settings.seed);
     println!(
         "== soak: {} events from {} writers at {}/s; faults: {} processor, {} broker, {} subscriber kills (seed {}) ==",
         settings.events,
@@ -263,8 +264,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     );
     let bench = BenchDb::create().await?;
     let db = bench.connect(4).await?;
-    db.execute_unprepared(soak_subscriber::EFFECTS_TABLE)
-        .await?;
+    db.execute_unprepared(subscriber::EFFECTS_TABLE).await?;
     let tag = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let (stream, prefix) = (format!("SOAK_{tag}"), format!("soak{tag}"));
     let outbox = Outbox::new(db.clone(), fixture::config(&prefix)?);
@@ -340,11 +340,11 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     rig.republished += survivor.stop(STOP).await?;
     rig.stop().await?;
 
-    let mut findings = soak_check::check(&outbox, &db, &jetstream, &rig.stream).await?;
+    let mut findings = check::check(&outbox, &db, &jetstream, &rig.stream).await?;
     if let Some(what) = not_caught_up {
         findings.violations.insert(0, Violation::NotCaughtUp(what));
     }
-    soak_report::print(&Figures {
+    report::print(&Figures {
         writers_said: writers_said.trim(),
         written_for,
         total,

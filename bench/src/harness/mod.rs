@@ -1,0 +1,14 @@
+//! What the parts and the children measure with: the fixtures (schemas,
+//! streams, the bench's aggregate), the machine (load, CPU times), memory,
+//! statistics, PostgreSQL's counters, the printed reports and the recording
+//! decorators. Nothing here imports a part or a child.
+
+pub(crate) mod error;
+pub(crate) mod fixture;
+pub(crate) mod machine;
+pub(crate) mod memory;
+pub(crate) mod offered;
+pub(crate) mod pgstats;
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod stats;
