@@ -6,7 +6,7 @@ use txoutbox_core::StoreError;
 use txoutbox_nats::ConnectError;
 use txoutbox_nats::StreamError;
 use txoutbox_nats::stream_read::ReadError;
-use txoutbox_nats::subscriber::dead_letters::DeadLetterError;
+use txoutbox_nats::subscriber::dead_letter_replay::DeadLetterError;
 
 use crate::commands::Target;
 use crate::error::CliError;

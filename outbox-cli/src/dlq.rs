@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use txoutbox_nats::subscriber::dead_letters::{DeadLetter, DeadLetters, Replayed};
+use txoutbox_nats::subscriber::dead_letter_replay::{DeadLetter, DeadLetters, Replayed};
 
 use crate::broker::BrokerError;
 use crate::error::CliError;

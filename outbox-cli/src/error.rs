@@ -131,8 +131,8 @@ fn missing_table(text: &str) -> Option<String> {
     Some(name.trim_matches(['"', '`']).to_owned())
 }
 
-impl From<txoutbox_nats::subscriber::dead_letters::DeadLetterError> for CliError {
-    fn from(err: txoutbox_nats::subscriber::dead_letters::DeadLetterError) -> Self {
+impl From<txoutbox_nats::subscriber::dead_letter_replay::DeadLetterError> for CliError {
+    fn from(err: txoutbox_nats::subscriber::dead_letter_replay::DeadLetterError) -> Self {
         CliError::Broker(err.into())
     }
 }

@@ -20,16 +20,18 @@
 //!   as one NATS message ([`wire`] names its headers);
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
 //!   registered Rust type, upcasting older versions.
-//! - [`Delivery`] and [`HandlerError`]: what a consumer's handler is given
-//!   and how it fails (typed subscribers and the inbox share them);
+//! - [`consumer`]: [`Delivery`] and [`HandlerError`], what a consumer's
+//!   handler is given and how it fails (typed subscribers and the inbox
+//!   share them), and what a consumer's inbox tells a subscriber that keeps
+//!   per-aggregate order ([`consumer::AppliedMessages`],
+//!   [`consumer::HeldMessages`]);
 //! - [`processor`]: the [`Processor`] that claims, publishes, retries and
 //!   dead-letters, on any [`OutboxStore`] ([`store`]) and [`Publisher`]
 //!   ([`publisher`]); [`backoff`]: the jittered pauses it and the other
-//!   crates retry with; [`AppliedMessages`] and [`HeldMessages`]: what a
-//!   consumer's inbox tells a subscriber that keeps per-aggregate order.
+//!   crates retry with.
 //!
-//! Every public type lives in the module of its area (`processor`,
-//! `publisher`, `store`, `wire`, `naming`, `backoff`); the ones a service
+//! Every public type lives in the module of its area (`consumer`,
+//! `processor`, `publisher`, `store`, `wire`, `naming`, `backoff`); the ones a service
 //! names every day are also at the root.
 //!
 //! # Example
@@ -110,15 +112,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate;
-mod applied;
 pub mod backoff;
+pub mod consumer;
 mod context;
-mod delivery;
 mod error_chain;
 mod event;
-mod handler_error;
 mod headers;
-mod held;
 mod id;
 mod message;
 pub mod naming;
@@ -145,14 +144,11 @@ pub mod verify;
 pub mod wire;
 
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
-pub use applied::{AppliedFuture, AppliedMessages};
+pub use consumer::{Delivery, HandlerError};
 pub use context::MessageContext;
-pub use delivery::Delivery;
 pub use error_chain::ErrorChain;
 pub use event::IntegrationEvent;
-pub use handler_error::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
-pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 pub use id::{LeaseToken, MessageId};
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
 pub use partition::{MAX_PARTITIONS, Partitions, PartitionsError};
@@ -160,7 +156,8 @@ pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 #[cfg(feature = "processor")]
 pub use processor::{
-    BuildError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource,
+    Processor, ProcessorBuildError, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle,
+    WakeSource,
 };
 pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
 pub use registry::{

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use support::{Order, OrderAmended, OrderPlaced};
 use txoutbox_core::processor::Processor;
-use txoutbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
+use txoutbox_core::store::OutboxAdmin;
+use txoutbox_core::{DeadSelector, PublishErrorKind, RetryPolicy};
 use txoutbox_testing::faults::{FaultyPublisher, FaultyStore};
 use txoutbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 

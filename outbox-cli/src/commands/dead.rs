@@ -1,6 +1,7 @@
 //! `outbox dead list|show|requeue|skip`.
 
-use txoutbox_core::{DeadSelector, MessageId, OutboxStore, SkipNote};
+use txoutbox_core::MessageId;
+use txoutbox_core::store::{DeadSelector, OutboxAdmin, OutboxStore, SkipNote};
 use txoutbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
 
 use super::Dead;

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use txoutbox_core::Hold;
+use txoutbox_core::consumer::Hold;
 
 use super::lines;
 

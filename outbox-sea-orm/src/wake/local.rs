@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::broadcast;
-use txoutbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
+use txoutbox_core::processor::__handover::{HandoverRefused, LeaseOffer, LeasedCommit};
 use txoutbox_core::{MessageId, OutboxMessage, WakeHandle, WakeSource};
 
 use super::remote::{RemoteWaker, Unsent};

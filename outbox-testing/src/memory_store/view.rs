@@ -17,7 +17,7 @@ pub enum RowStatus {
     /// Not retried any more; its aggregate waits behind it.
     Dead,
     /// Dead, then settled unpublished by an operator
-    /// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
+    /// ([`OutboxAdmin::skip_dead`](txoutbox_core::store::OutboxAdmin::skip_dead)).
     Skipped,
 }
 

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use txoutbox_core::store::{DeadSelector, OutboxAdmin, SkipNote};
 use txoutbox_core::{
-    AggregateChanges, AggregateRef, ClaimedBatch, DeadSelector, Failure, FailureKind, LeaseOutcome,
-    LeaseToken, MessageContext, MessageId, OutboxMessage, OutboxStore, PendingMessage, Published,
-    RetryPolicy, SkipNote,
+    AggregateChanges, AggregateRef, ClaimedBatch, Failure, FailureKind, LeaseOutcome, LeaseToken,
+    MessageContext, MessageId, OutboxMessage, OutboxStore, PendingMessage, Published, RetryPolicy,
 };
 use txoutbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
 use txoutbox_suite::orders::{Order, OrderPlaced};

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::handler_error::BoxError;
+use super::handler_error::BoxError;
 use crate::id::MessageId;
 
 /// The future [`AppliedMessages::applied`] returns.
