@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
-use txoutbox_core::verify::{Discrepancy, Reconciliation, StoredMessage, reconcile};
+use txoutbox_core::verify::{Discrepancy, Reconciliation, StreamedMessage, reconcile};
 use txoutbox_nats::stream_read::{self, ReadError};
 use txoutbox_sea_orm::SeaOrmOutboxStore;
 
@@ -85,7 +85,7 @@ pub(crate) async fn run(
         };
         match stream_read::message_at(&jetstream, &args.stream, sequence).await {
             Ok(message) => {
-                let found: StoredMessage = stream_read::stored(sequence, Some(&message.headers));
+                let found: StreamedMessage = stream_read::stored(sequence, Some(&message.headers));
                 if found.message_id.as_deref() == Some(id.as_str())
                     && messages.iter().all(|m| m.stream_sequence != sequence)
                 {

@@ -21,7 +21,8 @@ pub type AppliedFuture =
 ///
 /// ```
 /// use std::collections::HashSet;
-/// use txoutbox_core::{AppliedFuture, AppliedMessages, MessageId};
+/// use txoutbox_core::MessageId;
+/// use txoutbox_core::consumer::{AppliedFuture, AppliedMessages};
 ///
 /// /// Knows nothing applied: every earlier message is waited for.
 /// struct Nothing;
