@@ -26,7 +26,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
-use txoutbox_core::{MessageId, ProcessorReport};
+use txoutbox_core::MessageId;
+use txoutbox_core::processor::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use txoutbox_core::{MessageId, OutboxMessage, PublishAck, PublishError, Publisher};
+use txoutbox_core::publisher::PublishAck;
+use txoutbox_core::{MessageId, OutboxMessage, PublishError, Publisher};
 pub(crate) use txoutbox_testing::counting::{
     CallFigures as OpFigures, CountingStore, StoreCalls as StoreCounts,
 };

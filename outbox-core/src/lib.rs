@@ -31,8 +31,9 @@
 //!   crates retry with.
 //!
 //! Every public type lives in the module of its area (`consumer`,
-//! `processor`, `publisher`, `store`, `wire`, `naming`, `backoff`); the ones a service
-//! names every day are also at the root.
+//! `processor`, `publisher`, `registry`, `store`, `partition`, `wire`,
+//! `naming`, `backoff`, `verify`); the ones a service names every day are
+//! also at the root.
 //!
 //! # Example
 //!
@@ -132,7 +133,7 @@ mod pending;
 pub mod processor;
 pub mod publisher;
 pub mod redact;
-mod registry;
+pub mod registry;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;
@@ -149,25 +150,16 @@ pub use context::MessageContext;
 pub use error_chain::ErrorChain;
 pub use event::IntegrationEvent;
 pub use headers::{Headers, InvalidHeader};
-pub use id::{LeaseToken, MessageId};
+pub use id::MessageId;
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
-pub use partition::{MAX_PARTITIONS, Partitions, PartitionsError};
+pub use partition::Partitions;
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 #[cfg(feature = "processor")]
-pub use processor::{
-    Processor, ProcessorBuildError, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle,
-    WakeSource,
-};
-pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
-pub use registry::{
-    DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,
-    RegistryError,
-};
-pub use store::{
-    ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
-    LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
-};
+pub use processor::{Processor, ProcessorHandle};
+pub use publisher::{PublishError, Publisher};
+pub use registry::{DecodeError, EventRegistry};
+pub use store::{OutboxStore, RetryPolicy, StoreError};
 pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
 

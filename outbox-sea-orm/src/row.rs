@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use chrono::Timelike;
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use txoutbox_core::processor::__handover::LeasedCommit;
-use txoutbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload, wire};
+use txoutbox_core::store::ClaimedMessage;
+use txoutbox_core::{Headers, MessageId, OutboxMessage, Payload, wire};
 use uuid::Uuid;
 
 use crate::config::TableName;

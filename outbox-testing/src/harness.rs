@@ -5,9 +5,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use txoutbox_core::processor::ProcessorBuildError;
 use txoutbox_core::{
     AggregateRoot, IntegrationEvent, MessageContext, MessageId, OutboxMessage, Processor,
-    ProcessorBuildError, Publisher, RetryPolicy,
+    Publisher, RetryPolicy,
 };
 
 use crate::clock::TestClock;

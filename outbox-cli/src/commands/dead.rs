@@ -2,7 +2,8 @@
 
 use txoutbox_core::MessageId;
 use txoutbox_core::store::{DeadSelector, OutboxAdmin, OutboxStore, SkipNote};
-use txoutbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
+use txoutbox_sea_orm::admin::{MessageState, StoredMessage};
+use txoutbox_sea_orm::{Outbox, SeaOrmOutboxStore};
 
 use super::Dead;
 use crate::confirm::{confirm, operator};

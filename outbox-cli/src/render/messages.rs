@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
-use txoutbox_sea_orm::{AggregateQueue, DeadMessage, StoredMessage};
+use txoutbox_sea_orm::admin::{AggregateQueue, DeadMessage, StoredMessage};
 
 use super::{lines, state_json, state_text, time, time_json};
 

@@ -13,7 +13,7 @@ pub(crate) use status::{status, watch_header};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use txoutbox_sea_orm::MessageState;
+use txoutbox_sea_orm::admin::MessageState;
 
 /// A time as operators read it: UTC, to the second.
 fn time(at: DateTime<Utc>) -> String {

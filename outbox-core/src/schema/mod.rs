@@ -12,7 +12,7 @@
 //! # Where the schemas come from
 //!
 //! `#[derive(IntegrationEvent)]` records the payload's schema in the
-//! type's [`EventRegistration`] when the type also derives
+//! type's [`EventRegistration`](crate::registry::EventRegistration) when the type also derives
 //! [`schemars::JsonSchema`] and this feature is on: nothing else to write,
 //! and types without `JsonSchema` still compile (the derive looks for the
 //! impl without requiring it). A hand-written `IntegrationEvent` adds

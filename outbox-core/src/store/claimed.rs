@@ -47,7 +47,7 @@ impl ClaimedMessage {
     }
 }
 
-/// The result of [`OutboxStore::claim`].
+/// The result of [`OutboxStore::claim`](super::OutboxStore::claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedBatch {
     /// The lease on every message of the batch.

@@ -20,10 +20,13 @@ pub use retry::RetryPolicy;
 pub use settlement::{Failure, FailureKind, LeaseOutcome, Published};
 pub use stats::{EventStats, OutboxStats};
 
+/// The fencing token of a lease (see [`Lease`]).
+pub use crate::id::LeaseToken;
+
 use std::future::Future;
 use std::time::Duration;
 
-use crate::id::{LeaseToken, MessageId};
+use crate::id::MessageId;
 
 /// The outbox table as the processor sees it.
 ///

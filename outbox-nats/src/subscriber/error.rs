@@ -1,8 +1,8 @@
 //! Errors of building and running a [`Subscriber`](super::Subscriber).
 
 use async_nats::jetstream::context::GetStreamError;
-use txoutbox_core::RegistryError;
 use txoutbox_core::consumer::BoxError;
+use txoutbox_core::registry::RegistryError;
 
 /// The subscriber could not start.
 #[derive(Debug, thiserror::Error)]

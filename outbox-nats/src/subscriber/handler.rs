@@ -5,9 +5,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 
-use txoutbox_core::{
-    DecodeError, Delivery, EventRegistration, EventRegistry, HandlerError, IntegrationEvent,
-};
+use txoutbox_core::registry::EventRegistration;
+use txoutbox_core::{DecodeError, Delivery, EventRegistry, HandlerError, IntegrationEvent};
 
 use super::error::SubscriberBuildError;
 

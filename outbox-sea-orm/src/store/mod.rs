@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 use txoutbox_core::store::OutboxAdmin;
-use txoutbox_core::{
-    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, OutboxStats, Published, SkipNote,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;

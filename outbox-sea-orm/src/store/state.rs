@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DbErr, QueryResult};
-use txoutbox_core::LeaseToken;
+use txoutbox_core::store::LeaseToken;
 
 use crate::dialect::Dialect;
 

@@ -15,7 +15,7 @@
 //!   ([`PgNotifications`]).
 //!
 //! Both [`CommitListener`] and [`PgNotifications`] are
-//! `txoutbox_core::WakeSource`s: the processor's `WakeHandle` is what they
+//! `txoutbox_core::processor::WakeSource`s: the processor's `WakeHandle` is what they
 //! wake.
 
 pub(crate) mod local;

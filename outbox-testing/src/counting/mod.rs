@@ -20,10 +20,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use txoutbox_core::{
-    ClaimedBatch, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats, OutboxStore,
-    Published, RetryPolicy, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, Failure, LeaseOutcome, LeaseToken, OutboxStats, Published,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 /// Wraps an [`OutboxStore`], forwarding every call unchanged and counting
 /// it (calls, rows, time) into its [`StoreCalls`].

@@ -3,10 +3,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use txoutbox_core::{
-    ClaimedBatch, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats, OutboxStore,
-    Published, RetryPolicy, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, Failure, LeaseOutcome, LeaseToken, OutboxStats, Published,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use super::lock;
 

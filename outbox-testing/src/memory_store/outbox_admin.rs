@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use txoutbox_core::store::OutboxAdmin;
-use txoutbox_core::{DeadSelector, MessageId, SkipNote, StoreError};
+use txoutbox_core::store::{DeadSelector, SkipNote};
+use txoutbox_core::{MessageId, StoreError};
 
 use super::MemoryStore;
 

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use txoutbox_core::{
-    ClaimedBatch, ClaimedMessage, Failure, Lease, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, ClaimedMessage, Failure, Lease, LeaseOutcome, LeaseToken, OutboxStats, Published,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use super::row::RowLease;
 use super::{MemoryStore, later};

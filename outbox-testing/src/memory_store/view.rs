@@ -1,7 +1,8 @@
 //! Reading the in-memory table back: what a test asserts on.
 
 use chrono::{DateTime, Utc};
-use txoutbox_core::{MessageId, OutboxMessage, SkipNote};
+use txoutbox_core::store::SkipNote;
+use txoutbox_core::{MessageId, OutboxMessage};
 
 use super::MemoryStore;
 use super::row::{Row, Status};

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
+use txoutbox_core::processor::ProcessorReport;
+use txoutbox_core::publisher::PublishAck;
 use txoutbox_core::{
-    OutboxMessage, OutboxStore, ProcessorHandle, ProcessorReport, PublishAck, PublishError,
-    Publisher, RetryPolicy,
+    OutboxMessage, OutboxStore, ProcessorHandle, PublishError, Publisher, RetryPolicy,
 };
 use txoutbox_nats::{JetStreamPublisher, StreamSpec};
 use txoutbox_sea_orm::{Outbox, OutboxConfig, UnitOfWork};
