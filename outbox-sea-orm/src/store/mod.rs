@@ -29,10 +29,12 @@ use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 
-/// The outbox table as the processor uses it: claims under leases with
-/// fencing tokens, completions, failures with backoff, and operations
-/// (requeue, skip, purge, stats; for operators also [`message`](Self::message),
-/// [`aggregate_queue`](Self::aggregate_queue) and [`overview`](Self::overview)). Every time comparison uses the database clock.
+/// The outbox table as the processor uses it ([`OutboxStore`]: claims under
+/// leases with fencing tokens, completions, failures with backoff, stats)
+/// and as an operator does ([`OutboxAdmin`]: requeue, skip, purge; also
+/// [`message`](Self::message), [`aggregate_queue`](Self::aggregate_queue)
+/// and [`overview`](Self::overview)). Every time comparison uses the
+/// database clock.
 ///
 /// How a claim keeps per-aggregate order, on every backend: it walks the
 /// aggregates that have unpublished messages, looking only at each one's
