@@ -50,7 +50,8 @@ mod tests {
     use std::time::Duration;
 
     use sea_orm::EntityTrait;
-    use txoutbox_core::{PublishErrorKind, RetryPolicy};
+    use txoutbox_core::RetryPolicy;
+    use txoutbox_core::publisher::PublishErrorKind;
     use txoutbox_examples::orders::OrderPlaced;
     use txoutbox_examples::read_model::{self, entity};
     use txoutbox_examples::support::open_outbox;

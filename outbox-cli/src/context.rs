@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use txoutbox_nats::async_nats::jetstream;
-use txoutbox_nats::subscriber::dead_letters::DeadLetters;
+use txoutbox_nats::subscriber::dead_letter_replay::DeadLetters;
 use txoutbox_nats::{Auth, NatsConnect, Tls};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
 

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use txoutbox_core::StoreError;
-use txoutbox_nats::subscriber::dead_letters::DeadLetterError;
+use txoutbox_nats::subscriber::dead_letter_replay::DeadLetterError;
 use txoutbox_nats::{ConnectError, StreamError, stream_read::ReadError};
 use txoutbox_sea_orm::OutboxError;
 

@@ -10,7 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use support::{fill, json, outbox, outbox_of};
-use txoutbox_core::{HeldMessages, MessageId, ParkedMessage, Release};
+use txoutbox_core::MessageId;
+use txoutbox_core::consumer::{HeldMessages, ParkedMessage, Release};
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::Inbox;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::{days_ago, execute, fill, id_of, json, outbox, outbox_of};
-use txoutbox_core::{OutboxStore, Published};
+use txoutbox_core::store::{OutboxAdmin, OutboxStore, Published};
 use txoutbox_fixtures::{Backend, TestDb, claimed_positions};
 
 async fn skip_requeue_and_purge(backend: Backend) {
@@ -199,7 +199,7 @@ async fn purges_a_consumers_inbox(backend: Backend) {
     let outbox_handle = outbox_of(&test);
     outbox_handle
         .store()
-        .requeue_dead(txoutbox_core::DeadSelector::All)
+        .requeue_dead(txoutbox_core::store::DeadSelector::All)
         .await
         .unwrap();
     let batch = outbox_handle

@@ -11,7 +11,7 @@ use std::process::Command;
 use rexpect::process::WaitStatus;
 use rexpect::session::{PtySession, spawn_command};
 use support::{days_ago, execute, fill, id_of, outbox_of, url};
-use txoutbox_core::{OutboxStore, SkipNote};
+use txoutbox_core::store::{OutboxAdmin, SkipNote};
 use txoutbox_fixtures::{Backend, TestDb};
 
 /// `outbox ARGS` on a fresh pseudo-terminal, as user `tester`.

@@ -20,17 +20,20 @@
 //!   as one NATS message ([`wire`] names its headers);
 //! - [`EventRegistry`]: decodes `(name, version, bytes)` back into the
 //!   registered Rust type, upcasting older versions.
-//! - [`Delivery`] and [`HandlerError`]: what a consumer's handler is given
-//!   and how it fails (typed subscribers and the inbox share them);
+//! - [`consumer`]: [`Delivery`] and [`HandlerError`], what a consumer's
+//!   handler is given and how it fails (typed subscribers and the inbox
+//!   share them), and what a consumer's inbox tells a subscriber that keeps
+//!   per-aggregate order ([`consumer::AppliedMessages`],
+//!   [`consumer::HeldMessages`]);
 //! - [`processor`]: the [`Processor`] that claims, publishes, retries and
 //!   dead-letters, on any [`OutboxStore`] ([`store`]) and [`Publisher`]
 //!   ([`publisher`]); [`backoff`]: the jittered pauses it and the other
-//!   crates retry with; [`AppliedMessages`] and [`HeldMessages`]: what a
-//!   consumer's inbox tells a subscriber that keeps per-aggregate order.
+//!   crates retry with.
 //!
-//! Every public type lives in the module of its area (`processor`,
-//! `publisher`, `store`, `wire`, `naming`, `backoff`); the ones a service
-//! names every day are also at the root.
+//! Every public type lives in the module of its area (`consumer`,
+//! `processor`, `publisher`, `registry`, `store`, `partition`, `wire`,
+//! `naming`, `backoff`, `verify`); the ones a service names every day are
+//! also at the root.
 //!
 //! # Example
 //!
@@ -110,15 +113,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate;
-mod applied;
 pub mod backoff;
+pub mod consumer;
 mod context;
-mod delivery;
 mod error_chain;
 mod event;
-mod handler_error;
 mod headers;
-mod held;
 mod id;
 mod message;
 pub mod naming;
@@ -133,7 +133,7 @@ mod pending;
 pub mod processor;
 pub mod publisher;
 pub mod redact;
-mod registry;
+pub mod registry;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;
@@ -145,32 +145,21 @@ pub mod verify;
 pub mod wire;
 
 pub use aggregate::{AggregateChanges, AggregateRoot, EventBuffer};
-pub use applied::{AppliedFuture, AppliedMessages};
+pub use consumer::{Delivery, HandlerError};
 pub use context::MessageContext;
-pub use delivery::Delivery;
 pub use error_chain::ErrorChain;
 pub use event::IntegrationEvent;
-pub use handler_error::{BoxError, HandlerError};
 pub use headers::{Headers, InvalidHeader};
-pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
-pub use id::{LeaseToken, MessageId};
+pub use id::MessageId;
 pub use message::{AggregateRef, OutboxMessage, STANDALONE};
-pub use partition::{MAX_PARTITIONS, Partitions, PartitionsError};
+pub use partition::Partitions;
 pub use payload::Payload;
 pub use pending::{PendingMessage, RecordError};
 #[cfg(feature = "processor")]
-pub use processor::{
-    BuildError, Processor, ProcessorError, ProcessorHandle, ProcessorReport, WakeHandle, WakeSource,
-};
-pub use publisher::{PublishAck, PublishError, PublishErrorKind, Publisher};
-pub use registry::{
-    DecodeError, DecodedEvent, ErasedEvent, EventRegistration, EventRegistry, EventRegistryBuilder,
-    RegistryError,
-};
-pub use store::{
-    ClaimedBatch, ClaimedMessage, DeadSelector, EventStats, Failure, FailureKind, Lease,
-    LeaseOutcome, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
-};
+pub use processor::{Processor, ProcessorHandle};
+pub use publisher::{PublishError, Publisher};
+pub use registry::{DecodeError, EventRegistry};
+pub use store::{OutboxStore, RetryPolicy, StoreError};
 pub use subject::{EventSubject, SubjectPrefix};
 pub use trace::{InvalidTraceParent, TraceParent};
 

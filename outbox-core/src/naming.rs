@@ -6,11 +6,9 @@ use std::fmt;
 // too: the compile-time and the start-up checks can never disagree.
 use txoutbox_naming as rules;
 
-/// Longest accepted event name, in bytes (the outbox table's column width).
-pub const MAX_EVENT_NAME_LEN: usize = rules::MAX_EVENT_NAME_LEN;
-
-/// Longest accepted subject, in bytes (the outbox table's column width).
-pub const MAX_SUBJECT_LEN: usize = rules::MAX_SUBJECT_LEN;
+/// The longest accepted event name and subject, in bytes (the outbox
+/// table's column widths): the rules' own constants, one item each.
+pub use rules::{MAX_EVENT_NAME_LEN, MAX_SUBJECT_LEN};
 
 /// What kind of identifier failed validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

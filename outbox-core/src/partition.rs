@@ -52,7 +52,7 @@ pub enum PartitionsError {
 /// assert!(k < 8);
 /// assert_eq!(k, partitions.of("order", "42")); // always the same
 /// assert_eq!(Partitions::subject("events", k, "order.placed"), format!("events.p{k}.order.placed"));
-/// # Ok::<(), txoutbox_core::PartitionsError>(())
+/// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Partitions(u16);
@@ -61,7 +61,8 @@ impl Partitions {
     /// `count` partitions, 1 to [`MAX_PARTITIONS`].
     ///
     /// ```
-    /// use txoutbox_core::{Partitions, PartitionsError};
+    /// use txoutbox_core::Partitions;
+    /// use txoutbox_core::partition::PartitionsError;
     /// assert_eq!(Partitions::new(4).map(|p| p.count()), Ok(4));
     /// assert_eq!(Partitions::new(0), Err(PartitionsError::Zero));
     /// assert!(Partitions::new(5000).is_err());
@@ -81,7 +82,7 @@ impl Partitions {
     ///
     /// ```
     /// assert_eq!(txoutbox_core::Partitions::new(3)?.count(), 3);
-    /// # Ok::<(), txoutbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
     /// ```
     pub fn count(self) -> u16 {
         self.0
@@ -94,7 +95,7 @@ impl Partitions {
     /// use txoutbox_core::Partitions;
     /// let partitions = Partitions::new(16)?;
     /// assert_eq!(partitions.of("order", "42"), 2);
-    /// # Ok::<(), txoutbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
     /// ```
     pub fn of(self, aggregate_type: &str, aggregate_id: &str) -> u16 {
         let hash = fnv1a(
@@ -133,7 +134,7 @@ impl Partitions {
     /// ```
     /// use txoutbox_core::Partitions;
     /// assert_eq!(Partitions::new(3)?.all(), [0, 1, 2]);
-    /// # Ok::<(), txoutbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
     /// ```
     pub fn all(self) -> Vec<u16> {
         (0..self.0).collect()
@@ -148,7 +149,7 @@ impl Partitions {
     /// let partitions = Partitions::new(8)?;
     /// assert_eq!(partitions.share(1, 3), [1, 4, 7]);
     /// assert_eq!(partitions.share(3, 3), [] as [u16; 0]);
-    /// # Ok::<(), txoutbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
     /// ```
     pub fn share(self, process_index: u16, process_count: u16) -> Vec<u16> {
         if process_index >= process_count {

@@ -115,7 +115,7 @@ impl SubjectPrefix {
     /// let prefix = SubjectPrefix::default().with_partitions(Partitions::new(4)?);
     /// assert_eq!(prefix.partitions().map(Partitions::count), Some(4));
     /// assert_eq!(prefix.as_str(), "events");
-    /// # Ok::<(), txoutbox_core::PartitionsError>(())
+    /// # Ok::<(), txoutbox_core::partition::PartitionsError>(())
     /// ```
     #[must_use]
     pub fn with_partitions(mut self, partitions: Partitions) -> Self {

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::error::Error;
 
 use serde::{Deserialize, Serialize};
+use txoutbox_core::processor::ProcessorError;
 use txoutbox_core::{
-    ErrorChain, EventRegistry, IntegrationEvent, PendingMessage, ProcessorError, PublishError,
-    StoreError,
+    ErrorChain, EventRegistry, IntegrationEvent, PendingMessage, PublishError, StoreError,
 };
 
 /// Fails when an error of the chain repeats the message of its source.

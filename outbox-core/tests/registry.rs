@@ -2,9 +2,8 @@
 //! (no inventory), so each test builds exactly the set of types it means to.
 
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{
-    DecodeError, EventRegistration, EventRegistry, IntegrationEvent, RegistryError,
-};
+use txoutbox_core::registry::{EventRegistration, RegistryError};
+use txoutbox_core::{DecodeError, EventRegistry, IntegrationEvent};
 
 macro_rules! event {
     ($ty:ident, $name:literal, $version:literal $(, upcast $old:ty)?) => {

@@ -8,7 +8,8 @@ use async_nats::connection::State;
 use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind as JsErrorKind};
 use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::{Client, HeaderMap};
-use txoutbox_core::{OutboxMessage, PublishAck, PublishError, Publisher, wire};
+use txoutbox_core::publisher::PublishAck;
+use txoutbox_core::{OutboxMessage, PublishError, Publisher, wire};
 
 use crate::reconnects::Reconnects;
 use crate::run_window::RunWindow;
@@ -25,7 +26,7 @@ use crate::run_window::RunWindow;
 /// stores it only right after its predecessor, and up to 64 are in flight
 /// at once while nothing else interleaves (see `run_window.rs`).
 ///
-/// How failures are classified (see [`txoutbox_core::PublishErrorKind`]):
+/// How failures are classified (see [`txoutbox_core::publisher::PublishErrorKind`]):
 ///
 /// | what happened | kind |
 /// |---|---|

@@ -13,7 +13,7 @@ use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::{self, ErrorCode};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use txoutbox_core::verify::{AggregatePosition, StoredMessage};
+use txoutbox_core::verify::{AggregatePosition, StreamedMessage};
 use txoutbox_core::wire;
 
 /// How long reading waits for the next message before giving up.
@@ -80,7 +80,7 @@ pub async fn stored_messages(
     jetstream: &jetstream::Context,
     stream: &str,
     since: Option<DateTime<Utc>>,
-) -> Result<Vec<StoredMessage>, ReadError> {
+) -> Result<Vec<StreamedMessage>, ReadError> {
     let handle = open_stream(jetstream, stream).await?;
     let deliver_policy = match since {
         None => DeliverPolicy::All,
@@ -163,7 +163,7 @@ pub(crate) fn no_message(
 }
 
 /// A stored message as the reconciliation sees it.
-pub fn stored(sequence: u64, headers: Option<&HeaderMap>) -> StoredMessage {
+pub fn stored(sequence: u64, headers: Option<&HeaderMap>) -> StreamedMessage {
     let find = |name: &str| {
         headers
             .and_then(|h| h.get(name))
@@ -181,7 +181,7 @@ pub fn stored(sequence: u64, headers: Option<&HeaderMap>) -> StoredMessage {
         }),
         _ => None,
     };
-    StoredMessage {
+    StreamedMessage {
         stream_sequence: sequence,
         message_id: find(wire::NATS_MSG_ID),
         position,

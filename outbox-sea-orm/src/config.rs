@@ -66,7 +66,7 @@ impl std::fmt::Display for TableName {
 #[non_exhaustive]
 pub enum Retention {
     /// Keep the row as `published`, with its stream sequence and time, until
-    /// [`purge_published`](txoutbox_core::OutboxStore::purge_published) removes
+    /// [`purge_published`](txoutbox_core::store::OutboxAdmin::purge_published) removes
     /// it (the default: an audit trail, and replays by id).
     #[default]
     KeepPublished,

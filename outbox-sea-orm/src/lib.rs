@@ -11,13 +11,15 @@
 //! - [`AggregateEntity`]: maps an aggregate to a SeaORM entity with a version
 //!   column (optimistic concurrency).
 //! - [`SeaOrmOutboxStore`]: the [`OutboxStore`](txoutbox_core::OutboxStore) the
-//!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite.
+//!   processor claims from, on PostgreSQL, MySQL/MariaDB and SQLite, and the
+//!   [`OutboxAdmin`](txoutbox_core::store::OutboxAdmin) an operator works
+//!   with; [`admin`] holds what it shows an operator.
 //! - [`Inbox`]: exactly-once effects for consumers: a handler's writes, the
 //!   events it records and the "processed" mark commit in one transaction;
 //!   repeats are recognised and skipped; old rows are purged in batches;
 //!   handlers are plain `async fn`s; aggregates held behind a message their
 //!   consumer could not apply are listed and released ([`Inbox::holds`],
-//!   [`Inbox::release`]).
+//!   [`Inbox::release`]); [`inbox`] holds its handler types.
 //! - [`migration`] (feature `migration`): the table as migrations;
 //!   [`create_schema`] creates it directly.
 //! - Feature `opentelemetry`: events saved inside a span carry the span's
@@ -42,12 +44,13 @@
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admin;
 mod aggregate_entity;
 mod config;
 mod contention;
 mod dialect;
 mod error;
-mod inbox;
+pub mod inbox;
 #[cfg(feature = "migration")]
 #[cfg_attr(docsrs, doc(cfg(feature = "migration")))]
 pub mod migration;
@@ -64,15 +67,12 @@ mod wake;
 pub use aggregate_entity::AggregateEntity;
 pub use config::{OutboxConfig, Retention, TableName};
 pub use error::OutboxError;
-pub use inbox::{Inbox, InboxFn, InboxFuture, InboxHandler, Processed};
+pub use inbox::Inbox;
 pub use outbox::{Outbox, TRANSACTION_ATTEMPTS};
 pub use repository::Repository;
 pub use schema::create_schema;
 pub use sea_orm;
-pub use store::{
-    AggregateQueue, AggregateTypeStats, BlockedAggregate, DeadMessage, MessageState, Overview,
-    STATS_EXACT_PENDING, SeaOrmOutboxStore, StoredMessage,
-};
+pub use store::SeaOrmOutboxStore;
 pub use txoutbox_core;
 pub use txoutbox_core::STANDALONE;
 pub use unit_of_work::{AfterCommit, Joined, PrimaryKeyOf, UnitOfWork};

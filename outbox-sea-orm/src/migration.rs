@@ -306,7 +306,7 @@ impl MigrationTrait for CreateHeldTable {
 /// The columns `skipped_at`, `skipped_by` and `skip_reason` and the index
 /// `<table>_skipped`: a dead message an operator deliberately leaves
 /// unpublished is kept with who, why and when
-/// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
+/// ([`OutboxAdmin::skip_dead`](txoutbox_core::store::OutboxAdmin::skip_dead)).
 #[derive(Debug, Clone)]
 pub struct AddSkippedMessages {
     config: OutboxConfig,

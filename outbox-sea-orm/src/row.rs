@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use chrono::Timelike;
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
-use txoutbox_core::processor::LeasedCommit;
-use txoutbox_core::{ClaimedMessage, Headers, MessageId, OutboxMessage, Payload, wire};
+use txoutbox_core::processor::__handover::LeasedCommit;
+use txoutbox_core::store::ClaimedMessage;
+use txoutbox_core::{Headers, MessageId, OutboxMessage, Payload, wire};
 use uuid::Uuid;
 
 use crate::config::TableName;
@@ -46,7 +47,7 @@ const INSERT_COLUMNS: &str = "id, aggregate_type, aggregate_id, sequence, event_
      traceparent, occurred_at, created_at, status, attempts, next_attempt_at";
 
 /// PostgreSQL: rows written already leased to a processor of this process
-/// (see [`txoutbox_core::processor::LeaseOffer`]).
+/// (see [`txoutbox_core::processor::__handover::LeaseOffer`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LeaseAtCommit {
     pub(crate) token: Uuid,

@@ -220,7 +220,7 @@ pub(crate) fn abandoned_column(dialect: Dialect, table: &TableName) -> String {
 
 /// The columns and index of migration `m20261125_000006`: `skipped_at`,
 /// `skipped_by`, `skip_reason` (a dead message an operator deliberately left
-/// unpublished, see [`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead))
+/// unpublished, see [`OutboxAdmin::skip_dead`](txoutbox_core::store::OutboxAdmin::skip_dead))
 /// and the index `<table>_skipped`.
 pub(crate) fn skipped_columns(dialect: Dialect, table: &TableName) -> Vec<String> {
     let t = table.as_str();

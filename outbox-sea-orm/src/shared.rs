@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
-use txoutbox_core::processor::LeasedCommit;
+use txoutbox_core::processor::__handover::LeasedCommit;
 use txoutbox_core::{MessageContext, MessageId, OutboxMessage, OutboxStore as _, PendingMessage};
 
 use crate::config::OutboxConfig;

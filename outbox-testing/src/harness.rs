@@ -5,9 +5,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use txoutbox_core::processor::ProcessorBuildError;
 use txoutbox_core::{
-    AggregateRoot, BuildError, IntegrationEvent, MessageContext, MessageId, OutboxMessage,
-    Processor, Publisher, RetryPolicy,
+    AggregateRoot, IntegrationEvent, MessageContext, MessageId, OutboxMessage, Processor,
+    Publisher, RetryPolicy,
 };
 
 use crate::clock::TestClock;
@@ -60,7 +61,7 @@ pub struct TestOutbox<P = MemoryPublisher> {
 pub enum DrainError {
     /// The processor refused its settings.
     #[error(transparent)]
-    Build(#[from] BuildError),
+    Build(#[from] ProcessorBuildError),
     /// Messages were still publishable (or leased) when the time ran out:
     /// the publisher keeps failing as unavailable, or a lease never ends.
     #[error(

@@ -17,6 +17,7 @@
 //! - [`faults`]: wrap a publisher or a store to lose acks, delay them, make
 //!   the broker unavailable for a window, reject given messages, fail
 //!   completions or lose leases.
+//! - [`counting`]: wrap a store to count and time the processor's calls.
 //! - [`nats::NatsServer`] (feature `nats-server`): a private nats-server
 //!   for integration tests, to kill, freeze and restart.
 //! - Handlers are tested with a `Delivery` built in memory:
@@ -60,6 +61,7 @@
 
 mod clock;
 pub mod contract;
+pub mod counting;
 pub mod faults;
 mod harness;
 mod memory_publisher;

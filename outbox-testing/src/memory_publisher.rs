@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use txoutbox_core::{
-    IntegrationEvent, MessageId, OutboxMessage, PublishAck, PublishError, Publisher,
-};
+use txoutbox_core::publisher::PublishAck;
+use txoutbox_core::{IntegrationEvent, MessageId, OutboxMessage, PublishError, Publisher};
 
 use crate::order::{OrderViolation, check_order};
 use crate::typed::{PublishedEvent, events_of};

@@ -8,8 +8,11 @@ mod support;
 use std::time::Duration;
 
 use support::{Order, OrderAmended, OrderPlaced};
+use txoutbox_core::RetryPolicy;
 use txoutbox_core::processor::Processor;
-use txoutbox_core::{DeadSelector, OutboxStore, PublishErrorKind, RetryPolicy};
+use txoutbox_core::publisher::PublishErrorKind;
+use txoutbox_core::store::DeadSelector;
+use txoutbox_core::store::OutboxAdmin;
 use txoutbox_testing::faults::{FaultyPublisher, FaultyStore};
 use txoutbox_testing::{MemoryPublisher, MemoryStore, RowStatus, TestOutbox};
 

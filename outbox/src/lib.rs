@@ -30,8 +30,9 @@
 //! | errors | [`ErrorChain`] prints an error with its causes |
 //!
 //! Everything else lives in modules named by job: [`events`] (the envelope,
-//! ids, the registry's types), [`consumer`] (what a handler is given and
-//! returns, and what an inbox tells a subscriber that keeps order),
+//! ids and parts), [`registry`] (decoding, upcasts), [`consumer`] (what a
+//! handler is given and returns, and what an inbox tells a subscriber that
+//! keeps order),
 //! [`processor`], [`store`] and [`publisher`] (the processor and the traits
 //! it runs on), [`wire`] (header names), [`sea_orm`], [`nats`] and
 //! [`testing`] (the integrations, whole).
@@ -101,35 +102,25 @@ pub use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, Repository, UnitOfWork, 
 pub use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
 
 /// The event model: the envelope written as one outbox row and published
-/// as one message, its ids and parts, and the registry's types.
+/// as one message, its ids and parts, what recording an event can fail
+/// with. The registry's own types are in [`registry`].
 pub mod events {
     pub use txoutbox_core::{
-        AggregateChanges, AggregateRef, DecodeError, DecodedEvent, ErasedEvent, EventRegistration,
-        EventRegistryBuilder, EventSubject, Headers, InvalidHeader, InvalidTraceParent, MessageId,
-        OutboxMessage, Payload, PendingMessage, RecordError, RegistryError, STANDALONE,
-        SubjectPrefix, TraceParent,
+        AggregateChanges, AggregateRef, DecodeError, EventSubject, Headers, InvalidHeader,
+        InvalidTraceParent, MessageId, OutboxMessage, Payload, PendingMessage, RecordError,
+        STANDALONE, SubjectPrefix, TraceParent,
     };
 }
 
-/// What a consumer's handler is given and returns, and what an inbox tells
-/// a subscriber that keeps per-aggregate order.
-pub mod consumer {
-    pub use txoutbox_core::{
-        AppliedFuture, AppliedMessages, BoxError, Delivery, HandlerError, HeldFuture, HeldMessages,
-        Hold, ParkedMessage, Release, Unpark,
-    };
-}
-
-#[cfg(feature = "opentelemetry")]
-#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-pub use txoutbox_core::otel;
 #[cfg(feature = "processor")]
 #[cfg_attr(docsrs, doc(cfg(feature = "processor")))]
 pub use txoutbox_core::processor;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub use txoutbox_core::schema;
-pub use txoutbox_core::{backoff, naming, partition, publisher, redact, store, verify, wire};
+pub use txoutbox_core::{
+    backoff, consumer, naming, partition, publisher, redact, registry, store, verify, wire,
+};
 
 /// The SeaORM side, whole: the unit of work, the outbox store for
 /// PostgreSQL, MySQL/MariaDB and SQLite, wake-ups, the inbox, migrations.

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use txoutbox_core::ProcessorReport;
+use txoutbox_core::processor::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, Retention};
 

@@ -17,7 +17,8 @@ use tokio::io::AsyncBufReadExt;
 use txoutbox_core::tokio_util::sync::CancellationToken;
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::{StreamSpec, Subscriber};
-use txoutbox_sea_orm::{Inbox, Outbox, Processed, UnitOfWork};
+use txoutbox_sea_orm::inbox::Processed;
+use txoutbox_sea_orm::{Inbox, Outbox, UnitOfWork};
 
 use crate::children::protocol;
 use crate::harness::error::BoxError;

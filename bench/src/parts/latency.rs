@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use txoutbox_core::{MessageId, ProcessorReport};
+use txoutbox_core::MessageId;
+use txoutbox_core::processor::ProcessorReport;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 

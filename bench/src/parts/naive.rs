@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use futures::future::join_all;
-use txoutbox_core::{OutboxStore, Published, Publisher};
+use txoutbox_core::store::Published;
+use txoutbox_core::{OutboxStore, Publisher};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{OutboxConfig, SeaOrmOutboxStore};
 

@@ -1,7 +1,9 @@
 //! `outbox dead list|show|requeue|skip`.
 
-use txoutbox_core::{DeadSelector, MessageId, OutboxStore, SkipNote};
-use txoutbox_sea_orm::{MessageState, Outbox, SeaOrmOutboxStore, StoredMessage};
+use txoutbox_core::MessageId;
+use txoutbox_core::store::{DeadSelector, OutboxAdmin, OutboxStore, SkipNote};
+use txoutbox_sea_orm::admin::{MessageState, StoredMessage};
+use txoutbox_sea_orm::{Outbox, SeaOrmOutboxStore};
 
 use crate::confirm::{confirm, operator};
 use crate::context::Context;

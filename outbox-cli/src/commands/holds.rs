@@ -1,7 +1,7 @@
 //! `outbox holds` and `outbox release`: a consumer's aggregates held behind a
 //! message it could not apply.
 
-use txoutbox_core::Release;
+use txoutbox_core::consumer::Release;
 use txoutbox_sea_orm::Inbox;
 
 use crate::confirm::confirm;

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use txoutbox_core::verify::{StoredMessage, reconcile};
+use txoutbox_core::verify::{StreamedMessage, reconcile};
 use txoutbox_nats::stream_read::{self, ReadError};
 
 use crate::context::Context;
@@ -67,7 +67,7 @@ pub(super) async fn run(context: &Context, args: VerifyArgs) -> Result<(), CliEr
         };
         match stream_read::message_at(&jetstream, &args.stream, sequence).await {
             Ok(message) => {
-                let found: StoredMessage = stream_read::stored(sequence, Some(&message.headers));
+                let found: StreamedMessage = stream_read::stored(sequence, Some(&message.headers));
                 if found.message_id.as_deref() == Some(id.as_str())
                     && messages.iter().all(|m| m.stream_sequence != sequence)
                 {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use txoutbox_sea_orm::{AggregateQueue, MessageState, StoredMessage};
+use txoutbox_sea_orm::admin::{AggregateQueue, MessageState, StoredMessage};
 
 use super::format::{lines, state_json, state_text, summary_json, time};
 

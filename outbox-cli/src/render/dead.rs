@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
-use txoutbox_core::SkipNote;
-use txoutbox_sea_orm::{AggregateQueue, DeadMessage, StoredMessage};
+use txoutbox_core::store::SkipNote;
+use txoutbox_sea_orm::admin::{AggregateQueue, DeadMessage, StoredMessage};
 
 use super::format::{lines, state_text, summary_json, time, time_json};
 

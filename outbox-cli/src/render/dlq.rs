@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use txoutbox_nats::subscriber::dead_letters::{DeadLetter, Replayed};
+use txoutbox_nats::subscriber::dead_letter_replay::{DeadLetter, Replayed};
 
 /// The dead letters on `subject` (kept in `stream`).
 pub(crate) fn list(list: &[DeadLetter], subject: &str, stream: &str, as_json: bool) -> String {

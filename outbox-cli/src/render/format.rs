@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use txoutbox_sea_orm::{MessageState, StoredMessage};
+use txoutbox_sea_orm::admin::{MessageState, StoredMessage};
 
 /// A time as operators read it: UTC, to the second.
 pub(super) fn time(at: DateTime<Utc>) -> String {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use serde_json::json;
-use txoutbox_core::{Hold, Release};
+use txoutbox_core::consumer::{Hold, Release};
 
 use super::format::lines;
 

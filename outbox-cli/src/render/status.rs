@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde_json::json;
-use txoutbox_sea_orm::Overview;
+use txoutbox_sea_orm::admin::Overview;
 
 use crate::error::CliError;
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::{BuildError, ProcessorConfig};
+use super::config::{ProcessorBuildError, ProcessorConfig};
 use super::health::HealthProbe;
 use super::wake::{WakeHandle, WakeSource};
 use super::{Processor, SourceTask};
@@ -133,7 +133,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
     }
 
     /// Checks the settings and builds the processor.
-    pub fn build(self) -> Result<Processor<S, P>, BuildError> {
+    pub fn build(self) -> Result<Processor<S, P>, ProcessorBuildError> {
         self.config.validate(self.publisher.ack_timeout())?;
         Ok(Processor {
             store: Arc::new(self.store),

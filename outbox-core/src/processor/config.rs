@@ -21,11 +21,11 @@ pub(crate) const LEASE_MARGIN_DIVISOR: u32 = 5;
 
 /// What [`ProcessorBuilder::build`](super::ProcessorBuilder::build) refuses: a
 /// setting that cannot work. (Each builder of the workspace fails with its
-/// module's `BuildError`; the subscriber's is `txoutbox_nats::subscriber::BuildError`.)
+/// own build error; the subscriber's is `txoutbox_nats::subscriber::SubscriberBuildError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid processor setting `{setting}`: {reason}")]
 #[non_exhaustive]
-pub struct BuildError {
+pub struct ProcessorBuildError {
     /// The setting's name.
     pub setting: &'static str,
     /// What is wrong with it.
@@ -191,9 +191,12 @@ impl ProcessorConfig {
 
     /// Checks the settings together, and the lease against the publisher's
     /// ack timeout (see [`Publisher::ack_timeout`](crate::Publisher::ack_timeout)).
-    pub(crate) fn validate(&self, ack_timeout: Option<Duration>) -> Result<(), BuildError> {
+    pub(crate) fn validate(
+        &self,
+        ack_timeout: Option<Duration>,
+    ) -> Result<(), ProcessorBuildError> {
         let bad = |setting, reason: &str| {
-            Err(BuildError {
+            Err(ProcessorBuildError {
                 setting,
                 reason: reason.to_owned(),
             })
@@ -223,7 +226,7 @@ impl ProcessorConfig {
         if let Some(ack_timeout) = ack_timeout
             && self.lease < ack_timeout.saturating_mul(LEASE_MARGIN_DIVISOR)
         {
-            return Err(BuildError {
+            return Err(ProcessorBuildError {
                 setting: "lease",
                 reason: format!(
                     "{:?} is shorter than {LEASE_MARGIN_DIVISOR} x the publisher's ack timeout \

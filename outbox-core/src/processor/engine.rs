@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::batch::{self, BatchContext, BatchReport};
-use super::handover::Handover;
 use super::health::HealthProbe;
 use super::metrics;
+use super::wake::handover::Handover;
 use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
 use super::{Processor, ProcessorReport};
 use crate::backoff::Doubling;

@@ -59,7 +59,6 @@ mod batch;
 mod builder;
 mod config;
 mod engine;
-mod handover;
 mod health;
 pub mod metrics;
 mod sync;
@@ -67,10 +66,18 @@ mod wake;
 
 pub use abandoned::ABANDONED_LIMIT;
 pub use builder::ProcessorBuilder;
-pub use config::{BuildError, DEFAULT_LEASE, ProcessorConfig};
-pub use handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};
+pub use config::{DEFAULT_LEASE, ProcessorBuildError, ProcessorConfig};
 pub use health::{Health, HealthProbe, HealthThresholds};
 pub use wake::{FAST_PATH_CAPACITY, WakeHandle, WakeSource};
+
+/// The lease-at-commit protocol, for store implementations (`outbox-sea-orm`):
+/// a writer in the processor's process writes its outbox rows already leased
+/// to the processor and hands them over after the commit. Not part of the
+/// public API: outside semver, it may change in any release.
+#[doc(hidden)]
+pub mod __handover {
+    pub use super::wake::handover::{HANDOVER_CAPACITY, HandoverRefused, LeaseOffer, LeasedCommit};
+}
 
 use std::future::Future;
 use std::pin::Pin;

@@ -26,7 +26,8 @@ impl EventRegistration {
     /// messages written as `Old` (and, through `Old`'s own upcast, older ones).
     ///
     /// ```
-    /// use txoutbox_core::{EventRegistration, EventRegistry, IntegrationEvent};
+    /// use txoutbox_core::{EventRegistry, IntegrationEvent};
+    /// use txoutbox_core::registry::EventRegistration;
     /// use serde::{Deserialize, Serialize};
     ///
     /// #[derive(Serialize, Deserialize)]

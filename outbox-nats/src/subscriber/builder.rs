@@ -9,18 +9,16 @@ use async_nats::jetstream::{
     consumer::{AckPolicy, DeliverPolicy, pull},
 };
 use tokio::sync::Semaphore;
-use txoutbox_core::{
-    AppliedMessages, Delivery, EventRegistry, HandlerError, HeldMessages, IntegrationEvent,
-    Partitions,
-};
+use txoutbox_core::consumer::{AppliedMessages, HeldMessages};
+use txoutbox_core::{Delivery, EventRegistry, HandlerError, IntegrationEvent, Partitions};
 
 use async_nats::jetstream::context::GetStreamByNameErrorKind;
 
 use super::Subscriber;
 use super::backoff::Backoff;
 use super::consumer;
-use super::dead_letter::DeadLetterPolicy;
-use super::error::BuildError;
+use super::dead_lettering::DeadLetterPolicy;
+use super::error::SubscriberBuildError;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
 use super::partitioned::{Owned, PullSpec};
@@ -143,7 +141,7 @@ impl SubscriberBuilder {
     /// or a replacement owning the same set, starts; no other process takes
     /// them over. `max_ack_pending` applies to each partition's consumer.
     /// Excludes [`filter_subject`](Self::filter_subject); `build` fails
-    /// with [`BuildError::InvalidConfig`] for both, an empty set, or a
+    /// with [`SubscriberBuildError::InvalidConfig`] for both, an empty set, or a
     /// partition not below the count.
     ///
     /// ```no_run
@@ -239,7 +237,7 @@ impl SubscriberBuilder {
     }
 
     /// What happens to messages that cannot be handled (see
-    /// [`dead_letter`](super::dead_letter)).
+    /// [`dead_lettering`](super::dead_lettering)).
     pub fn dead_letter(mut self, policy: DeadLetterPolicy) -> Self {
         self.dead_letter = policy;
         self
@@ -250,7 +248,7 @@ impl SubscriberBuilder {
     /// (`dlq.<durable>` by default).
     ///
     /// Without it, `build` checks that some stream already captures the
-    /// subject and fails with [`BuildError::DeadLettersUncaptured`]
+    /// subject and fails with [`SubscriberBuildError::DeadLettersUncaptured`]
     /// otherwise: a dead letter nobody stores cannot be published, and the
     /// message would be nakked again and again instead. One stream for every
     /// consumer's dead letters is [`StreamSpec::dead_letters`] (`DLQ`,
@@ -360,7 +358,7 @@ impl SubscriberBuilder {
     /// that the existing one has the same settings (explicit ack, ack wait,
     /// max deliver, max ack pending, filter subject, deliver policy), and returns the
     /// subscriber, ready to [`run`](Subscriber::run).
-    pub async fn build(self) -> Result<Subscriber, BuildError> {
+    pub async fn build(self) -> Result<Subscriber, SubscriberBuildError> {
         let stream_name = self.check()?;
         let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
@@ -372,7 +370,7 @@ impl SubscriberBuilder {
                         .get(registration.name(), registration.version())
                         .is_some_and(|found| found.type_id() == registration.type_id());
                     if !present {
-                        return Err(BuildError::Unregistered {
+                        return Err(SubscriberBuildError::Unregistered {
                             name: registration.name(),
                             version: registration.version(),
                             rust_type: registration.rust_type(),
@@ -394,7 +392,7 @@ impl SubscriberBuilder {
             .context
             .get_stream(&stream_name)
             .await
-            .map_err(|source| BuildError::Stream {
+            .map_err(|source| SubscriberBuildError::Stream {
                 stream: stream_name.clone(),
                 source,
             })?;
@@ -408,7 +406,7 @@ impl SubscriberBuilder {
                     .iter()
                     .any(|pattern| subject_matches(pattern, &subject));
             if captured_here {
-                return Err(BuildError::InvalidConfig(format!(
+                return Err(SubscriberBuildError::InvalidConfig(format!(
                     "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
                      which this consumer reads unfiltered: dead letters would come back to it"
                 )));
@@ -480,8 +478,8 @@ impl SubscriberBuilder {
     }
 
     /// Validates the settings; returns the stream name.
-    fn check(&self) -> Result<String, BuildError> {
-        let invalid = |what: String| Err(BuildError::InvalidConfig(what));
+    fn check(&self) -> Result<String, SubscriberBuildError> {
+        let invalid = |what: String| Err(SubscriberBuildError::InvalidConfig(what));
         let durable = &self.durable;
         let bad_char = |c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>' | '/' | '\\');
         if durable.is_empty() || durable.chars().any(bad_char) {
@@ -535,14 +533,14 @@ async fn ensure_dead_letters_stored(
     durable: &str,
     dead_letter_stream: Option<&StreamSpec>,
     subject: &str,
-) -> Result<(), BuildError> {
+) -> Result<(), SubscriberBuildError> {
     if let Some(spec) = dead_letter_stream {
         if !spec
             .subjects()
             .iter()
             .any(|pattern| subject_matches(pattern, subject))
         {
-            return Err(BuildError::InvalidConfig(format!(
+            return Err(SubscriberBuildError::InvalidConfig(format!(
                 "the dead-letter stream `{}` captures {:?}, not the dead-letter subject \
                  `{subject}`",
                 spec.name(),
@@ -556,12 +554,12 @@ async fn ensure_dead_letters_stored(
     match context.stream_by_subject(subject).await {
         Ok(_) => Ok(()),
         Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
-            Err(BuildError::DeadLettersUncaptured {
+            Err(SubscriberBuildError::DeadLettersUncaptured {
                 subject: subject.to_owned(),
                 consumer: durable.to_owned(),
             })
         }
-        Err(err) => Err(BuildError::Consumer {
+        Err(err) => Err(SubscriberBuildError::Consumer {
             consumer: durable.to_owned(),
             source: Box::new(err),
         }),

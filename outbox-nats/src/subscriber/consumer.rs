@@ -4,19 +4,20 @@ use async_nats::jetstream::consumer::{AckPolicy, Config, PullConsumer, pull};
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::Stream;
 
-use super::error::BuildError;
+use super::error::SubscriberBuildError;
 
 /// Creates the durable consumer `wanted` describes on `stream`, or checks
 /// that the existing one has the same settings.
 pub(crate) async fn ensure(
     stream: &Stream,
     wanted: pull::Config,
-) -> Result<PullConsumer, BuildError> {
+) -> Result<PullConsumer, SubscriberBuildError> {
     let durable = wanted.durable_name.clone().unwrap_or_default();
-    let failed = |source: Box<dyn std::error::Error + Send + Sync>| BuildError::Consumer {
-        consumer: durable.clone(),
-        source,
-    };
+    let failed =
+        |source: Box<dyn std::error::Error + Send + Sync>| SubscriberBuildError::Consumer {
+            consumer: durable.clone(),
+            source,
+        };
     match stream.consumer_info(&durable).await {
         Ok(info) => {
             verify(&durable, &info.config, &wanted)?;
@@ -36,9 +37,13 @@ pub(crate) async fn ensure(
     }
 }
 
-fn verify(durable: &str, existing: &Config, wanted: &pull::Config) -> Result<(), BuildError> {
+fn verify(
+    durable: &str,
+    existing: &Config,
+    wanted: &pull::Config,
+) -> Result<(), SubscriberBuildError> {
     let mismatch = |setting: &'static str, existing: String, wanted: String| {
-        Err(BuildError::ConsumerMismatch {
+        Err(SubscriberBuildError::ConsumerMismatch {
             consumer: durable.to_owned(),
             setting,
             existing,

@@ -10,7 +10,7 @@ use futures::FutureExt;
 use tracing::Span;
 use txoutbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
 
-use super::dead_letter::DeadLetterKind;
+use super::dead_lettering::DeadLetterKind;
 use super::metrics::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};
 use super::shared::Shared;
 

@@ -1,12 +1,13 @@
 //! Errors of building and running a [`Subscriber`](super::Subscriber).
 
 use async_nats::jetstream::context::GetStreamError;
-use txoutbox_core::{BoxError, RegistryError};
+use txoutbox_core::consumer::BoxError;
+use txoutbox_core::registry::RegistryError;
 
 /// The subscriber could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum BuildError {
+pub enum SubscriberBuildError {
     /// A setting is missing or out of range.
     #[error("invalid subscriber setting: {0}")]
     InvalidConfig(String),

@@ -5,11 +5,10 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 
-use txoutbox_core::{
-    DecodeError, Delivery, EventRegistration, EventRegistry, HandlerError, IntegrationEvent,
-};
+use txoutbox_core::registry::EventRegistration;
+use txoutbox_core::{DecodeError, Delivery, EventRegistry, HandlerError, IntegrationEvent};
 
-use super::error::BuildError;
+use super::error::SubscriberBuildError;
 
 /// A running handler.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
@@ -73,12 +72,12 @@ pub(crate) struct Handlers(HashMap<&'static str, Box<dyn ErasedHandler>>);
 
 impl Handlers {
     /// One handler per event name, or the first clash.
-    pub(crate) fn new(handlers: Vec<Box<dyn ErasedHandler>>) -> Result<Self, BuildError> {
+    pub(crate) fn new(handlers: Vec<Box<dyn ErasedHandler>>) -> Result<Self, SubscriberBuildError> {
         let mut by_name: HashMap<&'static str, Box<dyn ErasedHandler>> = HashMap::new();
         for handler in handlers {
             let registration = handler.registration();
             if let Some(first) = by_name.get(registration.name()) {
-                return Err(BuildError::DuplicateHandler {
+                return Err(SubscriberBuildError::DuplicateHandler {
                     name: registration.name(),
                     first: first.registration().rust_type(),
                     second: registration.rust_type(),
@@ -87,7 +86,7 @@ impl Handlers {
             by_name.insert(registration.name(), handler);
         }
         if by_name.is_empty() {
-            return Err(BuildError::NoHandlers);
+            return Err(SubscriberBuildError::NoHandlers);
         }
         Ok(Self(by_name))
     }

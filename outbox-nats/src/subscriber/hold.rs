@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use txoutbox_core::backoff::Doubling;
-use txoutbox_core::{BoxError, HeldMessages, Hold, ParkedMessage};
+use txoutbox_core::consumer::{BoxError, HeldMessages, Hold, ParkedMessage};
 
 use super::metrics::HELD_AGGREGATES;
 use super::ordering::{LaneKey, lane_key};

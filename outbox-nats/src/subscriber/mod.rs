@@ -60,7 +60,7 @@
 //!
 //! "Dead-letters" follows the [`DeadLetterPolicy`]: by default a copy with
 //! the reason is published to `dlq.<durable>` and the original terminated
-//! (see [`dead_letter`]); a copy that cannot be published is nakked instead,
+//! (see [`dead_lettering`]); a copy that cannot be published is nakked instead,
 //! never lost. Nothing a message contains can stop the subscriber.
 //!
 //! # Order and concurrency
@@ -166,8 +166,8 @@
 mod backoff;
 mod builder;
 mod consumer;
-pub mod dead_letter;
-pub mod dead_letters;
+pub mod dead_letter_replay;
+pub mod dead_lettering;
 mod dispatch;
 mod error;
 mod fetch;
@@ -191,8 +191,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use backoff::Backoff;
 pub use builder::SubscriberBuilder;
-pub use dead_letter::{DeadLetterKind, DeadLetterPolicy};
-pub use error::{BuildError, SubscriberError};
+pub use dead_lettering::{DeadLetterKind, DeadLetterPolicy};
+pub use error::{SubscriberBuildError, SubscriberError};
 pub use settings::{BackoffSettings, SubscriberSettings};
 
 use shared::Shared;

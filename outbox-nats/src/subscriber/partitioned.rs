@@ -5,7 +5,7 @@
 
 use txoutbox_core::Partitions;
 
-use super::error::BuildError;
+use super::error::SubscriberBuildError;
 
 /// The partitions a subscriber owns, and where their messages are.
 #[derive(Debug, Clone)]
@@ -42,8 +42,8 @@ impl Owned {
 
     /// Checks the settings against each other and the builder's filter
     /// subject.
-    pub(crate) fn check(&self, filter_subject: &str) -> Result<(), BuildError> {
-        let invalid = |what: String| Err(BuildError::InvalidConfig(what));
+    pub(crate) fn check(&self, filter_subject: &str) -> Result<(), SubscriberBuildError> {
+        let invalid = |what: String| Err(SubscriberBuildError::InvalidConfig(what));
         if !filter_subject.is_empty() {
             return invalid(format!(
                 "filter_subject `{filter_subject}` and partitions exclude each other: each owned \
@@ -86,7 +86,7 @@ mod tests {
     use txoutbox_core::Partitions;
 
     use super::{Owned, PullSpec};
-    use crate::subscriber::BuildError;
+    use crate::subscriber::SubscriberBuildError;
 
     fn owned(owned: &[u16]) -> Owned {
         Owned::new(
@@ -118,7 +118,9 @@ mod tests {
     #[test]
     fn bad_settings_are_refused() {
         let refused = |set: Owned, filter: &str, words: &str| match set.check(filter) {
-            Err(BuildError::InvalidConfig(what)) => assert!(what.contains(words), "{what}"),
+            Err(SubscriberBuildError::InvalidConfig(what)) => {
+                assert!(what.contains(words), "{what}")
+            }
             other => panic!("expected InvalidConfig, got {other:?}"),
         };
         refused(owned(&[]), "", "empty");

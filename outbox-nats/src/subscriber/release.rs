@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::{Hold, MessageId, ParkedMessage, Release, Unpark, wire};
+use txoutbox_core::consumer::{Hold, ParkedMessage, Release, Unpark};
+use txoutbox_core::{MessageId, wire};
 
 use super::dispatch::{self, Decision, Delivered, Incoming, header, header_pairs};
 use super::hold::Holds;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind};
 use tracing::Span;
 
-use super::dead_letter::{self, DeadLetterKind, Origin};
+use super::dead_lettering::{self, DeadLetterKind, Origin};
 use super::dispatch::{Decision, Incoming, Verdict};
 use super::metrics::{ACK_FAILURES_TOTAL, HANDLED_TOTAL, UNKNOWN_EVENT};
 use super::shared::Shared;
@@ -92,7 +92,7 @@ async fn dead(
             stream_sequence: incoming.stream_sequence,
             deliveries: incoming.deliveries,
         };
-        let published = dead_letter::publish(
+        let published = dead_lettering::publish(
             &shared.context,
             &subject,
             &incoming.message,

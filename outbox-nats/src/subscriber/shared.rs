@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 use txoutbox_core::EventRegistry;
 
 use super::backoff::Backoff;
-use super::dead_letter::DeadLetterPolicy;
+use super::dead_lettering::DeadLetterPolicy;
 use super::handler::Handlers;
 use super::hold::Holds;
 
@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub(crate) shutdown_timeout: Duration,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
-    pub(crate) applied: Option<Arc<dyn txoutbox_core::AppliedMessages>>,
+    pub(crate) applied: Option<Arc<dyn txoutbox_core::consumer::AppliedMessages>>,
     /// Held aggregates and where their messages are parked (set with
     /// `keep_order`).
     pub(crate) holds: Option<Arc<Holds>>,

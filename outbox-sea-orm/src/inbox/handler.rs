@@ -20,7 +20,8 @@ use crate::unit_of_work::UnitOfWork;
 /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
 /// # #[event(name = "order.shipped")] struct OrderShipped { order_id: String }
 /// use txoutbox_core::{Delivery, HandlerError};
-/// use txoutbox_sea_orm::{InboxHandler, UnitOfWork};
+/// use txoutbox_sea_orm::UnitOfWork;
+/// use txoutbox_sea_orm::inbox::InboxHandler;
 /// use sea_orm::ConnectionTrait;
 ///
 /// struct Shipments { table: String }

@@ -3,7 +3,7 @@
 //! apply a message, and the operator's way out ([`Inbox::release`]).
 
 use sea_orm::TransactionTrait;
-use txoutbox_core::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
+use txoutbox_core::consumer::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 
 use super::{Inbox, is_unique_violation, sql};
 use crate::error::OutboxError;
@@ -45,7 +45,7 @@ impl Inbox {
     ///
     /// ```no_run
     /// # async fn run(inbox: txoutbox_sea_orm::Inbox) -> Result<(), txoutbox_sea_orm::OutboxError> {
-    /// use txoutbox_core::Release;
+    /// use txoutbox_core::consumer::Release;
     /// // The bug that rejected order 42's payment is fixed and deployed:
     /// inbox.release("order", "42", Release::Retry).await?;
     /// # Ok(()) }

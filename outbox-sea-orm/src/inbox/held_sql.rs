@@ -2,7 +2,8 @@
 //! [`schema`](crate::schema)).
 
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
-use txoutbox_core::{Hold, MessageId, ParkedMessage, Release};
+use txoutbox_core::MessageId;
+use txoutbox_core::consumer::{Hold, ParkedMessage, Release};
 
 use crate::dialect::{Dialect, Sql};
 

@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sea_orm::{DbErr, SqlErr};
-use txoutbox_core::{AppliedFuture, AppliedMessages, Delivery, HandlerError, MessageId};
+use txoutbox_core::consumer::{AppliedFuture, AppliedMessages};
+use txoutbox_core::{Delivery, HandlerError, MessageId};
 
 use crate::error::OutboxError;
 use crate::outbox::Outbox;

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
-use txoutbox_core::{DeadSelector, EventStats, OutboxStats, StoreError};
+use txoutbox_core::StoreError;
+use txoutbox_core::store::{DeadSelector, EventStats, OutboxStats};
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::millis;

@@ -20,18 +20,21 @@ pub use state::MessageState;
 use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
-use txoutbox_core::{
-    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
+use txoutbox_core::store::OutboxAdmin;
+use txoutbox_core::store::{
+    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, OutboxStats, Published, SkipNote,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 
-/// The outbox table as the processor uses it: claims under leases with
-/// fencing tokens, completions, failures with backoff, and operations
-/// (requeue, skip, purge, stats; for operators also [`message`](Self::message),
-/// [`aggregate_queue`](Self::aggregate_queue) and [`overview`](Self::overview)). Every time comparison uses the database clock.
+/// The outbox table as the processor uses it ([`OutboxStore`]: claims under
+/// leases with fencing tokens, completions, failures with backoff, stats)
+/// and as an operator does ([`OutboxAdmin`]: requeue, skip, purge; also
+/// [`message`](Self::message), [`aggregate_queue`](Self::aggregate_queue)
+/// and [`overview`](Self::overview)). Every time comparison uses the
+/// database clock.
 ///
 /// How a claim keeps per-aggregate order, on every backend: it walks the
 /// aggregates that have unpublished messages, looking only at each one's
@@ -128,7 +131,7 @@ impl SeaOrmOutboxStore {
     }
 
     /// The `limit` most recently skipped messages, newest first (see
-    /// [`OutboxStore::skip_dead`]).
+    /// [`OutboxAdmin::skip_dead`]).
     pub async fn skipped_messages(&self, limit: u32) -> Result<Vec<StoredMessage>, StoreError> {
         skip::skipped_messages(self, limit).await
     }
@@ -140,7 +143,7 @@ impl SeaOrmOutboxStore {
         overview::overview(self, blocked_limit).await
     }
 
-    /// [`purge_published`](OutboxStore::purge_published), calling `progress`
+    /// [`purge_published`](OutboxAdmin::purge_published), calling `progress`
     /// with the running total of deleted rows after each batch (for a
     /// progress bar).
     pub async fn purge_published_reporting(
@@ -153,7 +156,7 @@ impl SeaOrmOutboxStore {
     }
 
     /// How many published (and skipped) messages are older than
-    /// `older_than`: what [`purge_published`](OutboxStore::purge_published)
+    /// `older_than`: what [`purge_published`](OutboxAdmin::purge_published)
     /// would delete now.
     pub async fn count_published(&self, older_than: Duration) -> Result<u64, StoreError> {
         maintenance::count_published(self, older_than).await
@@ -236,6 +239,12 @@ impl OutboxStore for SeaOrmOutboxStore {
         settle::renew(self, token, ids, lease).await
     }
 
+    async fn stats(&self) -> Result<OutboxStats, StoreError> {
+        maintenance::stats(self).await
+    }
+}
+
+impl OutboxAdmin for SeaOrmOutboxStore {
     async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
         maintenance::requeue_dead(self, selector).await
     }
@@ -250,9 +259,5 @@ impl OutboxStore for SeaOrmOutboxStore {
         batch_size: u32,
     ) -> Result<u64, StoreError> {
         maintenance::purge_published(self, older_than, batch_size, |_| {}).await
-    }
-
-    async fn stats(&self) -> Result<OutboxStats, StoreError> {
-        maintenance::stats(self).await
     }
 }

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::ConnectionTrait;
-use txoutbox_core::{MessageId, OutboxStats, StoreError};
+use txoutbox_core::store::OutboxStats;
+use txoutbox_core::{MessageId, StoreError};
 
 use super::maintenance::{STATS_EXACT_PENDING, count, stats};
 use super::{SeaOrmOutboxStore, store_err};

@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
-use txoutbox_core::{
-    Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId, Published, RetryPolicy, StoreError,
-};
+use txoutbox_core::store::{Failure, FailureKind, LeaseOutcome, LeaseToken, Published};
+use txoutbox_core::{MessageId, RetryPolicy, StoreError};
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::config::Retention;

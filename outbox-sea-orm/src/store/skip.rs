@@ -8,7 +8,8 @@
 //! the published ones.
 
 use sea_orm::ConnectionTrait;
-use txoutbox_core::{MessageId, SkipNote, StoreError};
+use txoutbox_core::store::SkipNote;
+use txoutbox_core::{MessageId, StoreError};
 
 use super::inspect::{StoredMessage, columns, read_stored};
 use super::{SeaOrmOutboxStore, store_err};

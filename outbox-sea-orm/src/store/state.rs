@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DbErr, QueryResult};
-use txoutbox_core::LeaseToken;
+use txoutbox_core::store::LeaseToken;
 
 use crate::dialect::Dialect;
 
@@ -38,7 +38,7 @@ pub enum MessageState {
         stream_sequence: Option<u64>,
     },
     /// A dead message an operator deliberately left unpublished
-    /// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
+    /// ([`OutboxAdmin::skip_dead`](txoutbox_core::store::OutboxAdmin::skip_dead)).
     Skipped {
         /// When.
         at: DateTime<Utc>,

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::broadcast;
-use txoutbox_core::processor::{HandoverRefused, LeaseOffer, LeasedCommit};
-use txoutbox_core::{MessageId, OutboxMessage, WakeHandle, WakeSource};
+use txoutbox_core::processor::__handover::{HandoverRefused, LeaseOffer, LeasedCommit};
+use txoutbox_core::processor::{WakeHandle, WakeSource};
+use txoutbox_core::{MessageId, OutboxMessage};
 
 use super::remote::{RemoteWaker, Unsent};
 use crate::sync::locked;
@@ -60,7 +61,7 @@ type OfferSlot = Arc<Mutex<Option<LeaseOffer>>>;
 struct Serving {
     count: Arc<AtomicUsize>,
     slot: OfferSlot,
-    token: Option<txoutbox_core::LeaseToken>,
+    token: Option<txoutbox_core::store::LeaseToken>,
 }
 
 impl Drop for Serving {

@@ -4,7 +4,7 @@
 //! - [`local`]: this process's commits reach its processor over a broadcast
 //!   channel ([`CommitListener`], what it hears is a [`CommitEvent`]), with
 //!   no query; while a processor of this process serves them, its writers
-//!   even write their messages leased to it (`txoutbox_core::processor::LeaseOffer`).
+//!   even write their messages leased to it (`txoutbox_core::processor::__handover::LeaseOffer`).
 //! - [`remote`]: other processes hear of commits by PostgreSQL `NOTIFY`,
 //!   sent after commit (never inside the writer's transaction: `pg_notify`
 //!   there serializes commits on a global lock; measured here, 8 writers
@@ -15,7 +15,7 @@
 //!   ([`PgNotifications`]).
 //!
 //! Both [`CommitListener`] and [`PgNotifications`] are
-//! `txoutbox_core::WakeSource`s: the processor's `WakeHandle` is what they
+//! `txoutbox_core::processor::WakeSource`s: the processor's `WakeHandle` is what they
 //! wake.
 
 pub(crate) mod local;

@@ -1,7 +1,7 @@
 //! [`PgNotifications`]: waking a processor on PostgreSQL notifications from
 //! other processes.
 
-use txoutbox_core::{WakeHandle, WakeSource};
+use txoutbox_core::processor::{WakeHandle, WakeSource};
 
 #[cfg(feature = "postgres")]
 use super::notice;

@@ -4,10 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use txoutbox_core::{
-    ClaimedBatch, DeadSelector, Failure, FailureKind, MessageId, OutboxStore, Published,
-    RetryPolicy, SkipNote,
-};
+use txoutbox_core::store::{ClaimedBatch, DeadSelector, Failure, FailureKind, Published, SkipNote};
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy};
 
 use super::{ContractStore, ContractWriter};
 

@@ -1,4 +1,5 @@
-//! The store contract: what every [`OutboxStore`] must do, as checks that
+//! The store contract: what every [`OutboxStore`] (the processor's calls)
+//! and [`OutboxAdmin`] (the operator's calls) must do, as checks that
 //! run against any store, so one suite proves the SQL stores (PostgreSQL,
 //! MariaDB, SQLite) and [`MemoryStore`](crate::MemoryStore) alike.
 //!
@@ -20,16 +21,17 @@ mod memory;
 
 use std::future::Future;
 
+use txoutbox_core::store::OutboxAdmin;
 use txoutbox_core::{MessageId, OutboxStore};
 
 pub use checks::*;
 pub use memory::memory_store;
 
-/// A store the checks run on: any [`OutboxStore`] they can clone into
-/// concurrent claimers.
-pub trait ContractStore: OutboxStore + Clone + 'static {}
+/// A store the checks run on: any [`OutboxStore`] and [`OutboxAdmin`] they
+/// can clone into concurrent claimers.
+pub trait ContractStore: OutboxStore + OutboxAdmin + Clone + 'static {}
 
-impl<S: OutboxStore + Clone + 'static> ContractStore for S {}
+impl<S: OutboxStore + OutboxAdmin + Clone + 'static> ContractStore for S {}
 
 /// How the contract checks write into the store under test.
 pub trait ContractWriter: Send + Sync + 'static {

@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use txoutbox_core::{OutboxMessage, PublishAck, PublishError, PublishErrorKind, Publisher};
+use txoutbox_core::publisher::{PublishAck, PublishErrorKind};
+use txoutbox_core::{OutboxMessage, PublishError, Publisher};
 
 use super::lock;
 
@@ -22,7 +23,8 @@ type Rejection = (
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use txoutbox_core::{Publisher, PublishErrorKind};
+/// use txoutbox_core::Publisher;
+/// use txoutbox_core::publisher::PublishErrorKind;
 /// use txoutbox_testing::MemoryPublisher;
 /// use txoutbox_testing::faults::FaultyPublisher;
 ///

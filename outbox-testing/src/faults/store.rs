@@ -3,10 +3,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use txoutbox_core::{
-    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxStats,
-    OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, Failure, LeaseOutcome, LeaseToken, OutboxStats, Published,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use super::lock;
 
@@ -31,6 +31,7 @@ struct Faults {
     failed_completions: usize,
     failed_claims: usize,
     lost_leases: usize,
+    claims_find_nothing: bool,
 }
 
 /// Takes one from `counter`; whether there was one.
@@ -69,6 +70,13 @@ impl<S: OutboxStore> FaultyStore<S> {
         lock(&self.faults).lost_leases += count;
     }
 
+    /// From now on (until [`heal`](Self::heal)), ordinary claims (those
+    /// that search the table) find nothing, while claims by id work: what
+    /// gets published was leased by id (a notification's fast path).
+    pub fn claims_find_nothing(&self) {
+        lock(&self.faults).claims_find_nothing = true;
+    }
+
     /// Removes every fault.
     pub fn heal(&self) {
         *lock(&self.faults) = Faults::default();
@@ -84,6 +92,9 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
         if take(&mut lock(&self.faults).failed_claims) {
             return Err(StoreError::msg("injected: the database is unreachable"));
+        }
+        if lock(&self.faults).claims_find_nothing {
+            return self.inner.claim_ids(&[], lease).await; // an empty batch
         }
         self.inner.claim(limit, lease).await
     }
@@ -136,22 +147,6 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
             return Ok(LeaseOutcome::new(0, ids.len() as u64));
         }
         self.inner.renew(token, ids, lease).await
-    }
-
-    async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
-        self.inner.requeue_dead(selector).await
-    }
-
-    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
-        self.inner.skip_dead(id, note).await
-    }
-
-    async fn purge_published(
-        &self,
-        older_than: Duration,
-        batch_size: u32,
-    ) -> Result<u64, StoreError> {
-        self.inner.purge_published(older_than, batch_size).await
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
-use txoutbox_core::{ClaimedMessage, MessageId};
+use txoutbox_core::MessageId;
+use txoutbox_core::store::ClaimedMessage;
 
 use super::row::RowLease;
 use super::{AggregateKey, Table};

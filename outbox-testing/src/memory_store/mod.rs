@@ -2,6 +2,7 @@
 //! SQL stores.
 
 mod claim;
+mod outbox_admin;
 mod outbox_store;
 mod row;
 mod settle;

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use txoutbox_core::{
-    ClaimedBatch, ClaimedMessage, DeadSelector, Failure, Lease, LeaseOutcome, LeaseToken,
-    MessageId, OutboxStats, OutboxStore, Published, RetryPolicy, SkipNote, StoreError,
+use txoutbox_core::store::{
+    ClaimedBatch, ClaimedMessage, Failure, Lease, LeaseOutcome, LeaseToken, OutboxStats, Published,
 };
+use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 use super::row::RowLease;
 use super::{MemoryStore, later};
@@ -82,26 +82,6 @@ impl OutboxStore for MemoryStore {
     ) -> Result<LeaseOutcome, StoreError> {
         let expires_at = later(self.clock.now(), lease);
         Ok(self.table().renew(token, ids, expires_at))
-    }
-
-    async fn requeue_dead(&self, selector: DeadSelector) -> Result<u64, StoreError> {
-        Ok(self.table().requeue_dead(&selector, self.clock.now()))
-    }
-
-    async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
-        Ok(self.table().skip_dead(id, note, self.clock.now()))
-    }
-
-    async fn purge_published(
-        &self,
-        older_than: Duration,
-        _batch_size: u32,
-    ) -> Result<u64, StoreError> {
-        let before = chrono::Duration::from_std(older_than)
-            .ok()
-            .and_then(|by| self.clock.now().checked_sub_signed(by))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
-        Ok(self.table().purge_published(before))
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {

@@ -1,7 +1,8 @@
 //! One outbox row in memory, and the rules that say when it may be claimed.
 
 use chrono::{DateTime, Utc};
-use txoutbox_core::{ClaimedMessage, LeaseToken, OutboxMessage, SkipNote};
+use txoutbox_core::OutboxMessage;
+use txoutbox_core::store::{ClaimedMessage, LeaseToken, SkipNote};
 
 /// Where a row is in its life, as the SQL stores' `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

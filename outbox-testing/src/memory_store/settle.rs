@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use txoutbox_core::{
-    DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, MessageId,
-    OutboxStats, Published, RetryPolicy, SkipNote,
+use txoutbox_core::store::{
+    DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, OutboxStats,
+    Published, SkipNote,
 };
+use txoutbox_core::{MessageId, RetryPolicy};
 
 use super::Table;
 use super::row::{Row, RowLease, Status};

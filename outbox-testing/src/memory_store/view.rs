@@ -1,7 +1,8 @@
 //! Reading the in-memory table back: what a test asserts on.
 
 use chrono::{DateTime, Utc};
-use txoutbox_core::{MessageId, OutboxMessage, SkipNote};
+use txoutbox_core::store::SkipNote;
+use txoutbox_core::{MessageId, OutboxMessage};
 
 use super::MemoryStore;
 use super::row::{Row, Status};
@@ -17,7 +18,7 @@ pub enum RowStatus {
     /// Not retried any more; its aggregate waits behind it.
     Dead,
     /// Dead, then settled unpublished by an operator
-    /// ([`OutboxStore::skip_dead`](txoutbox_core::OutboxStore::skip_dead)).
+    /// ([`OutboxAdmin::skip_dead`](txoutbox_core::store::OutboxAdmin::skip_dead)).
     Skipped,
 }
 

@@ -24,7 +24,8 @@
 
 use std::time::Duration;
 
-use txoutbox_core::{OutboxMessage, PublishAck, PublishError, Publisher};
+use txoutbox_core::publisher::PublishAck;
+use txoutbox_core::{OutboxMessage, PublishError, Publisher};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 use txoutbox_suite::orders::Order;

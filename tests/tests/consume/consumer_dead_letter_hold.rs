@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{HandlerError, IntegrationEvent, OutboxMessage, Release};
+use txoutbox_core::consumer::Release;
+use txoutbox_core::{HandlerError, IntegrationEvent, OutboxMessage};
 use txoutbox_nats::subscriber::RunningSubscriber;
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::TestDb;

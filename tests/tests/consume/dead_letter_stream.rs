@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::stream::StorageType;
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::StreamSpec;
-use txoutbox_nats::subscriber::{BuildError, Subscriber};
+use txoutbox_nats::subscriber::{Subscriber, SubscriberBuildError};
 use txoutbox_suite::orders::OrderPlaced;
 use txoutbox_suite::subscriber::{SubscriberFixture, header};
 
@@ -26,7 +26,7 @@ async fn build_fails_when_no_stream_captures_the_dead_letter_subject() {
         .await
         .expect_err("no stream captures dlq.<durable>");
     match &err {
-        BuildError::DeadLettersUncaptured { subject, consumer } => {
+        SubscriberBuildError::DeadLettersUncaptured { subject, consumer } => {
             assert_eq!(subject, &format!("dlq.{durable}"));
             assert_eq!(consumer, &durable);
         }
@@ -62,7 +62,7 @@ async fn dead_letter_stream_is_created_and_keeps_them() {
         .await
         .expect_err("the spec misses the subject");
     assert!(
-        matches!(&err, BuildError::InvalidConfig(text) if text.contains(&format!("`dlq.{durable}`"))),
+        matches!(&err, SubscriberBuildError::InvalidConfig(text) if text.contains(&format!("`dlq.{durable}`"))),
         "{err}"
     );
 

@@ -20,8 +20,9 @@ use txoutbox_core::{
     OutboxMessage, PendingMessage, SubjectPrefix, wire,
 };
 use txoutbox_nats::subscriber::RunningSubscriber;
+use txoutbox_sea_orm::inbox::Processed;
 use txoutbox_sea_orm::migration::OutboxMigrator;
-use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, Processed, UnitOfWork};
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 use txoutbox_suite::nats::NatsServer;
 use txoutbox_suite::orders::Order;
 use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
@@ -321,7 +322,7 @@ impl Probe {
     fn handler(
         &self,
         inbox: &Inbox,
-    ) -> impl Fn(PaymentReceived, Delivery) -> txoutbox_sea_orm::InboxFuture<'static>
+    ) -> impl Fn(PaymentReceived, Delivery) -> txoutbox_sea_orm::inbox::InboxFuture<'static>
     + Send
     + Sync
     + 'static {

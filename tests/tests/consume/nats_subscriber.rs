@@ -16,7 +16,7 @@ use sample_events::{OrderPlaced, OrderPlacedV1, OrderPlacedV2};
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent, wire};
 use txoutbox_nats::subscriber::{
-    BuildError, DeadLetterPolicy, RunningSubscriber, SubscriberBuilder, dead_letter,
+    DeadLetterPolicy, RunningSubscriber, SubscriberBuildError, SubscriberBuilder, dead_lettering,
 };
 use txoutbox_suite::subscriber::{
     StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually, header,
@@ -313,21 +313,24 @@ async fn an_always_failing_handler_is_dead_lettered_after_max_deliver() {
         "exactly max_deliver attempts"
     );
     let dead = &dead[0];
-    assert_eq!(header(dead, dead_letter::KIND), Some("exhausted"));
-    let reason = header(dead, dead_letter::REASON).unwrap();
+    assert_eq!(header(dead, dead_lettering::KIND), Some("exhausted"));
+    let reason = header(dead, dead_lettering::REASON).unwrap();
     assert!(
         reason.contains("all 3 deliveries") && reason.contains("ledger unavailable (attempt 3)"),
         "{reason}"
     );
-    assert_eq!(header(dead, dead_letter::DELIVERIES), Some("3"));
+    assert_eq!(header(dead, dead_lettering::DELIVERIES), Some("3"));
     assert_eq!(
-        header(dead, dead_letter::CONSUMER),
+        header(dead, dead_lettering::CONSUMER),
         Some(fx.durable.as_str())
     );
-    assert_eq!(header(dead, dead_letter::STREAM), Some(fx.stream.as_str()));
-    assert_eq!(header(dead, dead_letter::STREAM_SEQUENCE), Some("1"));
     assert_eq!(
-        header(dead, dead_letter::SUBJECT),
+        header(dead, dead_lettering::STREAM),
+        Some(fx.stream.as_str())
+    );
+    assert_eq!(header(dead, dead_lettering::STREAM_SEQUENCE), Some("1"));
+    assert_eq!(
+        header(dead, dead_lettering::SUBJECT),
         Some(message.subject.as_str())
     );
     let id = message.id.to_string();
@@ -369,9 +372,9 @@ async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
     let dead = fx.dead_letters(1).await;
     fx.settle_and_shut_down(running).await;
 
-    assert_eq!(header(&dead[0], dead_letter::KIND), Some("rejected"));
+    assert_eq!(header(&dead[0], dead_lettering::KIND), Some("rejected"));
     assert_eq!(
-        header(&dead[0], dead_letter::REASON),
+        header(&dead[0], dead_lettering::REASON),
         Some("order o-1 does not exist")
     );
     let mut handled = handled.lock().unwrap().clone();
@@ -474,15 +477,15 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
 
     let mut by_sequence: BTreeMap<u64, (String, String)> = BTreeMap::new();
     for letter in &dead {
-        let sequence = header(letter, dead_letter::STREAM_SEQUENCE)
+        let sequence = header(letter, dead_lettering::STREAM_SEQUENCE)
             .unwrap()
             .parse()
             .unwrap();
         by_sequence.insert(
             sequence,
             (
-                header(letter, dead_letter::KIND).unwrap().to_owned(),
-                header(letter, dead_letter::REASON).unwrap().to_owned(),
+                header(letter, dead_lettering::KIND).unwrap().to_owned(),
+                header(letter, dead_lettering::REASON).unwrap().to_owned(),
             ),
         );
     }
@@ -521,7 +524,7 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     );
     let garbage = dead
         .iter()
-        .find(|letter| header(letter, dead_letter::STREAM_SEQUENCE) == Some("1"))
+        .find(|letter| header(letter, dead_lettering::STREAM_SEQUENCE) == Some("1"))
         .unwrap();
     assert_eq!(
         &garbage.payload[..],
@@ -562,7 +565,7 @@ async fn ignore_unhandled_acks_unwanted_events_only() {
     let dead = fx.dead_letters(1).await;
     fx.settle_and_shut_down(running).await;
     assert_eq!(
-        header(&dead[0], dead_letter::KIND),
+        header(&dead[0], dead_lettering::KIND),
         Some("invalid-envelope")
     );
     let counts = handled_counts(&fx.durable);
@@ -847,7 +850,10 @@ async fn build_creates_then_verifies_the_consumer() {
     assert_consumer_mismatch(&mismatch, "ack_wait");
 
     let missing = refused(fx.subscriber().stream("NO_SUCH_STREAM_EVER")).await;
-    assert!(matches!(missing, BuildError::Stream { .. }), "{missing}");
+    assert!(
+        matches!(missing, SubscriberBuildError::Stream { .. }),
+        "{missing}"
+    );
 
     let twice = fx
         .subscriber()
@@ -859,7 +865,7 @@ async fn build_creates_then_verifies_the_consumer() {
     assert!(
         matches!(
             twice,
-            BuildError::DuplicateHandler {
+            SubscriberBuildError::DuplicateHandler {
                 name: "order.placed",
                 ..
             }
@@ -869,7 +875,10 @@ async fn build_creates_then_verifies_the_consumer() {
 
     let dead_letters_to_itself = DeadLetterPolicy::publish_to(format!("{}.dead", fx.prefix));
     let looping = refused(fx.subscriber().dead_letter(dead_letters_to_itself)).await;
-    assert!(matches!(looping, BuildError::InvalidConfig(_)), "{looping}");
+    assert!(
+        matches!(looping, SubscriberBuildError::InvalidConfig(_)),
+        "{looping}"
+    );
 
     // Partitions that cannot work: refused before any consumer is made.
     let four = txoutbox_core::Partitions::new(4).expect("4 partitions");
@@ -889,7 +898,7 @@ async fn build_creates_then_verifies_the_consumer() {
     for (settings, why) in partition_refusals {
         let refusal = refused(settings).await;
         assert!(
-            matches!(refusal, BuildError::InvalidConfig(ref what) if what.contains(why)),
+            matches!(refusal, SubscriberBuildError::InvalidConfig(ref what) if what.contains(why)),
             "{refusal}"
         );
     }

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
 use txoutbox_nats::subscriber::{
-    Backoff, BuildError, DeadLetterPolicy, Subscriber, SubscriberBuilder,
+    Backoff, DeadLetterPolicy, Subscriber, SubscriberBuildError, SubscriberBuilder,
 };
 use txoutbox_suite::subscriber::{
     StartSubscriber, SubscriberFixture, assert_consumer_mismatch, eventually,
@@ -307,7 +307,7 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
     );
     let too_small = refused(2).await;
     assert!(
-        matches!(too_small, BuildError::InvalidConfig(ref why) if why.contains("max_ack_pending")),
+        matches!(too_small, SubscriberBuildError::InvalidConfig(ref why) if why.contains("max_ack_pending")),
         "{too_small}"
     );
 

@@ -4,22 +4,26 @@
 
 mod processor_support;
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
-use processor_support::{BuildAndSpawn, CountedStore, save_new_order, shared_setup, wait_until};
+use processor_support::{BuildAndSpawn, save_new_order, shared_setup, wait_until};
 use txoutbox_core::Processor;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::PgNotifications;
 use txoutbox_suite::Backend;
+use txoutbox_testing::counting::CountingStore;
+use txoutbox_testing::faults::FaultyStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notified_messages_are_leased_by_id_in_another_process() {
     let (test, stream, outbox, table) = shared_setup(Backend::Postgres).await.into_parts();
     // The processor's side, as another process would build it: its own
     // store and LISTEN, no commit listener, no polling to speak of.
-    let store = CountedStore::finding_nothing(outbox.store());
-    let ordinary_claims = store.ordinary_claims();
+    let finding_nothing = FaultyStore::new(outbox.store());
+    finding_nothing.claims_find_nothing();
+    let store = CountingStore::new(finding_nothing, Arc::default());
+    let calls = store.calls();
     let notifications = PgNotifications::new(outbox.db(), outbox.config()).expect("PostgreSQL");
     let publisher = JetStreamPublisher::new(stream.jetstream.client(), "/notify-test");
     let processor = Processor::builder(store, publisher)
@@ -28,7 +32,7 @@ async fn notified_messages_are_leased_by_id_in_another_process() {
         .build_and_spawn();
     // The start-up and after-LISTEN catch-up claims.
     wait_until(Duration::from_secs(10), "the processor listens", || async {
-        ordinary_claims.load(Ordering::Acquire) >= 2
+        calls.claim.calls() >= 2
     })
     .await;
 

@@ -7,17 +7,18 @@
 mod processor_support;
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use processor_support::{
-    AttachmentAdded, BuildAndSpawn, CountedStore, amend_order, assert_once_in_order, poison_server,
+    AttachmentAdded, BuildAndSpawn, amend_order, assert_once_in_order, poison_server,
     private_setup, read_all, row_ids, save_order, wait_for_rows, wait_until, write_orders,
 };
 use txoutbox_core::{AggregateRoot, Processor, RetryPolicy};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_suite::orders::Order;
 use txoutbox_suite::{Backend, TestDb};
+use txoutbox_testing::counting::CountingStore;
 use uuid::Uuid;
 
 const MAX_ATTEMPTS: u32 = 3;
@@ -28,8 +29,8 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
         private_setup(&server, backend, "poison").await.into_parts();
     // Counting its claims (woken by this process's commits), to wait for
     // claims rather than for time.
-    let store = CountedStore::new(outbox.store());
-    let claims = store.ordinary_claims();
+    let store = CountingStore::new(outbox.store(), Arc::default());
+    let calls = store.calls();
     let publisher = JetStreamPublisher::new(
         server
             .connect()
@@ -112,9 +113,9 @@ async fn a_poison_message_goes_dead_and_holds_back_only_its_aggregate(backend: B
     .await;
     // Several ordinary claims after the later work was committed: none of
     // them may take what waits behind the dead message.
-    let seen = claims.load(Ordering::Acquire);
+    let seen = calls.claim.calls();
     wait_until(Duration::from_secs(10), "three more claims ran", || async {
-        claims.load(Ordering::Acquire) >= seen + 3
+        calls.claim.calls() >= seen + 3
     })
     .await;
     assert_eq!(

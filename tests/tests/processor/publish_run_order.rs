@@ -8,9 +8,9 @@
 mod processor_support;
 
 use processor_support::read_all;
+use txoutbox_core::publisher::PublishErrorKind;
 use txoutbox_core::{
-    AggregateRef, MessageContext, OutboxMessage, PendingMessage, PublishErrorKind, Publisher,
-    SubjectPrefix,
+    AggregateRef, MessageContext, OutboxMessage, PendingMessage, Publisher, SubjectPrefix,
 };
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_suite::jetstream::{TestStream, nats_url};

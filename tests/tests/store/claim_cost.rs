@@ -410,7 +410,7 @@ where
 
 /// What `stats` may read: the exact limit, the oldest row, and slack for
 /// the dead rows and the catalog.
-const STATS_MAX_ROWS_READ: i64 = txoutbox_sea_orm::STATS_EXACT_PENDING as i64 + 1_000;
+const STATS_MAX_ROWS_READ: i64 = txoutbox_sea_orm::admin::STATS_EXACT_PENDING as i64 + 1_000;
 
 async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
     let stats = store.stats().await.expect("stats");
@@ -427,7 +427,7 @@ async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
         stats.pending_is_estimate,
         "{pending} pending rows exceed the exact limit"
     );
-    assert!(stats.pending > txoutbox_sea_orm::STATS_EXACT_PENDING);
+    assert!(stats.pending > txoutbox_sea_orm::admin::STATS_EXACT_PENDING);
     assert!(stats.pending <= pending + pending / 2, "{stats:?}");
     assert!(stats.oldest_pending_age.is_some());
     assert_eq!(stats.dead, 0);

@@ -12,10 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use txoutbox_core::store::{
+    ClaimedBatch, Failure, FailureKind, LeaseOutcome, LeaseToken, Published,
+};
+use txoutbox_core::store::{DeadSelector, OutboxAdmin, SkipNote};
 use txoutbox_core::{
-    AggregateChanges, AggregateRef, ClaimedBatch, DeadSelector, Failure, FailureKind, LeaseOutcome,
-    LeaseToken, MessageContext, MessageId, OutboxMessage, OutboxStore, PendingMessage, Published,
-    RetryPolicy, SkipNote,
+    AggregateChanges, AggregateRef, MessageContext, MessageId, OutboxMessage, OutboxStore,
+    PendingMessage, RetryPolicy,
 };
 use txoutbox_sea_orm::{Outbox, OutboxConfig, Retention, STANDALONE, SeaOrmOutboxStore};
 use txoutbox_suite::orders::{Order, OrderPlaced};

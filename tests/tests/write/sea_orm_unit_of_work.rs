@@ -1440,7 +1440,7 @@ impl txoutbox_core::Publisher for NeverRun {
     async fn publish(
         &self,
         message: &txoutbox_core::OutboxMessage,
-    ) -> Result<txoutbox_core::PublishAck, txoutbox_core::PublishError> {
+    ) -> Result<txoutbox_core::publisher::PublishAck, txoutbox_core::PublishError> {
         panic!(
             "the processor is never run, yet it published {}",
             message.id

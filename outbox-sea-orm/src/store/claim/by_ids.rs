@@ -8,7 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::ArrayType;
 use sea_orm::{ConnectionTrait, QueryResult};
-use txoutbox_core::{LeaseToken, MessageId, StoreError};
+use txoutbox_core::store::LeaseToken;
+use txoutbox_core::{MessageId, StoreError};
 
 use super::{first_lease, publishable};
 use crate::dialect::{ASYNC_COMMIT, millis};

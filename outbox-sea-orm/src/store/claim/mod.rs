@@ -38,10 +38,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::QueryResult;
-use txoutbox_core::{
-    ClaimedBatch, ClaimedMessage, Failure, FailureKind, Lease, LeaseToken, MessageId, RetryPolicy,
-    StoreError,
-};
+use txoutbox_core::store::{ClaimedBatch, ClaimedMessage, Failure, FailureKind, Lease, LeaseToken};
+use txoutbox_core::{MessageId, RetryPolicy, StoreError};
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Dialect;

@@ -28,7 +28,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::{
     AccessMode, ConnectionTrait, DatabaseTransaction, IsolationLevel, QueryResult, TransactionTrait,
 };
-use txoutbox_core::{LeaseToken, MessageId, StoreError};
+use txoutbox_core::store::LeaseToken;
+use txoutbox_core::{MessageId, StoreError};
 use uuid::Uuid;
 
 use super::{AggregateKey, Walked, publishable};

@@ -16,7 +16,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use sea_orm::QueryResult;
-use txoutbox_core::{LeaseToken, StoreError};
+use txoutbox_core::StoreError;
+use txoutbox_core::store::LeaseToken;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::Dialect;

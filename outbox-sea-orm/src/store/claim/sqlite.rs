@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
-use txoutbox_core::{LeaseToken, StoreError};
+use txoutbox_core::StoreError;
+use txoutbox_core::store::LeaseToken;
 
 use super::{AggregateKey, Walked, first_lease, publishable};
 use crate::dialect::millis;

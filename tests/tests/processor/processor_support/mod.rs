@@ -8,18 +8,18 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, stream::StorageType};
 use futures::StreamExt;
+use txoutbox_core::processor::ProcessorReport;
+use txoutbox_core::publisher::PublishAck;
 use txoutbox_core::{
-    ClaimedBatch, DeadSelector, Failure, LeaseOutcome, LeaseToken, MessageId, OutboxMessage,
-    OutboxStats, OutboxStore, ProcessorHandle, ProcessorReport, PublishAck, PublishError,
-    Published, Publisher, RetryPolicy, SkipNote, StoreError,
+    OutboxMessage, OutboxStore, ProcessorHandle, PublishError, Publisher, RetryPolicy,
 };
 use txoutbox_nats::{JetStreamPublisher, StreamSpec};
-use txoutbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore, UnitOfWork};
+use txoutbox_sea_orm::{Outbox, OutboxConfig, UnitOfWork};
 use txoutbox_suite::jetstream::{TestStream, decode_stored, nats_url};
 use txoutbox_suite::nats::{NatsCluster, NatsServer};
 use txoutbox_suite::orders::Order;
@@ -51,76 +51,6 @@ pub(crate) async fn poison_server() -> NatsServer {
         .start()
         .await
         .expect("a private nats-server")
-}
-
-/// The machine's store, counting its ordinary claims (those that search the
-/// table, not those by id), so a test can wait until the processor has
-/// searched the table again; optionally its ordinary claims find nothing,
-/// so whatever gets published was leased by id.
-pub(crate) struct CountedStore {
-    store: SeaOrmOutboxStore,
-    ordinary_claims: Arc<AtomicU64>,
-    find_nothing: bool,
-}
-
-impl CountedStore {
-    /// Counts ordinary claims and runs them.
-    pub(crate) fn new(store: SeaOrmOutboxStore) -> Self {
-        Self {
-            store,
-            ordinary_claims: Arc::default(),
-            find_nothing: false,
-        }
-    }
-
-    /// Counts ordinary claims, which find nothing.
-    pub(crate) fn finding_nothing(store: SeaOrmOutboxStore) -> Self {
-        Self {
-            find_nothing: true,
-            ..Self::new(store)
-        }
-    }
-
-    /// The number of ordinary claims that have returned, live.
-    pub(crate) fn ordinary_claims(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.ordinary_claims)
-    }
-}
-
-/// `OutboxStore` methods that [`CountedStore`] hands to the machine's store
-/// unchanged: `name(argument: Type, ...) -> Output;` each.
-macro_rules! pass_to_store {
-    ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
-        $(
-            async fn $name(&self, $($arg: $ty),*) -> Result<$out, StoreError> {
-                self.store.$name($($arg),*).await
-            }
-        )*
-    };
-}
-
-impl OutboxStore for CountedStore {
-    async fn claim(&self, limit: u32, lease: Duration) -> Result<ClaimedBatch, StoreError> {
-        let claimed = if self.find_nothing {
-            self.store.claim_ids(&[], lease).await // an empty batch
-        } else {
-            self.store.claim(limit, lease).await
-        };
-        self.ordinary_claims.fetch_add(1, Ordering::AcqRel);
-        claimed
-    }
-
-    pass_to_store! {
-        claim_ids(ids: &[MessageId], lease: Duration) -> ClaimedBatch;
-        complete(token: LeaseToken, published: &[Published]) -> LeaseOutcome;
-        fail(token: LeaseToken, failures: &[Failure], policy: &RetryPolicy) -> LeaseOutcome;
-        release(token: LeaseToken, ids: &[MessageId]) -> LeaseOutcome;
-        renew(token: LeaseToken, ids: &[MessageId], lease: Duration) -> LeaseOutcome;
-        requeue_dead(selector: DeadSelector) -> u64;
-        skip_dead(id: MessageId, note: &SkipNote) -> bool;
-        purge_published(older_than: Duration, batch: u32) -> u64;
-        stats() -> OutboxStats;
-    }
 }
 
 /// The machine's JetStream publisher behind a gate: each publish waits for a

@@ -5,10 +5,12 @@
 //! claim. Memory is bounded: past [`FAST_PATH_CAPACITY`] ids the fast path
 //! degrades to "claim", which finds the same messages with one query.
 //!
-//! This file and `handover.rs` import each other, on purpose: the handle
-//! makes and keeps the lease offers (to close them at shutdown) that
-//! `handover.rs` defines, and a hand-over wakes the processor through this
-//! handle.
+//! This module and its child `handover` (the lease-at-commit protocol)
+//! import each other, on purpose, within this one folder: the handle makes
+//! and keeps the lease offers (to close them at shutdown) that `handover`
+//! defines, and a hand-over wakes the processor through this handle.
+//! Splitting the pair would only move one of them behind a trait with a
+//! single implementation.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +19,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::handover::{Handover, LeaseOffer, OfferShared};
+pub(crate) mod handover;
+
+use self::handover::{Handover, LeaseOffer, OfferShared};
 use super::sync::locked;
 use crate::id::{LeaseToken, MessageId};
 
@@ -115,7 +119,9 @@ impl WakeHandle {
     /// An offer to take messages leased at commit (see [`LeaseOffer`]), or
     /// `None` while the processor is not running. For a wake source in the
     /// processor's own process that hears about commits before they are
-    /// sent.
+    /// sent. Part of the lease-at-commit protocol for store implementations
+    /// (see `txoutbox_core::processor::__handover`), outside semver.
+    #[doc(hidden)]
     pub fn offer_leases(&self) -> Option<LeaseOffer> {
         let lease = (*locked(&self.state.lease))?;
         let (offer, shared) = LeaseOffer::new(lease, self.clone());

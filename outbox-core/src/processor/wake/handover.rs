@@ -15,9 +15,10 @@
 //! instead, those rows' lease runs out like any other and they are claimed
 //! again.
 //!
-//! This file and `wake.rs` import each other, on purpose: an offer is taken
-//! from a [`WakeHandle`] (which keeps the offers it made, to close them at
-//! shutdown), and a hand-over wakes the processor through that same handle.
+//! This module and its parent `wake` import each other, on purpose, within
+//! one folder: an offer is taken from a [`WakeHandle`] (which keeps the
+//! offers it made, to close them at shutdown), and a hand-over wakes the
+//! processor through that same handle.
 //! Splitting the pair would only move one of them behind a trait with a
 //! single implementation.
 
@@ -28,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
-use super::wake::WakeHandle;
+use super::WakeHandle;
 use crate::id::{LeaseToken, MessageId};
 use crate::message::OutboxMessage;
 

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::handler_error::BoxError;
+use super::handler_error::BoxError;
 use crate::id::MessageId;
 
 /// The future [`AppliedMessages::applied`] returns.
@@ -21,7 +21,8 @@ pub type AppliedFuture =
 ///
 /// ```
 /// use std::collections::HashSet;
-/// use txoutbox_core::{AppliedFuture, AppliedMessages, MessageId};
+/// use txoutbox_core::MessageId;
+/// use txoutbox_core::consumer::{AppliedFuture, AppliedMessages};
 ///
 /// /// Knows nothing applied: every earlier message is waited for.
 /// struct Nothing;

@@ -16,7 +16,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::handler_error::BoxError;
+use super::handler_error::BoxError;
 use crate::id::MessageId;
 
 /// The future the [`HeldMessages`] methods return.

@@ -3,7 +3,7 @@
 //! through the `outbox dlq` command.
 //!
 //! A replay publishes the original message back to its subject (the
-//! [`super::dead_letter::SUBJECT`] header) once its cause is fixed:
+//! [`super::dead_lettering::SUBJECT`] header) once its cause is fixed:
 //! the original body and headers, the `Outbox-Dead-*` headers removed, with
 //! a **new message id** (`ce-id` and `Nats-Msg-Id`, so neither the stream's
 //! duplicate window nor a consumer's inbox takes it for the original) and a
@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-//! use txoutbox_nats::subscriber::dead_letters::DeadLetters;
+//! use txoutbox_nats::subscriber::dead_letter_replay::DeadLetters;
 //! let dead = DeadLetters::of_consumer(&jetstream, "billing").await?;
 //! for letter in dead.list(50).await? {
 //!     println!("{} {:?}: {:?}", letter.sequence, letter.event_name, letter.reason);
@@ -29,7 +29,7 @@ use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
 use chrono::{DateTime, Utc};
 use txoutbox_core::{MessageId, wire};
 
-use super::dead_letter::{CONSUMER, DELIVERIES, KIND, REASON, STREAM, STREAM_SEQUENCE, SUBJECT};
+use super::dead_lettering::{CONSUMER, DELIVERIES, KIND, REASON, STREAM, STREAM_SEQUENCE, SUBJECT};
 use crate::stream_read::{self, ReadError, chrono_time};
 
 /// Header of a replayed message: the id of the message it replays.

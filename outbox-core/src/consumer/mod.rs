@@ -1,0 +1,19 @@
+//! The consumer contract: what a message handler is given and how it fails
+//! ([`Delivery`], [`HandlerError`]), and what a consumer's inbox tells a
+//! subscriber that keeps per-aggregate order: the messages it already
+//! applied ([`AppliedMessages`]) and the aggregates it holds behind a
+//! message it could not apply ([`HeldMessages`], [`Hold`], [`Release`]).
+//!
+//! Typed subscribers (`outbox-nats`) and the inbox (`outbox-sea-orm`) share
+//! these types, so neither depends on the other. [`Delivery`] and
+//! [`HandlerError`] are also at the crate root.
+
+mod applied;
+mod delivery;
+mod handler_error;
+mod held;
+
+pub use applied::{AppliedFuture, AppliedMessages};
+pub use delivery::Delivery;
+pub use handler_error::{BoxError, HandlerError};
+pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};

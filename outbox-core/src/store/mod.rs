@@ -1,0 +1,99 @@
+//! What the processor needs from an outbox table: the [`OutboxStore`] trait;
+//! what an operator does to it besides: the [`OutboxAdmin`] trait.
+//!
+//! Implemented for PostgreSQL, MySQL/MariaDB and SQLite by `outbox-sea-orm`.
+//! Every time-dependent decision (is a lease live, is a retry due) is made
+//! with the **database's** clock, never the caller's, so processors on
+//! machines with skewed clocks still agree.
+
+mod admin;
+mod claimed;
+mod error;
+mod retry;
+mod settlement;
+mod stats;
+
+pub use admin::{DeadSelector, OutboxAdmin, SkipNote};
+pub use claimed::{ClaimedBatch, ClaimedMessage, Lease};
+pub use error::StoreError;
+pub use retry::RetryPolicy;
+pub use settlement::{Failure, FailureKind, LeaseOutcome, Published};
+pub use stats::{EventStats, OutboxStats};
+
+/// The fencing token of a lease (see [`Lease`]).
+pub use crate::id::LeaseToken;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::id::MessageId;
+
+/// The outbox table as the processor sees it.
+///
+/// Claims respect per-aggregate order: a message is never handed out while an
+/// earlier message of its aggregate is unpublished (pending elsewhere, backing
+/// off, or dead), but runs of consecutive messages of one aggregate may be
+/// claimed together. Two claimers never receive the same message while its
+/// lease is live; an expired lease may be claimed again.
+pub trait OutboxStore: Send + Sync {
+    /// Leases up to `limit` publishable messages for `lease`. A message
+    /// taken over from a lease that ran out has its
+    /// [`abandoned`](ClaimedMessage::abandoned) count raised by one (every
+    /// settlement ends a lease; only a holder that went away leaves one to
+    /// run out), here and in [`claim_ids`](OutboxStore::claim_ids).
+    fn claim(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
+
+    /// Leases these messages, by primary key, if they are publishable by the
+    /// same rules as [`claim`](OutboxStore::claim): the processor's fast path
+    /// for messages it was told were committed (in its own process, or named
+    /// by another process's notification), which needs no query to find
+    /// them. Ids that are not publishable (already published, leased
+    /// elsewhere, behind an unpublished earlier message) are left out.
+    fn claim_ids(
+        &self,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
+
+    /// Marks messages published (or deletes them, per the store's retention).
+    fn complete(
+        &self,
+        token: LeaseToken,
+        published: &[Published],
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Records failures: attempts + 1 and a backoff by the database clock, or
+    /// `dead` with the reason when permanent or out of attempts. The lease ends.
+    fn fail(
+        &self,
+        token: LeaseToken,
+        failures: &[Failure],
+        policy: &RetryPolicy,
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Gives unpublished messages back without spending an attempt.
+    fn release(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Extends the lease of these messages, those still pending under
+    /// `token`: `applied` counts them, `stale` the others (taken over by
+    /// another processor after the lease ran out, or settled). A batch renews
+    /// exactly its own messages, so it notices the loss of any one of them
+    /// even when other batches share its token.
+    fn renew(
+        &self,
+        token: LeaseToken,
+        ids: &[MessageId],
+        lease: Duration,
+    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Counts by status and event name.
+    fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
+}
