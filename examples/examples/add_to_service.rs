@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
-use txoutbox_core::{Delivery, HandlerError};
+use txoutbox::sea_orm::migration::OutboxMigrator;
+use txoutbox::{Delivery, HandlerError};
+use txoutbox::{Inbox, Outbox, OutboxConfig, UnitOfWork};
+use txoutbox::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
 use txoutbox_examples::orders::{Order, OrderPaid};
 use txoutbox_examples::{orders_table, support};
-use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
-use txoutbox_sea_orm::migration::OutboxMigrator;
-use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 
 /// The handler: its effect commits with the inbox row, once per message.
 async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {

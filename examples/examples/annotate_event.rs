@@ -10,7 +10,8 @@
 use std::error::Error;
 
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{EventRegistry, IntegrationEvent, SubjectPrefix};
+use txoutbox::events::SubjectPrefix;
+use txoutbox::{EventRegistry, IntegrationEvent};
 
 /// Version 2 of `invoice.issued`: amounts in cents. Old v1 messages are
 /// upcast through `From<InvoiceIssuedV1>`.

@@ -12,14 +12,16 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use txoutbox_core::{MessageContext, OutboxStore};
+use txoutbox::MessageContext;
+
+use txoutbox::OutboxConfig;
+use txoutbox::store::OutboxStore;
+use txoutbox::{JetStreamPublisher, NatsConnect, StreamSpec};
 use txoutbox_examples::orders::Order;
 use txoutbox_examples::orders_table;
 use txoutbox_examples::support::{self, PrivateNats};
-use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec};
-use txoutbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

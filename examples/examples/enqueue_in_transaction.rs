@@ -13,9 +13,10 @@ use std::error::Error;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{IntegrationEvent, MessageContext, OutboxStore};
+use txoutbox::OutboxConfig;
+use txoutbox::store::OutboxStore;
+use txoutbox::{IntegrationEvent, MessageContext};
 use txoutbox_examples::support;
-use txoutbox_sea_orm::OutboxConfig;
 
 #[derive(Debug, Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "user.registered")]

@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::processor::HealthThresholds;
+use txoutbox::OutboxConfig;
+use txoutbox::processor::HealthThresholds;
+use txoutbox::{JetStreamPublisher, StreamSpec};
 use txoutbox_examples::ops_http::{self, OpsEndpoints};
 use txoutbox_examples::orders::Order;
 use txoutbox_examples::support::{self, Nats};
-use txoutbox_nats::{JetStreamPublisher, StreamSpec};
-use txoutbox_sea_orm::OutboxConfig;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     )
     .ensure(
         &async_nats::jetstream::new(client.clone()),
-        txoutbox_core::processor::DEFAULT_LEASE,
+        txoutbox::processor::DEFAULT_LEASE,
     )
     .await?;
     let processor = outbox

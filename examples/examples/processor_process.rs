@@ -11,12 +11,12 @@
 use std::error::Error;
 use std::time::Duration;
 
-use txoutbox_core::OutboxStore;
+use txoutbox::OutboxConfig;
+use txoutbox::store::OutboxStore;
+use txoutbox::{JetStreamPublisher, StreamSpec};
 use txoutbox_examples::support::{self, Nats};
-use txoutbox_nats::{JetStreamPublisher, StreamSpec};
-use txoutbox_sea_orm::OutboxConfig;
 
-const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

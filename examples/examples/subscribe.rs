@@ -12,10 +12,10 @@ use std::error::Error;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox::nats::subscriber::{Backoff, DeadLetterPolicy};
+use txoutbox::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox::{StreamSpec, Subscriber};
 use txoutbox_examples::support::{self, Nats};
-use txoutbox_nats::subscriber::{Backoff, DeadLetterPolicy};
-use txoutbox_nats::{StreamSpec, Subscriber};
 
 /// The consumer's own copy of the event's type: same name, same shape.
 #[derive(Debug, Serialize, Deserialize, IntegrationEvent)]

@@ -10,9 +10,9 @@
 
 use std::error::Error;
 
-use txoutbox_core::Publisher;
+use txoutbox::publisher::Publisher;
+use txoutbox::testing::TestOutbox;
 use txoutbox_examples::orders::{Order, OrderPaid};
-use txoutbox_testing::TestOutbox;
 
 /// The service's use case: place an order and take the payment.
 fn place_and_pay<P: Publisher + Clone>(
@@ -50,14 +50,14 @@ mod tests {
     use std::time::Duration;
 
     use sea_orm::EntityTrait;
-    use txoutbox_core::RetryPolicy;
-    use txoutbox_core::publisher::PublishErrorKind;
+    use txoutbox::publisher::PublishErrorKind;
+    use txoutbox::store::RetryPolicy;
+    use txoutbox::testing::faults::FaultyPublisher;
+    use txoutbox::testing::{MemoryPublisher, recorded};
+    use txoutbox::{Inbox, OutboxConfig};
     use txoutbox_examples::orders::OrderPlaced;
     use txoutbox_examples::read_model::{self, entity};
     use txoutbox_examples::support::open_outbox;
-    use txoutbox_sea_orm::{Inbox, OutboxConfig};
-    use txoutbox_testing::faults::FaultyPublisher;
-    use txoutbox_testing::{MemoryPublisher, recorded};
 
     use super::*;
 

@@ -17,7 +17,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::processor::{HealthProbe, HealthThresholds};
+use txoutbox::processor::{HealthProbe, HealthThresholds};
 
 /// What the endpoints read.
 #[derive(Debug, Clone)]

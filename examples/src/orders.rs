@@ -3,7 +3,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{AggregateRoot, EventBuffer, IntegrationEvent, RecordError};
+use txoutbox::events::RecordError;
+use txoutbox::{AggregateRoot, EventBuffer, IntegrationEvent};
 
 /// An order was placed (version 2: totals in cents with a currency).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, IntegrationEvent)]

@@ -3,8 +3,8 @@
 //! an [`Order`] together with the events it recorded.
 
 use sea_orm::{ConnectionTrait, DbErr, Set};
-use txoutbox_core::EventBuffer;
-use txoutbox_sea_orm::AggregateEntity;
+use txoutbox::EventBuffer;
+use txoutbox::sea_orm::AggregateEntity;
 
 use crate::orders::{Order, OrderStatus};
 

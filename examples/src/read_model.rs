@@ -6,11 +6,11 @@
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use std::time::Duration;
-use txoutbox_core::{Delivery, HandlerError};
-use txoutbox_nats::async_nats::jetstream;
-use txoutbox_nats::subscriber::{Backoff, SubscriberBuilder};
-use txoutbox_nats::{StreamSpec, Subscriber};
-use txoutbox_sea_orm::{Inbox, UnitOfWork};
+use txoutbox::nats::async_nats::jetstream;
+use txoutbox::nats::subscriber::{Backoff, SubscriberBuilder};
+use txoutbox::{Delivery, HandlerError};
+use txoutbox::{Inbox, UnitOfWork};
+use txoutbox::{StreamSpec, Subscriber};
 
 use crate::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped, OrderStatus};
 

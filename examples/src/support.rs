@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Schema};
 use sea_orm_migration::MigratorTrait;
-use txoutbox_sea_orm::migration::OutboxMigrator;
-use txoutbox_sea_orm::{Outbox, OutboxConfig};
+use txoutbox::sea_orm::migration::OutboxMigrator;
+use txoutbox::{Outbox, OutboxConfig};
 
 /// Something the examples could not set up.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub enum SetupError {
     Io(#[from] std::io::Error),
     /// Connecting failed (the error names the server).
     #[error(transparent)]
-    Connect(#[from] txoutbox_nats::ConnectError),
+    Connect(#[from] txoutbox::nats::ConnectError),
 }
 
 /// The NATS server the example uses, and the private one it started, if any.
@@ -100,7 +100,7 @@ impl Nats {
 
     /// Connects a client (to any server of a comma-separated list).
     pub async fn connect(&self) -> Result<async_nats::Client, SetupError> {
-        Ok(txoutbox_nats::NatsConnect::new(self.url.as_str())
+        Ok(txoutbox::NatsConnect::new(self.url.as_str())
             .connect()
             .await?)
     }

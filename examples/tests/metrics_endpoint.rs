@@ -11,12 +11,12 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::processor::HealthThresholds;
+use txoutbox::processor::HealthThresholds;
+use txoutbox::{JetStreamPublisher, StreamSpec};
+use txoutbox::{Outbox, OutboxConfig};
 use txoutbox_examples::ops_http::{self, OpsEndpoints};
 use txoutbox_examples::orders::Order;
 use txoutbox_examples::support;
-use txoutbox_nats::{JetStreamPublisher, StreamSpec};
-use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
 /// `GET path` on `addr`: (status, body).
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
@@ -69,7 +69,7 @@ async fn metrics_and_health_over_http() {
         .processor(JetStreamPublisher::new(client, "/metrics-test"))
         .poll_interval(Duration::from_millis(100))
         .stats_interval(Some(Duration::from_millis(100)))
-        .retry(txoutbox_core::RetryPolicy::new(
+        .retry(txoutbox::store::RetryPolicy::new(
             1000,
             Duration::from_millis(50),
             Duration::from_millis(200),

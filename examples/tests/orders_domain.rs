@@ -1,6 +1,6 @@
 //! The example orders domain records exactly the events its rules allow.
 
-use txoutbox_core::{AggregateRoot, EventRegistry};
+use txoutbox::{AggregateRoot, EventRegistry};
 use txoutbox_examples::orders::{Order, OrderError, OrderPaid, OrderPlaced, OrderStatus};
 
 #[test]

@@ -2,8 +2,8 @@
 //! a published (name, version) that changes incompatibly fails here (see
 //! README, "Versioning events").
 
-use txoutbox_core::EventRegistry;
-use txoutbox_core::schema::SchemaLock;
+use txoutbox::EventRegistry;
+use txoutbox::schema::SchemaLock;
 use txoutbox_examples::orders::{OrderCancelled, OrderPaid, OrderPlaced, OrderShipped};
 
 #[test]

@@ -28,17 +28,18 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Statement,
 };
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::{AggregateRoot, MessageContext, OutboxStore};
+use txoutbox::store::OutboxStore;
+use txoutbox::{AggregateRoot, MessageContext};
+use txoutbox::{Inbox, Outbox, OutboxConfig};
+use txoutbox::{JetStreamPublisher, StreamSpec};
 use txoutbox_examples::orders::{Order, OrderStatus};
 use txoutbox_examples::support::{self, Nats};
 use txoutbox_examples::{orders_table, read_model};
-use txoutbox_nats::{JetStreamPublisher, StreamSpec};
-use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 
 type BoxError = Box<dyn Error>;
 
 /// The processor's lease; the stream's duplicate window must be longer.
-const LEASE: Duration = txoutbox_core::processor::DEFAULT_LEASE;
+const LEASE: Duration = txoutbox::processor::DEFAULT_LEASE;
 
 /// Settings shared by the producer and the consumer process.
 struct Settings {
