@@ -92,24 +92,7 @@
 //!
 //! # Feature flags
 //!
-//! - `derive` (default): re-exports `#[derive(IntegrationEvent)]` and
-//!   `#[derive(AggregateRoot)]`.
-//! - `processor` (default): the [`processor`] module (the engine that
-//!   claims, publishes, retries and dead-letters, on tokio). A crate that
-//!   only defines events turns it off
-//!   (`default-features = false, features = ["derive"]`) and pulls no
-//!   runtime: no tokio, tokio-util, futures or metrics.
-//! - `serde`: `Deserialize`/`Serialize` for `ProcessorConfig` and
-//!   `RetryPolicy`, durations in humantime form, to load them from a
-//!   configuration file.
-//! - `schema`: a lock on the wire contract (`txoutbox_core::schema`): the JSON Schema of
-//!   every registered (name, version) from `schemars::JsonSchema`, a lock
-//!   file, and a check that fails on incompatible changes.
-//! - `opentelemetry`: one OpenTelemetry trace from the request to the
-//!   handler (through `tracing-opentelemetry`): messages sealed inside a
-//!   span carry its context, the processor's `outbox.publish` span is its
-//!   child, and `otel` makes a consumer's span one too.
-
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aggregate;
@@ -299,12 +282,7 @@ pub mod __private {
     }
 }
 
-/// The README's examples, compiled and run as doctests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
-
 /// This crate's README (crates.io's page), whose examples run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
-pub struct CrateReadmeDoctests;
+pub struct ReadmeDoctests;
