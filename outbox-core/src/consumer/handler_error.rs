@@ -78,6 +78,38 @@ impl<E: Error + Send + Sync + 'static> From<E> for HandlerError {
     }
 }
 
+/// `?` from a handler's result into a boxed error (a test's or `main`'s
+/// return type), as `anyhow::Error` converts: the underlying error with its
+/// sources; whether it was permanent is the handler's business and is
+/// dropped.
+///
+/// ```
+/// use txoutbox_core::HandlerError;
+///
+/// fn handle(total: &str) -> Result<u64, HandlerError> {
+///     Ok(total.parse()?)
+/// }
+///
+/// fn a_test(total: &str) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+///     Ok(handle(total)? + 1)
+/// }
+/// assert_eq!(a_test("12").unwrap(), 13);
+/// assert_eq!(a_test("x").unwrap_err().to_string(), "invalid digit found in string");
+/// ```
+impl From<HandlerError> for BoxError {
+    fn from(error: HandlerError) -> Self {
+        error.error
+    }
+}
+
+/// As for `Box<dyn Error + Send + Sync>`: `?` in a function returning
+/// `Result<_, Box<dyn std::error::Error>>`.
+impl From<HandlerError> for Box<dyn Error + 'static> {
+    fn from(error: HandlerError) -> Self {
+        error.error
+    }
+}
+
 /// The error and its sources, joined by `: `.
 impl fmt::Display for HandlerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -107,6 +139,34 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer")]
     struct Outer(#[source] std::io::Error);
+
+    fn handled(outcome: Result<(), HandlerError>) -> Result<(), Box<dyn Error>> {
+        outcome?;
+        Ok(())
+    }
+
+    fn handled_across_tasks(outcome: Result<(), HandlerError>) -> Result<(), BoxError> {
+        outcome?;
+        Ok(())
+    }
+
+    #[test]
+    fn question_mark_turns_a_handler_error_into_a_boxed_error_with_its_sources() {
+        let failed = || {
+            Err(HandlerError::permanent(Outer(std::io::Error::other(
+                "inner",
+            ))))
+        };
+        let boxed = handled(failed()).unwrap_err();
+        assert_eq!(boxed.to_string(), "outer");
+        assert_eq!(
+            boxed.source().map(ToString::to_string).as_deref(),
+            Some("inner")
+        );
+        let boxed = handled_across_tasks(failed()).unwrap_err();
+        assert!(boxed.downcast_ref::<Outer>().is_some());
+        assert!(handled(Ok(())).is_ok());
+    }
 
     #[test]
     fn display_walks_the_source_chain() {
