@@ -14,11 +14,11 @@ use std::error::Error;
 use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
-use sea_orm_migration::MigratorTrait;
-use txoutbox::sea_orm::migration::OutboxMigrator;
-use txoutbox::{Delivery, HandlerError};
-use txoutbox::{Inbox, Outbox, OutboxConfig, UnitOfWork};
-use txoutbox::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
+use txoutbox::sea_orm::migration::{MigratorTrait, OutboxMigrator};
+use txoutbox::{
+    Delivery, HandlerError, Inbox, JetStreamPublisher, NatsConnect, Outbox, OutboxConfig,
+    StreamSpec, Subscriber, UnitOfWork,
+};
 use txoutbox_examples::orders::{Order, OrderPaid};
 use txoutbox_examples::{orders_table, support};
 

@@ -16,8 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Schema};
-use sea_orm_migration::MigratorTrait;
-use txoutbox::sea_orm::migration::OutboxMigrator;
+use txoutbox::sea_orm::migration::{MigratorTrait, OutboxMigrator};
 use txoutbox::{Outbox, OutboxConfig};
 
 /// Something the examples could not set up.

@@ -10,8 +10,9 @@
 //!
 //! ```no_run
 //! # async fn run(db: &sea_orm::DatabaseConnection) -> Result<(), sea_orm::DbErr> {
-//! use txoutbox_sea_orm::migration::OutboxMigrator;
-//! use sea_orm_migration::MigratorTrait;
+//! // `MigratorTrait` (which `up` belongs to) is re-exported here, so a
+//! // service needs no `sea-orm-migration` dependency of its own to run it.
+//! use txoutbox_sea_orm::migration::{MigratorTrait, OutboxMigrator};
 //! OutboxMigrator::up(db, None).await?;
 //! # Ok(()) }
 //! ```
@@ -19,9 +20,13 @@
 //! Or add [`migrations`] to the application's own `Migrator` (for a custom
 //! table name, pass its [`OutboxConfig`]).
 
+/// The trait `OutboxMigrator::up`/`down`/`status` belong to, and the crate
+/// it comes from (for `migrations()` in an application's own `Migrator`).
+pub use sea_orm_migration::{self, MigratorTrait};
+
 use sea_orm::ConnectionTrait;
 use sea_orm_migration::sea_query::{Alias, IntoIden};
-use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, MigratorTrait, SchemaManager};
+use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, SchemaManager};
 
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
