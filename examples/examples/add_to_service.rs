@@ -13,6 +13,7 @@
 use std::error::Error;
 use std::time::Duration;
 
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use txoutbox::sea_orm::migration::{MigratorTrait, OutboxMigrator};
 use txoutbox::{
@@ -23,12 +24,14 @@ use txoutbox_examples::orders::{Order, OrderPaid};
 use txoutbox_examples::{orders_table, support};
 
 /// The handler: its effect commits with the inbox row, once per message.
+/// The event's fields are bound as parameters, never formatted into SQL.
 async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
-    let sql = format!(
-        "INSERT INTO invoices (order_id, cents) VALUES ('{}', {})",
-        event.order_id, event.amount_cents
-    );
-    uow.connection().await?.execute_unprepared(&sql).await?;
+    let insert = Query::insert()
+        .into_table("invoices")
+        .columns(["order_id", "cents"])
+        .values([event.order_id.into(), event.amount_cents.into()])?
+        .to_owned();
+    uow.connection().await?.execute(&insert).await?;
     Ok(())
 }
 
@@ -108,15 +111,12 @@ async fn wait_for_invoice(
 ) -> Result<(), Box<dyn Error>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let sql = format!("SELECT order_id FROM invoices WHERE order_id = '{id}'");
-        if !db
-            .query_all_raw(sea_orm::Statement::from_string(
-                db.get_database_backend(),
-                sql,
-            ))
-            .await?
-            .is_empty()
-        {
+        let invoice = Query::select()
+            .column("order_id")
+            .from("invoices")
+            .and_where(Expr::col("order_id").eq(id))
+            .to_owned();
+        if !db.query_all(&invoice).await?.is_empty() {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
