@@ -57,13 +57,6 @@ def module_files(src: Path) -> dict[tuple[str, ...], Path]:
     return modules
 
 
-def module_of(path: Path, src: Path) -> tuple[str, ...]:
-    parts = list(path.relative_to(src).with_suffix("").parts)
-    if parts[-1] == "mod" or parts in (["lib"], ["main"]):
-        parts.pop()
-    return tuple(parts)
-
-
 def expand_use_tree(tree: str) -> list[str]:
     """`a::{b, c::{d, e}}` -> [`a::b`, `a::c::d`, `a::c::e`]."""
     tree = re.sub(r"\s+", "", tree)
