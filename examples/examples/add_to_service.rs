@@ -87,8 +87,6 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let inbox = Inbox::new(&outbox, "billing")?;
     let subscriber = Subscriber::builder(nats.clone(), "billing")
         .stream("SHOP")
-        .ignore_unhandled()
-        .keep_order(inbox.clone()) // per-aggregate order, across restarts
         .dead_letter_stream(StreamSpec::new("BILLING_DLQ", ["dlq.billing"])) // its dead letters
         .on(inbox.handler(on_paid))
         .build()

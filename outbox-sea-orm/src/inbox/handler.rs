@@ -70,8 +70,10 @@ where
     }
 }
 
-/// A function as an [`InboxHandler`].
-pub(super) struct FnHandler<F>(pub(super) F);
+/// A function as an [`InboxHandler`]: what [`Inbox::handler`](super::Inbox::handler)
+/// wraps a plain `async fn` in.
+#[derive(Debug, Clone)]
+pub struct FnHandler<F>(pub(super) F);
 
 impl<E, F> InboxHandler<E> for FnHandler<F>
 where

@@ -20,9 +20,10 @@ mod handler;
 mod held;
 mod held_sql;
 mod sql;
+mod subscriber;
 
-use handler::FnHandler;
-pub use handler::{InboxFn, InboxHandler};
+pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub use subscriber::ThroughInbox;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -231,10 +232,7 @@ impl Inbox {
     /// A handler with state: [`handler_with`](Inbox::handler_with) (a type
     /// implementing [`InboxHandler`]) or [`handler_boxed`](Inbox::handler_boxed)
     /// (a closure).
-    pub fn handler<E, F>(
-        &self,
-        handler: F,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler<E, F>(&self, handler: F) -> ThroughInbox<FnHandler<F>>
     where
         E: Send + 'static,
         F: for<'a> InboxFn<'a, E>,
@@ -243,34 +241,18 @@ impl Inbox {
     }
 
     /// [`handler`](Inbox::handler) for a type implementing [`InboxHandler`].
-    pub fn handler_with<E, H>(
-        &self,
-        handler: H,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler_with<E, H>(&self, handler: H) -> ThroughInbox<H>
     where
         E: Send + 'static,
         H: InboxHandler<E>,
     {
-        let inbox = self.clone();
-        let handler = Arc::new(handler);
-        move |event: E, delivery: Delivery| -> InboxFuture<'static> {
-            let (inbox, handler) = (inbox.clone(), Arc::clone(&handler));
-            Box::pin(async move {
-                inbox
-                    .process_with(event, delivery, &*handler)
-                    .await
-                    .map(|_| ())
-            })
-        }
+        ThroughInbox::new(self.clone(), handler)
     }
 
     /// [`handler`](Inbox::handler) for a closure that returns a boxed
     /// future, `|event, delivery, uow| Box::pin(async move { .. })`: a
     /// handler that captures state without a type of its own.
-    pub fn handler_boxed<E, F>(
-        &self,
-        handler: F,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler_boxed<E, F>(&self, handler: F) -> ThroughInbox<FnHandler<F>>
     where
         E: Send + 'static,
         F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,
