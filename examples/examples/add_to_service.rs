@@ -4,16 +4,19 @@
 //! applied once through the inbox, the subscriber, shutdown.
 //!
 //! `cargo run -p txoutbox-examples --example add_to_service`
-//! (`DATABASE_URL` for PostgreSQL or MariaDB; SQLite in the temp directory
-//! otherwise; the NATS server on 127.0.0.1:4222, or a private one).
+//! (`DATABASE_URL` for PostgreSQL or MariaDB, an SQLite file in the temp
+//! directory otherwise; `NATS_URL`, or the NATS server on 127.0.0.1:4222).
+//! It uses nothing of the examples' library: that one registers the demo's
+//! own `order.placed` and `order.paid`, which would clash with these.
 //!
 //! The part between the `README` markers is in the README word for word
 //! (`examples/tests/readme_snippets.rs` checks it); the README adds a `main`
 //! that runs until Ctrl-C, this file one that waits for the invoice.
 
-use std::time::Duration;
+// The README shows the items as a service writes them, without doc comments.
+#![allow(missing_docs)]
 
-use txoutbox_examples::support;
+use std::time::Duration;
 
 // README-BEGIN complete-example
 use std::error::Error;
@@ -163,13 +166,14 @@ pub async fn run(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    support::init_logging();
-    let database_url = support::database_url("outbox_add_to_service");
-    let nats_server = support::Nats::find_or_start()?;
+    let sqlite = std::env::temp_dir().join("outbox_add_to_service.sqlite");
+    let database_url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}?mode=rwc", sqlite.display()));
+    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".into());
     // Stop once the handler has written a new invoice (runs may share a database).
     let db = sea_orm::Database::connect(&database_url).await?;
     let before = invoices(&db).await;
-    run(&database_url, &nats_server.url, async {
+    run(&database_url, &nats_url, async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         while invoices(&db).await <= before {
             if tokio::time::Instant::now() > deadline {

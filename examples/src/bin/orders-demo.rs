@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sea_orm::sea_query::{Asterisk, Expr, ExprTrait, Func, Query, SelectStatement};
+use sea_orm::sea_query::{Asterisk, Expr, Func, Query, SelectStatement};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
 };
@@ -390,6 +390,7 @@ struct Progress {
 impl Progress {
     /// Reads consumed before published, so consumed never looks ahead.
     async fn read(outbox: &Outbox) -> Result<Self, BoxError> {
+        use sea_orm::sea_query::ExprTrait;
         let inbox = outbox.config().inbox_table().as_str().to_owned();
         let consumed = count(
             outbox,
