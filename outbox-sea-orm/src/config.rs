@@ -143,8 +143,8 @@ impl OutboxConfig {
     /// (no aggregate) take the partition of (`standalone`, their id).
     ///
     /// Writers and subscribers must agree on the count; changing it moves
-    /// aggregates between partitions (README, "Consumers on more than one
-    /// process", for the procedure).
+    /// aggregates between partitions (the guide's chapter on consuming,
+    /// `txoutbox::guide::consuming`, "Changing the count", for the procedure).
     ///
     /// ```
     /// use txoutbox_core::Partitions;

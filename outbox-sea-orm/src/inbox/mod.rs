@@ -217,10 +217,15 @@ impl Inbox {
     /// use txoutbox_core::{Delivery, HandlerError};
     /// use txoutbox_sea_orm::{Inbox, UnitOfWork};
     /// use sea_orm::ConnectionTrait;
+    /// use sea_orm::sea_query::{Expr, ExprTrait, Query};
     ///
     /// async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
-    ///     let sql = format!("UPDATE orders_view SET paid = TRUE WHERE id = '{}'", event.order_id);
-    ///     uow.connection().await?.execute_unprepared(&sql).await?;
+    ///     let mark_paid = Query::update()
+    ///         .table("orders_view")
+    ///         .value("paid", true)
+    ///         .and_where(Expr::col("id").eq(event.order_id)) // bound, never formatted into the SQL
+    ///         .to_owned();
+    ///     uow.connection().await?.execute(&mark_paid).await?;
     ///     Ok(())
     /// }
     ///
