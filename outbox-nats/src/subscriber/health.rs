@@ -60,6 +60,10 @@ impl std::fmt::Debug for SubscriberProbe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SubscriberHealth {
+    /// The durable consumer's name (with partitions, the base name).
+    pub durable: String,
+    /// The stream it reads.
+    pub stream: String,
     /// Running, connected, every consumer present: no problem.
     pub ready: bool,
     /// The subscriber's task is running.
@@ -214,6 +218,8 @@ impl SubscriberProbe {
                 .fold(None, |total: Option<u64>, n| Some(total.unwrap_or(0) + n))
         };
         SubscriberHealth {
+            durable: self.durable().to_owned(),
+            stream: self.stream().to_owned(),
             ready: problems.is_empty(),
             running,
             connected,
