@@ -170,3 +170,74 @@ impl<'a> From<&'a ConsumerLag> for ConsumerBody<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::body::to_bytes;
+    use tokio_util::sync::CancellationToken;
+    use txoutbox_core::processor::HealthThresholds;
+
+    use super::*;
+
+    async fn answer(response: Response) -> (StatusCode, serde_json::Value) {
+        let status = response.status();
+        let body = to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a body");
+        (status, serde_json::from_slice(&body).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn shutting_down_is_live_and_not_ready() {
+        let token = CancellationToken::new();
+        let health = RuntimeHealth::new(
+            None,
+            Vec::new(),
+            HealthThresholds::default(),
+            Duration::from_millis(100),
+            token.clone(),
+        );
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["ready"], true);
+        assert_eq!(body["processor"], serde_json::Value::Null);
+
+        token.cancel();
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["shutting_down"], true);
+        assert_eq!(body["problems"][0], "shutting down");
+        let (status, body) = answer(live_response(&health.liveness())).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["live"], true);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_processor_is_not_live() {
+        // A probe of a processor that never ran: not running.
+        let health = RuntimeHealth::new(
+            Some(txoutbox_core::processor::HealthProbe::default()),
+            Vec::new(),
+            HealthThresholds::default(),
+            Duration::from_millis(100),
+            CancellationToken::new(),
+        );
+        let (status, body) = answer(live_response(&health.liveness())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["problems"][0], "the processor has stopped");
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["processor"]["running"], false);
+    }
+
+    #[test]
+    fn the_recorder_is_installed_once() {
+        let first = crate::metrics::installed().expect("installed");
+        let second = crate::metrics::installed().expect("the same one, not a second install");
+        ::metrics::counter!("txoutbox_axum_test_total").increment(1);
+        assert!(first.render().contains("txoutbox_axum_test_total"));
+        assert!(second.render().contains("txoutbox_axum_test_total"));
+    }
+}
