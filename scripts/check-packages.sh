@@ -5,7 +5,7 @@
 #   2. each crate packages, and the packaged sources build (`cargo package`);
 #   3. the declared `rust-version` builds them (when rustup can install it).
 # Run by .ci/run after the lints; takes a few seconds when the target
-# directory is warm, ~20 minutes on a cold one (see README "Working on it").
+# directory is warm, ~20 minutes on a cold one (see CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

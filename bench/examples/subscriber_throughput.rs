@@ -137,7 +137,8 @@ async fn run(
         // Nothing fails here; no dead-letter stream to litter the server with.
         .dead_letter(DeadLetterPolicy::terminate())
         .max_in_flight(256)
-        .on(|_: Step, _| async { Ok(()) })
+        .on(|_: Step, _: txoutbox_core::Delivery| async { Ok(()) })
+        .unordered()
         .build()
         .await?
         .spawn();

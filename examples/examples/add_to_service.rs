@@ -1,27 +1,95 @@
-//! The README's "Add the outbox to your service", whole and runnable: the
-//! tables and the stream, the processor, saving an aggregate (through the
-//! repository, and inside a transaction the service already has), a plain
-//! `async fn` handler applied once through the inbox, shutdown.
+//! The README's complete example, whole and runnable: two events, an
+//! aggregate that is its own SeaORM model, the tables and the stream, the
+//! processor, saving through the repository, a plain `async fn` handler
+//! applied once through the inbox, the subscriber, shutdown.
 //!
 //! `cargo run -p txoutbox-examples --example add_to_service`
-//! (`DATABASE_URL` for PostgreSQL or MariaDB; SQLite in the temp directory
-//! otherwise; the NATS server on 127.0.0.1:4222, or a private one).
+//! (`DATABASE_URL` for PostgreSQL or MariaDB, an SQLite file in the temp
+//! directory otherwise; `NATS_URL`, or the NATS server on 127.0.0.1:4222).
+//! It uses nothing of the examples' library: that one registers the demo's
+//! own `order.placed` and `order.paid`, which would clash with these.
 //!
-//! The part between the `README` markers is the README's snippet, checked
-//! word for word by `examples/tests/readme_snippets.rs`.
+//! The part between the `README` markers is in the README word for word
+//! (`examples/tests/readme_snippets.rs` checks it); the README adds a `main`
+//! that runs until Ctrl-C, this file one that waits for the invoice.
 
-use std::error::Error;
+// The README shows the items as a service writes them, without doc comments.
+#![allow(missing_docs)]
+
 use std::time::Duration;
 
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
-use sea_orm::{ConnectionTrait, TransactionTrait};
+// README-BEGIN complete-example
+use std::error::Error;
+use std::future::Future;
+
+use sea_orm::sea_query::Query;
+use sea_orm::{ConnectionTrait, Schema};
+use serde::{Deserialize, Serialize};
+use txoutbox::events::RecordError;
+use txoutbox::processor::DEFAULT_LEASE;
 use txoutbox::sea_orm::migration::{MigratorTrait, OutboxMigrator};
+use txoutbox::{AggregateRoot, Delivery, HandlerError, IntegrationEvent, UnitOfWork};
 use txoutbox::{
-    Delivery, HandlerError, Inbox, JetStreamPublisher, NatsConnect, Outbox, OutboxConfig,
-    StreamSpec, Subscriber, UnitOfWork,
+    Inbox, JetStreamPublisher, NatsConnect, Outbox, OutboxConfig, StreamSpec, Subscriber,
 };
-use txoutbox_examples::orders::{Order, OrderPaid};
-use txoutbox_examples::{orders_table, support};
+
+#[derive(Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "order.placed")] // subject `shop.order.placed` (prefix below), version 1
+pub struct OrderPlaced {
+    pub order_id: String,
+    pub total_cents: i64,
+}
+
+#[derive(Serialize, Deserialize, IntegrationEvent)]
+#[event(name = "order.paid")]
+pub struct OrderPaid {
+    pub order_id: String,
+    pub amount_cents: i64,
+}
+
+pub mod order {
+    use sea_orm::entity::prelude::*;
+
+    // The SeaORM model is the aggregate: the derive maps it (the repository owns `version`).
+    #[derive(Clone, Debug, Default, DeriveEntityModel, txoutbox::AggregateRoot)]
+    #[sea_orm(table_name = "shop_orders")]
+    #[aggregate(type = "order", entity = "Entity", version_column = "Column::Version")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        #[aggregate(id)]
+        pub id: String,
+        pub total_cents: i64,
+        pub paid: bool,
+        pub version: i64,
+        #[sea_orm(ignore)]
+        pub events: txoutbox::EventBuffer, // recorded, not yet saved
+    }
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+impl order::Model {
+    pub fn place(id: &str, total_cents: i64) -> Result<Self, RecordError> {
+        let mut order = Self {
+            id: id.into(),
+            total_cents,
+            ..Default::default()
+        };
+        order.record(OrderPlaced {
+            order_id: id.into(),
+            total_cents,
+        })?;
+        Ok(order)
+    }
+    pub fn pay(&mut self) -> Result<(), RecordError> {
+        self.paid = true;
+        self.record(OrderPaid {
+            order_id: self.id.clone(),
+            amount_cents: self.total_cents,
+        })
+    }
+}
 
 /// The handler: its effect commits with the inbox row, once per message.
 /// The event's fields are bound as parameters, never formatted into SQL.
@@ -35,60 +103,51 @@ async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
-    support::init_logging();
-    let database_url = support::database_url("outbox_add_to_service");
-    let nats_server = support::Nats::find_or_start()?;
-    let nats_url = nats_server.url.clone();
-    let id = format!("o-{}", uuid::Uuid::now_v7().simple());
-    let prepare = sea_orm::Database::connect(&database_url).await?;
-    orders_table::create_table(&prepare).await?; // the service's own tables
-    prepare
-        .execute_unprepared(
-            "CREATE TABLE IF NOT EXISTS invoices (order_id VARCHAR(64) NOT NULL, cents BIGINT NOT NULL)",
-        )
-        .await?;
-
-    // README-BEGIN add-to-service
-    // 1. Once: the tables (outbox + inbox) and the stream.
-    let db = sea_orm::Database::connect(&database_url).await?;
+/// The service: runs until `stop` completes.
+pub async fn run(
+    database_url: &str,
+    nats_url: &str,
+    stop: impl Future<Output = ()>,
+) -> Result<(), Box<dyn Error>> {
+    // 1. Once: the tables (outbox + inbox, the service's own) and the stream.
+    let db = sea_orm::Database::connect(database_url).await?;
     OutboxMigrator::up(&db, None).await?; // history in `outbox_migrations`
-    let config = OutboxConfig::default().with_subject_prefix("shop")?; // subjects `shop.*`
-    let outbox = Outbox::new(db.clone(), config);
-    let nats = NatsConnect::new(&nats_url).name("orders").connect().await?;
+    let schema = Schema::new(db.get_database_backend());
+    db.execute(
+        schema
+            .create_table_from_entity(order::Entity)
+            .if_not_exists(),
+    )
+    .await?;
+    db.execute_unprepared(
+        "CREATE TABLE IF NOT EXISTS invoices (order_id VARCHAR(64), cents BIGINT)",
+    )
+    .await?;
+    let outbox = Outbox::new(
+        db.clone(),
+        OutboxConfig::default().with_subject_prefix("shop")?,
+    );
+    let nats = NatsConnect::new(nats_url).name("orders").connect().await?;
     let publisher = JetStreamPublisher::new(nats.clone(), "/orders-service"); // ce-source
+    let lease = DEFAULT_LEASE; // 3 s: the stream's dedup window (2 min) must outlast it
     StreamSpec::new("SHOP", ["shop.>"])
-        .ensure(publisher.jetstream(), Duration::from_secs(30))
+        .ensure(publisher.jetstream(), lease)
         .await?;
 
     // 2. Next to the service: the processor (woken by this process's commits,
     //    by NOTIFY from other processes on PostgreSQL, and once a second).
-    let processor = outbox.processor(publisher).build()?.spawn();
+    let processor = outbox.processor(publisher).lease(lease).build()?.spawn();
 
     // 3. In a request handler: change state, record events, save. One transaction.
-    let mut order = Order::place(&id, "ada", 1250)?; // records OrderPlaced
-    outbox.repository::<Order>().save(&mut order).await?; // order row + outbox row
-
-    // ... or inside the transaction the service already has:
-    let txn = db.begin().await?;
-    let mut joined = outbox.join(&txn);
-    let mut order = joined
-        .load::<Order>(id.clone())
-        .await?
-        .ok_or("no such order")?;
+    let id = txoutbox::uuid::Uuid::now_v7().to_string();
+    let mut order = order::Model::place(&id, 1250)?; // records OrderPlaced
     order.pay()?; // records OrderPaid
-    joined.save(&mut order).await?; // UPDATE ... WHERE version = loaded, + outbox row
-    let written = joined.after_commit();
-    txn.commit().await?; // the service commits, as before
-    written.wake(); // published at once
+    outbox.repository::<order::Model>().save(&mut order).await?; // order row + 2 outbox rows
 
     // 4. Consume: a plain async fn per event, its effects applied once (inbox).
     let inbox = Inbox::new(&outbox, "billing")?;
     let subscriber = Subscriber::builder(nats.clone(), "billing")
         .stream("SHOP")
-        .ignore_unhandled()
-        .keep_order(inbox.clone()) // per-aggregate order, across restarts
         .dead_letter_stream(StreamSpec::new("BILLING_DLQ", ["dlq.billing"])) // its dead letters
         .on(inbox.handler(on_paid))
         .build()
@@ -96,32 +155,42 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .spawn();
 
     // 5. On shutdown: acks in flight are recorded, nothing stays leased.
-    // README-END add-to-service
-    wait_for_invoice(&db, &id).await?;
-    println!("order {id}: placed, paid, published, invoiced once");
+    stop.await;
     subscriber.shutdown().await?;
     processor.shutdown().await?;
     Ok(())
 }
+// README-END complete-example
 
-/// Waits (up to 15 s) until the handler has written the order's invoice.
-async fn wait_for_invoice(
-    db: &sea_orm::DatabaseConnection,
-    id: &str,
-) -> Result<(), Box<dyn Error>> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let invoice = Query::select()
-            .column("order_id")
-            .from("invoices")
-            .and_where(Expr::col("order_id").eq(id))
-            .to_owned();
-        if !db.query_all(&invoice).await?.is_empty() {
-            return Ok(());
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let sqlite = std::env::temp_dir().join("outbox_add_to_service.sqlite");
+    let database_url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}?mode=rwc", sqlite.display()));
+    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".into());
+    // Stop once the handler has written a new invoice (runs may share a database).
+    let db = sea_orm::Database::connect(&database_url).await?;
+    let before = invoices(&db).await;
+    run(&database_url, &nats_url, async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while invoices(&db).await <= before {
+            if tokio::time::Instant::now() > deadline {
+                eprintln!("no invoice after 15 s");
+                std::process::exit(1);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if tokio::time::Instant::now() > deadline {
-            return Err(format!("no invoice for {id} after 15 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await?;
+    println!("an order placed, paid, published, invoiced once");
+    Ok(())
+}
+
+/// How many invoices the handler has written (0 before the table exists).
+async fn invoices(db: &sea_orm::DatabaseConnection) -> usize {
+    let all = Query::select()
+        .column("order_id")
+        .from("invoices")
+        .to_owned();
+    db.query_all(&all).await.map_or(0, |rows| rows.len())
 }

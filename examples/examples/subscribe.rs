@@ -78,6 +78,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
             ["dlq.example-welcome-mails"],
         ))
         .on(welcome)
+        // A mail is sent, not written to a database: no inbox to apply it
+        // once, so it runs at least once, in order within this process.
+        .unordered()
         .build()
         .await?
         .spawn();

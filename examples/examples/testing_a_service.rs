@@ -136,12 +136,12 @@ mod tests {
         let placed = &outbox.publisher().published::<OrderPlaced>()[0];
         // The handler as the subscriber runs it: through the inbox.
         let handler = inbox.handler(read_model::on_placed);
-        handler(placed.event.clone(), placed.delivery())
-            .await
-            .map_err(|e| e.to_string())?;
-        handler(placed.event.clone(), placed.redelivery()) // no second insert
-            .await
-            .map_err(|e| e.to_string())?;
+        handler
+            .apply(placed.event.clone(), placed.delivery())
+            .await?;
+        handler
+            .apply(placed.event.clone(), placed.redelivery()) // no second insert
+            .await?;
         assert!(inbox.contains(placed.message.id).await?);
         assert_eq!(entity::Entity::find().all(db.db()).await?.len(), 1);
         Ok(())

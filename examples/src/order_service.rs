@@ -151,13 +151,11 @@ pub async fn start(
     Ok((app, runtime))
 }
 
-/// The read model's subscriber: both events through the inbox, in order
-/// per order across restarts (`keep_order`).
+/// The read model's subscriber: both events through the inbox (which also
+/// keeps them in order per order, across restarts).
 fn read_model(nats: async_nats::Client, inbox: &Inbox, names: &ServiceNames) -> SubscriberBuilder {
     Subscriber::builder(nats, &names.durable)
         .stream(&names.stream)
-        .ignore_unhandled()
-        .keep_order(inbox.clone())
         .dead_letter_stream(StreamSpec::new(
             &names.dead_letter_stream,
             [format!("dlq.{}", names.durable)],

@@ -1,81 +1,227 @@
-//! The README's "Add the outbox to your service" is the code of
-//! `examples/examples/add_to_service.rs`, which the workspace builds (and
-//! CI runs): this test fails when the two drift apart, so the README's main
-//! path always compiles.
+//! The README and the guide's chapters (`outbox/guide/*.md`, the modules of
+//! `txoutbox::guide`) compile: every Rust block in them is a doctest of the
+//! facade (`cargo test -p txoutbox --doc`). This test keeps it so:
+//!
+//! - the README's complete example is `examples/examples/add_to_service.rs`
+//!   word for word (the part between its `README` markers), so the code the
+//!   README shows also runs end to end;
+//! - no Rust block in the README or a chapter is `ignore`d (a block rustdoc
+//!   skips can rot), and every chapter file is a module of `txoutbox::guide`
+//!   (a file no module includes is never compiled);
+//! - no SQL in them is built by formatting values into it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("examples/ is inside the workspace")
+        .to_path_buf()
+}
 
 fn read(relative: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    let path = root().join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The first fenced block after `marker` in `text`, without its fences.
-fn block_after<'a>(text: &'a str, marker: &str) -> &'a str {
-    let from = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("`{marker}` not in the README"));
-    let fence = "```rust,ignore\n";
-    let open = text[from..].find(fence).expect("an opening fence") + from + fence.len();
-    let close = text[open..].find("```\n").expect("a closing fence") + open;
-    &text[open..close]
+/// The chapters: `outbox/guide/*.md`, by file name.
+fn chapters() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("outbox/guide"))
+        .expect("outbox/guide/ exists")
+        .map(|entry| {
+            entry
+                .expect("readable")
+                .file_name()
+                .into_string()
+                .expect("UTF-8")
+        })
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    names.sort();
+    names
 }
 
-/// The example's lines between its README markers, one indent level less.
-fn example_region(example: &str) -> Vec<String> {
-    let start = example
-        .find("// README-BEGIN add-to-service\n")
-        .expect("the begin marker")
-        + "// README-BEGIN add-to-service\n".len();
+/// The Markdown files whose Rust blocks must compile.
+fn documents() -> Vec<(String, String)> {
+    let mut documents = vec![("README.md".to_owned(), read("README.md"))];
+    for name in chapters() {
+        let relative = format!("outbox/guide/{name}");
+        documents.push((relative.clone(), read(&relative)));
+    }
+    documents
+}
+
+/// `(line, info string, body)` of every fenced block of a Markdown text.
+fn blocks(text: &str) -> Vec<(usize, String, String)> {
+    let mut found = Vec::new();
+    let mut open: Option<(usize, String, String)> = None;
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match open.take() {
+            None if trimmed.starts_with("```") => {
+                open = Some((number + 1, trimmed[3..].trim().to_owned(), String::new()));
+            }
+            None => {}
+            Some(block) if trimmed.starts_with("```") => found.push(block),
+            Some((start, info, mut body)) => {
+                body.push_str(line);
+                body.push('\n');
+                open = Some((start, info, body));
+            }
+        }
+    }
+    assert!(open.is_none(), "an unclosed code block");
+    found
+}
+
+/// Whether rustdoc treats a block with this info string as Rust.
+fn is_rust(info: &str) -> bool {
+    let words: Vec<&str> = info.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+    words.is_empty()
+        || words.iter().all(|word| {
+            matches!(
+                *word,
+                "rust" | "no_run" | "ignore" | "should_panic" | "compile_fail" | "standalone_crate"
+            ) || word.starts_with("edition")
+        })
+}
+
+/// The example's lines between its README markers.
+fn example_region(example: &str) -> &str {
+    let begin = "// README-BEGIN complete-example\n";
+    let start = example.find(begin).expect("the begin marker") + begin.len();
     let end = example[start..]
-        .find("// README-END add-to-service")
+        .find("// README-END complete-example")
         .expect("the end marker")
         + start;
-    example[start..end]
-        .lines()
-        .map(|line| line.strip_prefix("    ").unwrap_or(line).to_owned())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .skip_while(|line| line.trim().is_empty())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect()
+    &example[start..end]
 }
 
 #[test]
-fn the_readme_shows_the_example_word_for_word() {
-    let readme = read("../README.md");
-    let example = read("examples/add_to_service.rs");
-    let shown: Vec<&str> = block_after(&readme, "<!-- snippet: add-to-service")
-        .lines()
-        .collect();
+fn the_readme_shows_the_complete_example_word_for_word() {
+    let readme = read("README.md");
+    let example = read("examples/examples/add_to_service.rs");
     let region = example_region(&example);
+    let block = blocks(&readme)
+        .into_iter()
+        .find(|(_, info, body)| is_rust(info) && body.contains("async fn on_paid"))
+        .expect("the README's complete example (the block with `on_paid`)");
     assert!(
-        shown.len() > region.len(),
-        "the README block is shorter than the example's region"
+        block.2.starts_with(region),
+        "README line {}: the complete example differs from examples/examples/add_to_service.rs \
+         between its README markers; copy the region again",
+        block.0
     );
-    for (n, (shown, code)) in shown.iter().zip(&region).enumerate() {
-        assert_eq!(
-            shown,
-            code,
-            "README line {} differs from the example",
-            n + 1
-        );
+    // After the region the README adds only a `main` that calls `run`.
+    let rest = &block.2[region.len()..];
+    assert!(
+        rest.contains("async fn main()") && rest.contains("run(&database_url, &nats_url"),
+        "the README's complete example ends with a `main` running the example's `run`:\n{rest}"
+    );
+}
+
+#[test]
+fn every_rust_block_of_the_readme_and_the_guide_is_compiled() {
+    let mut skipped = Vec::new();
+    let mut rust = 0;
+    for (path, text) in documents() {
+        for (line, info, _) in blocks(&text) {
+            if !is_rust(&info) {
+                continue;
+            }
+            rust += 1;
+            if info.split(',').any(|word| word.trim() == "ignore") {
+                skipped.push(format!("{path}:{line}: ```{info}"));
+            }
+        }
     }
-    // What the README shows after the region (the shutdown) is in the
-    // example too, after its wait for the effect.
-    for line in &shown[region.len()..] {
+    assert!(
+        rust > 20,
+        "the README and the guide have Rust blocks: {rust} found"
+    );
+    assert!(
+        skipped.is_empty(),
+        "Rust blocks rustdoc would not compile (use `no_run` and hidden `#` lines instead):\n{}",
+        skipped.join("\n")
+    );
+}
+
+#[test]
+fn every_chapter_is_a_module_of_the_guide_and_the_readme_links_it() {
+    let guide = read("outbox/src/guide.rs");
+    let lib = read("outbox/src/lib.rs");
+    let readme = read("README.md");
+    assert!(
+        lib.contains("pub mod guide;"),
+        "outbox/src/lib.rs declares the guide"
+    );
+    assert!(
+        lib.contains("include_str!(\"../../README.md\")"),
+        "the README is a doctest of the facade"
+    );
+    let chapters: Vec<String> = chapters()
+        .into_iter()
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    assert!(
+        chapters.len() >= 9,
+        "the guide has its chapters: {chapters:?}"
+    );
+    for name in chapters {
+        let module = name.trim_end_matches(".md");
         assert!(
-            example.contains(&format!("    {line}\n")),
-            "README line `{line}` is not in the example"
+            guide.contains(&format!(
+                "pub mod {module} {{\n    #![doc = include_str!(\"../guide/{name}\")]"
+            )),
+            "outbox/guide/{name} is not the module `txoutbox::guide::{module}`, so rustdoc never compiles it"
+        );
+        assert!(
+            readme.contains(&format!("(outbox/guide/{name})"))
+                && readme.contains(&format!("txoutbox/latest/txoutbox/guide/{module}/")),
+            "the README's chapter table links outbox/guide/{name} and its docs.rs page"
         );
     }
-    // And the handler, word for word.
-    let handler = block_after(&readme, "with the handler, a plain `async fn`");
+}
+
+#[test]
+fn no_sql_in_the_docs_is_built_by_formatting() {
+    let mut formatted = Vec::new();
+    let mut documents = documents();
+    documents.push((
+        "outbox/guide/shop.rs".to_owned(),
+        read("outbox/guide/shop.rs"),
+    ));
+    documents.push((
+        "examples/examples/add_to_service.rs".to_owned(),
+        read("examples/examples/add_to_service.rs"),
+    ));
+    for (path, text) in documents {
+        for (number, line) in text.lines().enumerate() {
+            let upper = line.to_uppercase();
+            let sql = ["SELECT ", "INSERT ", "UPDATE ", "DELETE ", "CREATE "]
+                .iter()
+                .any(|keyword| upper.contains(keyword));
+            if line.contains("format!(") && sql {
+                formatted.push(format!("{path}:{}: {}", number + 1, line.trim()));
+            }
+        }
+    }
     assert!(
-        example.contains(handler),
-        "the README's handler differs from the example's:\n{handler}"
+        formatted.is_empty(),
+        "SQL built with format! (bind the values: sea_query or Statement::from_sql_and_values):\n{}",
+        formatted.join("\n")
     );
+}
+
+#[test]
+fn the_block_scanner_reads_info_strings() {
+    let text = "a\n```rust,no_run\nlet x = 1;\n```\n```toml\n[x]\n```\n```\nfn f() {}\n```\n";
+    let found = blocks(text);
+    assert_eq!(found.len(), 3);
+    assert_eq!(
+        found[0],
+        (2, "rust,no_run".to_owned(), "let x = 1;\n".to_owned())
+    );
+    assert!(is_rust("rust,no_run") && is_rust("") && is_rust("rust,ignore"));
+    assert!(!is_rust("toml") && !is_rust("text") && !is_rust("sh"));
 }

@@ -1,6 +1,6 @@
 //! The orders events' wire contract, locked in `examples/events.lock.json`:
 //! a published (name, version) that changes incompatibly fails here (see
-//! README, "Versioning events").
+//! the guide's chapter `txoutbox::guide::versioning`).
 
 use txoutbox::EventRegistry;
 use txoutbox::schema::SchemaLock;

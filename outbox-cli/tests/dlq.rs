@@ -38,6 +38,7 @@ async fn list_show_and_replay_a_dead_letter() {
     let (handler_seen, handler_fixed) = (Arc::clone(&seen), Arc::clone(&fixed));
     let running = fx
         .subscriber()
+        .unordered()
         .on(move |event: OrderPlaced, delivery: Delivery| {
             let (seen, fixed) = (Arc::clone(&handler_seen), Arc::clone(&handler_fixed));
             async move {

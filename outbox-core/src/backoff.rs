@@ -74,7 +74,7 @@ pub fn jittered(pause: Duration) -> Duration {
 /// keys (a fresh key per call), of a counter. No RNG dependency, and draws
 /// made in the same instant differ (UUIDv7 bits, used before, are a counter
 /// within a millisecond, so bursts of draws came out nearly equal).
-fn unit_random() -> f64 {
+pub(crate) fn unit_random() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static DRAWS: AtomicU64 = AtomicU64::new(0);

@@ -97,6 +97,7 @@
 
 mod aggregate;
 pub mod backoff;
+pub mod cleanup;
 pub mod consumer;
 mod context;
 mod error_chain;

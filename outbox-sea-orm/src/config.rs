@@ -65,9 +65,11 @@ impl std::fmt::Display for TableName {
 )]
 #[non_exhaustive]
 pub enum Retention {
-    /// Keep the row as `published`, with its stream sequence and time, until
-    /// [`purge_published`](txoutbox_core::store::OutboxAdmin::purge_published) removes
-    /// it (the default: an audit trail, and replays by id).
+    /// Keep the row as `published`, with its stream sequence and time, for
+    /// a while (the default: an audit trail, `outbox verify`, and replays
+    /// by id). The processor deletes rows published more than 7 days ago
+    /// ([`Outbox::processor`](crate::Outbox::processor)'s
+    /// [cleanup](txoutbox_core::processor::ProcessorBuilder::cleanup)).
     #[default]
     KeepPublished,
     /// Delete the row at once (the smallest table).
@@ -141,8 +143,8 @@ impl OutboxConfig {
     /// (no aggregate) take the partition of (`standalone`, their id).
     ///
     /// Writers and subscribers must agree on the count; changing it moves
-    /// aggregates between partitions (README, "Consumers on more than one
-    /// process", for the procedure).
+    /// aggregates between partitions (the guide's chapter on consuming,
+    /// `txoutbox::guide::consuming`, "Changing the count", for the procedure).
     ///
     /// ```
     /// use txoutbox_core::Partitions;

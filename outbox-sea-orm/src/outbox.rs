@@ -4,13 +4,14 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::processor::ProcessorBuilder;
 use txoutbox_core::{
     IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
 };
 
 use crate::aggregate_entity::AggregateEntity;
-use crate::config::OutboxConfig;
+use crate::config::{OutboxConfig, Retention};
 use crate::error::OutboxError;
 use crate::repository::Repository;
 use crate::row::insert_messages;
@@ -208,6 +209,11 @@ impl Outbox {
     /// The same call runs a processor as its own process: its commit
     /// listener then simply stays quiet.
     ///
+    /// Published rows ([`Retention::KeepPublished`]) are deleted once
+    /// they are 7 days old: the processor looks hourly and deletes them in
+    /// batches ([`Cleanup`]). Keep them longer with `.cleanup(Cleanup::keep_for(..))`,
+    /// or for ever with `.without_cleanup()`.
+    ///
     /// ```no_run
     /// # async fn run(outbox: txoutbox_sea_orm::Outbox, publisher: impl txoutbox_core::Publisher) -> Result<(), Box<dyn std::error::Error>> {
     /// let processor = outbox.processor(publisher).batch_size(500).build()?.spawn();
@@ -221,8 +227,11 @@ impl Outbox {
         // they send no NOTIFY (it claims them at once; other processes would
         // only find them leased); NOTIFYs from this process, e.g. after
         // `Outbox::wake`, would only make it claim twice.
-        let builder =
+        let mut builder =
             Processor::builder(store, publisher).wake_on(self.inner.wakers.listen_to_serve());
+        if self.config().retention() == Retention::KeepPublished {
+            builder = builder.cleanup(Cleanup::default());
+        }
         match PgNotifications::new(self.db(), self.config()) {
             Some(notifications) => {
                 builder.wake_on(notifications.ignoring(self.inner.wakers.origin()))

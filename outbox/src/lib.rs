@@ -69,8 +69,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The whole path, from an axum-free service to a typed consumer, is the
-//! project's `add_to_service` example; the repository's README is the guide.
+//! The whole path, from the tables to a typed consumer, is the project's
+//! `add_to_service` example (the repository's README shows it); the
+//! [`guide`] goes through every part of it, chapter by chapter.
 //!
 //! # The derives
 //!
@@ -174,11 +175,13 @@ pub mod __private {
     pub use txoutbox_sea_orm::__private::*;
 }
 
-/// The workspace's README (the guide), whose examples run as doctests so
-/// they cannot rot.
+pub mod guide;
+
+/// The workspace's README, whose examples run as doctests so they cannot
+/// rot (the guide's chapters are doctests where they are, in [`guide`]).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
-pub struct GuideDoctests;
+pub struct WorkspaceReadmeDoctests;
 
 /// This crate's README (crates.io's page), whose examples run as doctests.
 #[cfg(doctest)]

@@ -26,6 +26,23 @@ impl ProcessorProcess {
     /// # Panics
     /// When the process cannot be started or does not start its processor.
     pub async fn start(binary: &str, test: &TestDb, prefix: &str, args: &[&str]) -> Self {
+        match Self::try_start(binary, test, prefix, args).await {
+            Ok(started) => started,
+            Err(output) => panic!("the process did not start: {output}"),
+        }
+    }
+
+    /// [`start`](Self::start), returning what the process wrote on its
+    /// standard error when it exits instead of starting.
+    ///
+    /// # Panics
+    /// When the process cannot be started or its output read.
+    pub async fn try_start(
+        binary: &str,
+        test: &TestDb,
+        prefix: &str,
+        args: &[&str],
+    ) -> Result<Self, String> {
         let schema: String = test
             .db
             .query_one_raw(sea_orm::Statement::from_string(
@@ -45,20 +62,25 @@ impl ProcessorProcess {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
-            .expect("start outbox-test-processor");
+            .expect("start the process");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut stderr = child.stderr.take().expect("stderr");
         let line = tokio::task::block_in_place(|| {
             let mut line = String::new();
             stdout.read_line(&mut line).map(|_| line)
         })
         .expect("read the child's output");
-        assert_eq!(
-            line.trim(),
-            "started",
-            "the processor process did not start"
-        );
-        Self { child, stdout }
+        if line.trim() != "started" {
+            let mut output = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut output);
+            let status = child.wait().expect("reap it");
+            return Err(format!("{status}: {line}{output}"));
+        }
+        // Its logs go on to ours.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
+        Ok(Self { child, stdout })
     }
 
     /// SIGKILL, as a crash; reaps the process.

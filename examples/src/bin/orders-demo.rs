@@ -24,8 +24,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use sea_orm::sea_query::{Asterisk, Expr, Func, Query, SelectStatement};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Statement,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
 };
 use tokio_util::sync::CancellationToken;
 use txoutbox::store::OutboxStore;
@@ -389,21 +390,23 @@ struct Progress {
 impl Progress {
     /// Reads consumed before published, so consumed never looks ahead.
     async fn read(outbox: &Outbox) -> Result<Self, BoxError> {
+        use sea_orm::sea_query::ExprTrait;
+        let inbox = outbox.config().inbox_table().as_str().to_owned();
         let consumed = count(
             outbox,
-            &format!(
-                "SELECT COUNT(*) FROM {} WHERE consumer = '{}'",
-                outbox.config().inbox_table().as_str(),
-                read_model::CONSUMER
-            ),
+            Query::select()
+                .expr(Func::count(Expr::col(Asterisk)))
+                .from(inbox)
+                .and_where(Expr::col("consumer").eq(read_model::CONSUMER)),
         )
         .await?;
+        let table = outbox.config().table().as_str().to_owned();
         let published = count(
             outbox,
-            &format!(
-                "SELECT COUNT(*) FROM {} WHERE status = 1",
-                outbox.config().table().as_str()
-            ),
+            Query::select()
+                .expr(Func::count(Expr::col(Asterisk)))
+                .from(table)
+                .and_where(Expr::col("status").eq(1)),
         )
         .await?;
         let pending = outbox.store().stats().await?.pending;
@@ -423,11 +426,9 @@ impl Progress {
     }
 }
 
-async fn count(outbox: &Outbox, sql: &str) -> Result<u64, BoxError> {
-    let db = outbox.db();
-    let row = db
-        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
-        .await?;
+/// `SELECT COUNT(*) ...`, its values bound as parameters.
+async fn count(outbox: &Outbox, select: &mut SelectStatement) -> Result<u64, BoxError> {
+    let row = outbox.db().query_one(&select.to_owned()).await?;
     let n = match row {
         Some(row) => row.try_get_by::<i64, _>(0)?,
         None => 0,

@@ -10,10 +10,14 @@
 
 mod applied;
 mod delivery;
+mod handler;
 mod handler_error;
 mod held;
+mod inbox;
 
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
+pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
+pub use inbox::ConsumerInbox;

@@ -458,8 +458,8 @@ fn record_failure<S: OutboxStore, P: Publisher>(
 /// re-publish late. A re-publish is deduplicated only inside the stream's
 /// duplicate window, so the longer the database is away the likelier the
 /// completion is to come after other processors claimed the messages again
-/// (their lease ran out) and re-published them: see the delivery guarantees
-/// in the README for the bound.
+/// (their lease ran out) and re-published them: see the guide's chapter on
+/// guarantees (`txoutbox::guide::guarantees`, "The bound on re-publishes").
 async fn settle<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,

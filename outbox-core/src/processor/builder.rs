@@ -3,11 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cleanup::PublishedCleanup;
 use super::config::{ProcessorBuildError, ProcessorConfig};
 use super::health::HealthProbe;
 use super::wake::{WakeHandle, WakeSource};
 use super::{Processor, SourceTask};
+use crate::cleanup::Cleanup;
 use crate::publisher::Publisher;
+use crate::store::OutboxAdmin;
 use crate::store::{OutboxStore, RetryPolicy};
 
 /// Configures a [`Processor`]. Defaults are in [`ProcessorConfig`].
@@ -17,6 +20,7 @@ pub struct ProcessorBuilder<S, P> {
     config: ProcessorConfig,
     wake: WakeHandle,
     sources: Vec<SourceTask>,
+    cleanup: Option<PublishedCleanup>,
 }
 
 impl<S, P> std::fmt::Debug for ProcessorBuilder<S, P> {
@@ -35,6 +39,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
             config: ProcessorConfig::default(),
             wake: WakeHandle::default(),
             sources: Vec::new(),
+            cleanup: None,
         }
     }
 
@@ -127,6 +132,19 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         self
     }
 
+    /// Deletes no published rows: they stay until someone purges them
+    /// (`outbox purge`, [`OutboxAdmin::purge_published`]).
+    pub fn without_cleanup(mut self) -> Self {
+        self.cleanup = None;
+        self
+    }
+
+    /// The cleanup the processor will run, if any (see
+    /// [`cleanup`](Self::cleanup)).
+    pub fn cleanup_schedule(&self) -> Option<Cleanup> {
+        self.cleanup.as_ref().map(PublishedCleanup::schedule)
+    }
+
     /// The handle that wakes the processor being built.
     pub fn wake_handle(&self) -> WakeHandle {
         self.wake.clone()
@@ -141,7 +159,33 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
             config: self.config,
             wake: self.wake,
             sources: self.sources,
+            cleanup: self.cleanup,
             health: HealthProbe::default(),
         })
+    }
+}
+
+impl<S: OutboxStore + OutboxAdmin + Clone + 'static, P: Publisher> ProcessorBuilder<S, P> {
+    /// Deletes published rows older than [`Cleanup::older_than`] every
+    /// [`Cleanup::every`], in bounded batches, while the processor runs
+    /// (several processors may all do it: the batches do not conflict).
+    /// A store that deletes rows as they are published has none to delete.
+    ///
+    /// A processor from `txoutbox_sea_orm::Outbox::processor` does this by
+    /// default ([`Cleanup::default`]: 7 days, hourly);
+    /// [`without_cleanup`](Self::without_cleanup) turns it off.
+    ///
+    /// ```
+    /// # use txoutbox_core::processor::ProcessorBuilder;
+    /// # use txoutbox_core::store::{OutboxAdmin, OutboxStore};
+    /// # fn tune<S: OutboxStore + OutboxAdmin + Clone + 'static, P: txoutbox_core::Publisher>(builder: ProcessorBuilder<S, P>) -> ProcessorBuilder<S, P> {
+    /// use std::time::Duration;
+    /// use txoutbox_core::cleanup::Cleanup;
+    /// builder.cleanup(Cleanup::keep_for(Duration::from_secs(30 * 24 * 3600)))
+    /// # }
+    /// ```
+    pub fn cleanup(mut self, cleanup: Cleanup) -> Self {
+        self.cleanup = Some(PublishedCleanup::new(self.store.clone(), cleanup));
+        self
     }
 }

@@ -90,6 +90,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         wake,
         sources,
         health,
+        cleanup: _, // run beside the engine (`Processor::run`)
     } = processor;
     let _running = health.started();
     // Sources may now offer leases at commit; whatever way this task ends,

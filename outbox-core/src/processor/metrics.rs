@@ -16,6 +16,7 @@
 //! | `outbox_pending` | gauge | unpublished messages (refreshed every `stats_interval`) |
 //! | `outbox_dead` | gauge | dead messages |
 //! | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest unpublished message: alarm on it, a stuck outbox shows here first |
+//! | `outbox_purged_total` | counter | published rows past their age deleted by the processor's [cleanup](super::ProcessorBuilder::cleanup) |
 
 use chrono::Utc;
 
@@ -46,6 +47,8 @@ pub const PENDING: &str = "outbox_pending";
 pub const DEAD_GAUGE: &str = "outbox_dead";
 /// `outbox_oldest_pending_age_seconds`.
 pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
+/// Published rows deleted by the processor's cleanup.
+pub const PURGED_TOTAL: &str = "outbox_purged_total";
 
 pub(crate) fn acked(message: &OutboxMessage, duplicate: bool) {
     metrics::counter!(PUBLISHED).increment(1);

@@ -57,6 +57,7 @@
 mod abandoned;
 mod batch;
 mod builder;
+mod cleanup;
 mod config;
 mod engine;
 mod health;
@@ -100,6 +101,7 @@ pub struct Processor<S, P> {
     config: ProcessorConfig,
     wake: WakeHandle,
     sources: Vec<SourceTask>,
+    cleanup: Option<cleanup::PublishedCleanup>,
     health: HealthProbe,
 }
 
@@ -162,8 +164,21 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
 
     /// Runs until `shutdown` is cancelled, then stops gracefully (see the
     /// [module docs](self)).
-    pub async fn run(self, shutdown: CancellationToken) -> ProcessorReport {
-        engine::run(self, shutdown).await
+    pub async fn run(mut self, shutdown: CancellationToken) -> ProcessorReport {
+        let stop = shutdown.child_token();
+        let cleanup = self.cleanup.take();
+        let cleaning = async {
+            if let Some(cleanup) = cleanup {
+                cleanup.run(stop.clone()).await;
+            }
+        };
+        let processing = async {
+            let report = engine::run(self, shutdown).await;
+            stop.cancel(); // ends the cleanup
+            report
+        };
+        let (report, ()) = tokio::join!(processing, cleaning);
+        report
     }
 
     /// Runs on a new tokio task.

@@ -1,6 +1,5 @@
 //! [`SubscriberBuilder`]: handlers and settings of a [`Subscriber`].
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,9 +7,11 @@ use async_nats::jetstream::{
     self,
     consumer::{AckPolicy, DeliverPolicy, pull},
 };
+use std::sync::Mutex;
 use tokio::sync::Semaphore;
-use txoutbox_core::consumer::{AppliedMessages, HeldMessages};
-use txoutbox_core::{Delivery, EventRegistry, HandlerError, IntegrationEvent, Partitions};
+use txoutbox_core::cleanup::Cleanup;
+use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessages};
+use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
 use async_nats::jetstream::context::GetStreamByNameErrorKind;
 
@@ -41,7 +42,10 @@ use crate::StreamSpec;
 /// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]), each nak delay jittered into `[d/2, d]` |
 /// | [`dead_letter`](Self::dead_letter) | publish to `dlq.<durable>` |
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
-/// | [`ignore_unhandled`](Self::ignore_unhandled) | off: unhandled events are dead-lettered |
+/// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
+/// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
+/// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
+/// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
 /// | [`shutdown_timeout`](Self::shutdown_timeout) | 30 s |
 #[must_use = "a builder does nothing until `build` is awaited"]
@@ -59,9 +63,10 @@ pub struct SubscriberBuilder {
     backoff: Backoff,
     dead_letter: DeadLetterPolicy,
     dead_letter_stream: Option<StreamSpec>,
-    ignore_unhandled: bool,
-    applied: Option<Arc<dyn AppliedMessages>>,
-    held: Option<Arc<dyn HeldMessages>>,
+    dead_letter_unhandled: bool,
+    unordered: bool,
+    cleanup: Option<Cleanup>,
+    inbox: Option<Arc<dyn ConsumerInbox>>,
     registry: Option<Arc<EventRegistry>>,
     shutdown_timeout: Duration,
     handlers: Vec<Box<dyn ErasedHandler>>,
@@ -99,9 +104,10 @@ impl SubscriberBuilder {
             backoff: Backoff::default(),
             dead_letter: DeadLetterPolicy::default(),
             dead_letter_stream: None,
-            ignore_unhandled: false,
-            applied: None,
-            held: None,
+            dead_letter_unhandled: false,
+            unordered: false,
+            cleanup: Some(Cleanup::default()),
+            inbox: None,
             registry: None,
             shutdown_timeout: Duration::from_secs(30),
             handlers: Vec::new(),
@@ -267,19 +273,51 @@ impl SubscriberBuilder {
         self
     }
 
-    /// Acks, instead of dead-lettering, well-formed messages whose event no
-    /// handler takes (counted as `outcome="ignored"`): for a consumer whose
-    /// filter subject covers events it does not care about. Invalid
-    /// envelopes and undecodable payloads of handled events are still
-    /// dead-lettered.
-    pub fn ignore_unhandled(mut self) -> Self {
-        self.ignore_unhandled = true;
+    /// Dead-letters, instead of acknowledging, well-formed messages whose
+    /// event no handler takes (kind `no_handler`, or `unknown_event` when no
+    /// type in the registry has the name): for a consumer whose filter
+    /// subject should capture only the events it handles, where any other
+    /// is a mistake to look at.
+    ///
+    /// By default such messages are acknowledged, counted
+    /// (`outbox_consumer_messages_total{outcome="ignored"}`) and logged once
+    /// per event name at `info`: a filter like `events.order.>` captures
+    /// every order event, including those this consumer has no use for,
+    /// and new event types appear on shared subjects. The message stays in
+    /// the stream. Invalid envelopes and undecodable payloads of handled
+    /// events are dead-lettered either way.
+    pub fn dead_letter_unhandled(mut self) -> Self {
+        self.dead_letter_unhandled = true;
+        self
+    }
+
+    /// Runs without an inbox's order keeping: each aggregate's messages
+    /// are handled in order within this process, and that is all.
+    ///
+    /// A subscriber's handlers normally apply through an inbox
+    /// (`.on(inbox.handler(f))` with `txoutbox_sea_orm::Inbox`): effects
+    /// happen once, and the subscriber keeps each aggregate's messages in
+    /// order across its own crashes and restarts and behind a message it
+    /// could not apply (see [`keep_order`](Self::keep_order)), which makes
+    /// it one process per durable (several are refused at
+    /// [`build`](Self::build)). A subscriber whose handlers have no inbox
+    /// can keep none of that, so `build` refuses it unless this is called:
+    /// its effects happen at least once, and after a crash a message may be
+    /// handled again, or after a later message of its aggregate.
+    ///
+    /// With an inbox, `unordered` keeps effects once but drops the order
+    /// keeping (no restart guard, no holds), and lets several processes
+    /// share the durable: JetStream spreads the messages over them, so one
+    /// aggregate's messages may run in parallel in two of them.
+    pub fn unordered(mut self) -> Self {
+        self.unordered = true;
         self
     }
 
     /// Keeps each aggregate's messages in order with this consumer's inbox
-    /// (`txoutbox_sea_orm::Inbox`): across its own crashes and restarts, and
-    /// behind a message that could not be applied.
+    /// (`txoutbox_sea_orm::Inbox`). Handlers made by the inbox
+    /// (`inbox.handler(f)`) bring it already: call this only for handlers
+    /// that use the inbox some other way (`Inbox::process`).
     ///
     /// **Across restarts.** What a process that died had received and not
     /// acknowledged comes back only after `ack_wait`, while the process
@@ -294,7 +332,7 @@ impl SubscriberBuilder {
     /// `ack_wait` plus 1 s.
     ///
     /// **Behind a dead message.** A message its handler rejected
-    /// ([`HandlerError::permanent`]), failed on every delivery, or whose
+    /// ([`HandlerError::permanent`](txoutbox_core::HandlerError::permanent)), failed on every delivery, or whose
     /// payload does not decode ([`DeadLetterKind::holds_aggregate`]) still
     /// goes to the dead letters, and also *holds* its aggregate: it is
     /// parked in the inbox's database with its reason, and every later
@@ -306,17 +344,41 @@ impl SubscriberBuilder {
     /// second the subscriber applies what is parked, in order, through the
     /// same handlers.
     ///
-    /// One process per durable (or per filter subject, or per partition:
-    /// [`partitions`](Self::partitions)) for the restart
-    /// guard: a process starting beside a live one would wait, up to the
-    /// same bound, for messages that the live one holds. Holds are read
-    /// from the database every second, so other processes of the consumer
-    /// see them within that period.
+    /// **One process per durable.** The restart guard reads what the
+    /// durable delivered and did not get acknowledged; a process starting
+    /// beside a live one would take that one's messages for a crashed
+    /// one's and the two would apply one aggregate's messages side by
+    /// side. So [`build`](Self::build) refuses to start while another
+    /// process is reading the durable
+    /// ([`SubscriberBuildError::DurableInUse`]). To consume on several
+    /// processes, give each its own partitions
+    /// ([`partitions`](Self::partitions)), or share the durable
+    /// [`unordered`](Self::unordered).
     ///
     /// [`DeadLetterKind::holds_aggregate`]: super::DeadLetterKind::holds_aggregate
-    pub fn keep_order<L: AppliedMessages + HeldMessages + Clone>(mut self, inbox: L) -> Self {
-        self.applied = Some(Arc::new(inbox.clone()));
-        self.held = Some(Arc::new(inbox));
+    pub fn keep_order<I: ConsumerInbox>(mut self, inbox: I) -> Self {
+        self.inbox = Some(Arc::new(inbox));
+        self
+    }
+
+    /// Deletes the inbox's rows of messages applied more than
+    /// [`Cleanup::older_than`] ago, every [`Cleanup::every`] (by default
+    /// 7 days, hourly). Rows must outlive every repeat of their message;
+    /// see [`Cleanup`]. Without an inbox there is nothing to clean.
+    pub fn cleanup(mut self, cleanup: Cleanup) -> Self {
+        self.cleanup = Some(cleanup);
+        self
+    }
+
+    /// The inbox cleanup the subscriber will run (with an inbox), if any.
+    pub fn cleanup_schedule(&self) -> Option<Cleanup> {
+        self.cleanup
+    }
+
+    /// Keeps every inbox row: something else deletes them
+    /// (`outbox inbox purge`, `Inbox::purge`).
+    pub fn without_cleanup(mut self) -> Self {
+        self.cleanup = None;
         self
     }
 
@@ -339,18 +401,25 @@ impl SubscriberBuilder {
     /// Handles events of type `E`, and of every older version of its event
     /// that upcasts to it. One handler per event name.
     ///
-    /// The handler gets the decoded event and its [`Delivery`]. `Ok` acks
+    /// The handler gets the decoded event and its [`Delivery`](txoutbox_core::Delivery). `Ok` acks
     /// the message; an error naks it for a later delivery
-    /// ([`HandlerError::retry`], or `?` on any error) or dead-letters it at
-    /// once ([`HandlerError::permanent`]). A panic counts as a retryable
+    /// ([`HandlerError::retry`](txoutbox_core::HandlerError::retry), or `?` on any error) or dead-letters it at
+    /// once ([`HandlerError::permanent`](txoutbox_core::HandlerError::permanent)). A panic counts as a retryable
     /// error.
-    pub fn on<E, F, Fut>(mut self, handler: F) -> Self
+    ///
+    /// A handler is a function `Fn(E, Delivery) -> impl Future` (effects at
+    /// least once: see [`unordered`](Self::unordered)), or one an inbox made
+    /// (`inbox.handler(f)` of `txoutbox_sea_orm::Inbox`): effects once, and
+    /// the subscriber keeps order with that inbox
+    /// ([`keep_order`](Self::keep_order)); every inbox handler of one
+    /// subscriber must come from the same consumer's inbox. See
+    /// [`Handler`].
+    pub fn on<E, H>(mut self, handler: H) -> Self
     where
         E: IntegrationEvent,
-        F: Fn(E, Delivery) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+        H: Handler<E>,
     {
-        self.handlers.push(Box::new(Typed::<E, F>::new(handler)));
+        self.handlers.push(Box::new(Typed::<E, H>::new(handler)));
         self
     }
 
@@ -363,6 +432,25 @@ impl SubscriberBuilder {
         let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
+        let inbox = self.inbox.or(handlers.inbox()?);
+        let inbox = match (inbox, self.unordered) {
+            (None, false) => {
+                return Err(SubscriberBuildError::NoInbox {
+                    consumer: self.durable,
+                });
+            }
+            (inbox, _) => inbox,
+        };
+        if let Some(inbox) = &inbox {
+            inbox
+                .check_schema()
+                .await
+                .map_err(|source| SubscriberBuildError::InboxSchema {
+                    consumer: inbox.consumer().to_owned(),
+                    source,
+                })?;
+        }
+        let keeps_order = inbox.is_some() && !self.unordered;
         let registry = match self.registry {
             Some(registry) => {
                 for registration in handlers.registrations() {
@@ -392,10 +480,7 @@ impl SubscriberBuilder {
             .context
             .get_stream(&stream_name)
             .await
-            .map_err(|source| SubscriberBuildError::Stream {
-                stream: stream_name.clone(),
-                source,
-            })?;
+            .map_err(|source| SubscriberBuildError::stream(&stream_name, source))?;
         if let Some(subject) = self.dead_letter.subject(&self.durable) {
             let captured_here = self.filter_subject.is_empty()
                 && self.partitions.is_none()
@@ -432,7 +517,11 @@ impl SubscriberBuilder {
                 deliver_policy: self.deliver_policy,
                 ..Default::default()
             };
-            consumers.push(consumer::ensure(&stream, config).await?);
+            let ensured = consumer::ensure(&stream, config).await?;
+            if keeps_order {
+                consumer::check_not_in_use(&ensured).await?;
+            }
+            consumers.push(ensured);
         }
         let shared = Shared {
             consumer: self.durable.into(),
@@ -448,10 +537,20 @@ impl SubscriberBuilder {
             held: Arc::default(),
             backoff: self.backoff,
             dead_letter: self.dead_letter,
-            ignore_unhandled: self.ignore_unhandled,
+            dead_letter_unhandled: self.dead_letter_unhandled,
+            unhandled_seen: Mutex::default(),
             shutdown_timeout: self.shutdown_timeout,
-            applied: self.applied,
-            holds: self.held.map(|store| Arc::new(Holds::new(store))),
+            applied: keeps_order
+                .then(|| inbox.clone().map(|inbox| inbox as Arc<dyn AppliedMessages>))
+                .flatten(),
+            holds: keeps_order
+                .then(|| {
+                    inbox
+                        .clone()
+                        .map(|inbox| Arc::new(Holds::new(inbox as Arc<dyn HeldMessages>)))
+                })
+                .flatten(),
+            cleanup: inbox.zip(self.cleanup),
         };
         Ok(Subscriber {
             shared: Arc::new(shared),

@@ -37,6 +37,33 @@ pub(crate) async fn ensure(
     }
 }
 
+/// Fails when another process is reading `consumer` (JetStream holds a
+/// pull request of it): a subscriber that keeps order must be the durable's
+/// only reader (see `SubscriberBuilder::keep_order`).
+///
+/// A crashed process's pull requests are dropped by the server when its
+/// connection closes, so a restart after a crash is not refused; a process
+/// cut off without its connection closing (a network partition) holds its
+/// requests until they expire (within 30 s, the fetch loop's request
+/// expiry).
+pub(crate) async fn check_not_in_use(consumer: &PullConsumer) -> Result<(), SubscriberBuildError> {
+    let name = consumer.cached_info().name.clone();
+    let info = consumer
+        .get_info()
+        .await
+        .map_err(|err| SubscriberBuildError::Consumer {
+            consumer: name.clone(),
+            source: err.into(),
+        })?;
+    if info.num_waiting > 0 {
+        return Err(SubscriberBuildError::DurableInUse {
+            consumer: name,
+            waiting: info.num_waiting,
+        });
+    }
+    Ok(())
+}
+
 fn verify(
     durable: &str,
     existing: &Config,

@@ -176,14 +176,29 @@ pub(crate) async fn decide_delivered(
 }
 
 fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
-    if shared.ignore_unhandled {
+    let (name, version) = (&envelope.event_name, envelope.event_version);
+    let registered = known(&shared.registry, name);
+    if !shared.dead_letter_unhandled {
+        let first = shared
+            .unhandled_seen
+            .lock()
+            .map(|mut seen| seen.insert(name.clone()))
+            .unwrap_or(false);
+        if first {
+            tracing::info!(
+                consumer = %shared.consumer,
+                event = %name,
+                registered,
+                "no handler takes this event: its messages are acknowledged and counted \
+                 (outcome=\"ignored\"); logged once per event name"
+            );
+        }
         return Verdict {
             decision: Decision::Ack { outcome: "ignored" },
             event: UNKNOWN_EVENT,
         };
     }
-    let (name, version) = (&envelope.event_name, envelope.event_version);
-    let (kind, reason) = if known(&shared.registry, name) {
+    let (kind, reason) = if registered {
         (
             DeadLetterKind::NoHandler,
             format!(

@@ -1,6 +1,7 @@
 //! Errors of building and running a [`Subscriber`](super::Subscriber).
 
-use async_nats::jetstream::context::GetStreamError;
+use async_nats::jetstream::ErrorCode;
+use async_nats::jetstream::context::{GetStreamError, GetStreamErrorKind};
 use txoutbox_core::consumer::BoxError;
 use txoutbox_core::registry::RegistryError;
 
@@ -39,7 +40,52 @@ pub enum SubscriberBuildError {
     /// The registry refused to build (duplicate or broken registrations).
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// The stream does not exist or cannot be read.
+    /// The subscriber's handlers have no inbox and it was not told to run
+    /// [`unordered`](super::SubscriberBuilder::unordered).
+    #[error(
+        "the handlers of consumer `{consumer}` have no inbox, so their effects would happen at \
+         least once and its order hold within one process only: make them with an inbox \
+         (`.on(inbox.handler(f))`, `txoutbox_sea_orm::Inbox`) for effects once and in order, or \
+         call `.unordered()` to run them as they are"
+    )]
+    NoInbox {
+        /// The durable name.
+        consumer: String,
+    },
+    /// The inbox's tables are missing or out of date.
+    #[error("the inbox of consumer `{consumer}` cannot be used")]
+    InboxSchema {
+        /// The inbox's consumer name.
+        consumer: String,
+        /// What the inbox found (it names what to run).
+        #[source]
+        source: BoxError,
+    },
+    /// Another process is reading the durable consumer of a subscriber that
+    /// keeps order, which must be its only reader.
+    #[error(
+        "consumer `{consumer}` is being read by another process ({waiting} pull request(s) \
+         waiting): a subscriber that keeps order must be the only reader of its durable. Stop \
+         the other process; or to consume on several processes, give each its own partitions \
+         (`partitions(prefix, partitions, owned)`, each partition read by one process), or share \
+         the durable without order keeping (`unordered()`)"
+    )]
+    DurableInUse {
+        /// The JetStream consumer's name.
+        consumer: String,
+        /// Pull requests of other clients the server holds.
+        waiting: usize,
+    },
+    /// The stream does not exist.
+    #[error(
+        "stream `{stream}` does not exist: create it (`outbox stream ensure --stream {stream} \
+         --subjects '<prefix>.>'`, or `StreamSpec::new(..).ensure(..)` at start)"
+    )]
+    StreamMissing {
+        /// The stream.
+        stream: String,
+    },
+    /// The stream cannot be read.
     #[error("reading stream `{stream}`")]
     Stream {
         /// The stream.
@@ -92,6 +138,24 @@ pub enum SubscriberBuildError {
         #[source]
         source: BoxError,
     },
+}
+
+impl SubscriberBuildError {
+    /// The error of reading `stream`: [`StreamMissing`](Self::StreamMissing)
+    /// when it does not exist.
+    pub(crate) fn stream(stream: &str, source: GetStreamError) -> Self {
+        if let GetStreamErrorKind::JetStream(js) = source.kind()
+            && js.error_code() == ErrorCode::STREAM_NOT_FOUND
+        {
+            return Self::StreamMissing {
+                stream: stream.to_owned(),
+            };
+        }
+        Self::Stream {
+            stream: stream.to_owned(),
+            source,
+        }
+    }
 }
 
 /// The subscriber stopped on its own.

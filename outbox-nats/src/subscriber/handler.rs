@@ -1,17 +1,14 @@
 //! Typed handlers behind one object-safe interface, looked up by event name.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
+use std::sync::Arc;
 
+use txoutbox_core::consumer::{ConsumerInbox, Handler, HandlerFuture};
 use txoutbox_core::registry::EventRegistration;
-use txoutbox_core::{DecodeError, Delivery, EventRegistry, HandlerError, IntegrationEvent};
+use txoutbox_core::{DecodeError, Delivery, EventRegistry, IntegrationEvent};
 
 use super::error::SubscriberBuildError;
-
-/// A running handler.
-pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
 
 /// A handler of one event type, with the type erased.
 pub(crate) trait ErasedHandler: Send + Sync {
@@ -25,16 +22,19 @@ pub(crate) trait ErasedHandler: Send + Sync {
         registry: &EventRegistry,
         delivery: Delivery,
     ) -> Result<HandlerFuture, DecodeError>;
+
+    /// The inbox it applies its effects through, if any.
+    fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>>;
 }
 
-/// `F`, a handler of `E`.
-pub(crate) struct Typed<E, F> {
-    handler: F,
+/// `H`, a handler of `E`.
+pub(crate) struct Typed<E, H> {
+    handler: H,
     event: PhantomData<fn(E)>,
 }
 
-impl<E, F> Typed<E, F> {
-    pub(crate) fn new(handler: F) -> Self {
+impl<E, H> Typed<E, H> {
+    pub(crate) fn new(handler: H) -> Self {
         Self {
             handler,
             event: PhantomData,
@@ -42,11 +42,10 @@ impl<E, F> Typed<E, F> {
     }
 }
 
-impl<E, F, Fut> ErasedHandler for Typed<E, F>
+impl<E, H> ErasedHandler for Typed<E, H>
 where
     E: IntegrationEvent,
-    F: Fn(E, Delivery) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    H: Handler<E>,
 {
     fn registration(&self) -> EventRegistration {
         E::REGISTRATION
@@ -63,7 +62,11 @@ where
             message.event_version,
             message.payload.as_bytes(),
         )?;
-        Ok(Box::pin((self.handler)(event, delivery)))
+        Ok(self.handler.call(event, delivery))
+    }
+
+    fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>> {
+        self.handler.inbox()
     }
 }
 
@@ -94,6 +97,27 @@ impl Handlers {
     /// The handler of `event_name`, if any.
     pub(crate) fn get(&self, event_name: &str) -> Option<&dyn ErasedHandler> {
         self.0.get(event_name).map(Box::as_ref)
+    }
+
+    /// The inbox the handlers apply through: the one every inbox handler
+    /// names, or an error when two consumers' inboxes are mixed.
+    pub(crate) fn inbox(&self) -> Result<Option<Arc<dyn ConsumerInbox>>, SubscriberBuildError> {
+        let mut found: Option<Arc<dyn ConsumerInbox>> = None;
+        for inbox in self.0.values().filter_map(|handler| handler.inbox()) {
+            match &found {
+                Some(first) if first.consumer() != inbox.consumer() => {
+                    return Err(SubscriberBuildError::InvalidConfig(format!(
+                        "the handlers apply through the inboxes of two consumers, `{}` and `{}`: \
+                         one subscriber, one inbox",
+                        first.consumer(),
+                        inbox.consumer()
+                    )));
+                }
+                Some(_) => {}
+                None => found = Some(inbox),
+            }
+        }
+        Ok(found)
     }
 
     /// Every handled type's registration.

@@ -7,6 +7,7 @@
 //! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held: received and not yet settled (running, waiting for a handler slot, or waiting behind an earlier message of their aggregate); at most the consumer's `max_ack_pending` |
 //! | `outbox_consumer_ack_failures_total` | counter | `consumer` | acks/naks that could not be sent (the message will be redelivered) |
 //! | `outbox_consumer_held_aggregates` | gauge | `consumer` | aggregates held behind a message that could not be applied, waiting for an operator's release (with [`keep_order`](super::SubscriberBuilder::keep_order)) |
+//! | `outbox_inbox_purged_total` | counter | `consumer` | inbox rows of long-applied messages deleted by the subscriber's [cleanup](super::SubscriberBuilder::cleanup) |
 //!
 //! `event` is the wire name of a handled event, or `unknown` for messages
 //! no handler takes (so garbage cannot create label values). `outcome` is
@@ -15,7 +16,7 @@
 //! | outcome | what happened |
 //! |---|---|
 //! | `handled` | the handler succeeded; acked |
-//! | `ignored` | no handler takes it and the subscriber ignores unhandled events; acked |
+//! | `ignored` | no handler takes it (and the subscriber does not [dead-letter unhandled events](super::SubscriberBuilder::dead_letter_unhandled)); acked |
 //! | `retried` | the handler failed; nakked with a backoff delay |
 //! | `dead_lettered` | published to the dead-letter subject, then terminated |
 //! | `dead_letter_failed` | the dead-letter publish failed; nakked to try again |
@@ -35,6 +36,9 @@ pub const IN_FLIGHT: &str = "outbox_consumer_in_flight";
 pub const ACK_FAILURES_TOTAL: &str = "outbox_consumer_ack_failures_total";
 /// Aggregates held behind a message that could not be applied.
 pub const HELD_AGGREGATES: &str = "outbox_consumer_held_aggregates";
+
+/// Inbox rows deleted by the subscriber's cleanup.
+pub const INBOX_PURGED: &str = "outbox_inbox_purged_total";
 
 /// The `event` label of messages no handler takes.
 pub(crate) const UNKNOWN_EVENT: &str = "unknown";

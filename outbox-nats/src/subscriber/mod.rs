@@ -165,6 +165,7 @@
 
 mod backoff;
 mod builder;
+mod cleanup;
 mod consumer;
 pub mod dead_letter_replay;
 pub mod dead_lettering;
@@ -299,6 +300,7 @@ impl Subscriber {
     /// order and the error is returned.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
         let stop = shutdown.child_token();
+        let cleaning = cleanup::run(Arc::clone(&self.shared), stop.clone());
         let mut loops: futures::stream::FuturesUnordered<_> = self
             .consumers
             .into_iter()
@@ -314,15 +316,20 @@ impl Subscriber {
                 )
             })
             .collect();
-        let mut result = Ok(());
-        while let Some(ended) = futures::StreamExt::next(&mut loops).await {
-            if let Err(err) = ended
-                && result.is_ok()
-            {
-                stop.cancel();
-                result = Err(err);
+        let reading = async {
+            let mut result = Ok(());
+            while let Some(ended) = futures::StreamExt::next(&mut loops).await {
+                if let Err(err) = ended
+                    && result.is_ok()
+                {
+                    stop.cancel();
+                    result = Err(err);
+                }
             }
-        }
+            stop.cancel(); // ends the cleanup
+            result
+        };
+        let (result, ()) = tokio::join!(reading, cleaning);
         result
     }
 

@@ -53,8 +53,10 @@ pub struct SubscriberSettings {
     /// [`SubscriberBuilder::shutdown_timeout`].
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub shutdown_timeout: Option<Duration>,
-    /// [`SubscriberBuilder::ignore_unhandled`] when `true`.
-    pub ignore_unhandled: Option<bool>,
+    /// [`SubscriberBuilder::dead_letter_unhandled`] when `true`.
+    pub dead_letter_unhandled: Option<bool>,
+    /// [`SubscriberBuilder::unordered`] when `true`.
+    pub unordered: Option<bool>,
 }
 
 /// An exponential [`Backoff`] as settings: `initial` doubling up to `max`.
@@ -100,8 +102,11 @@ impl SubscriberBuilder {
         if let Some(timeout) = settings.shutdown_timeout {
             self = self.shutdown_timeout(timeout);
         }
-        if settings.ignore_unhandled == Some(true) {
-            self = self.ignore_unhandled();
+        if settings.dead_letter_unhandled == Some(true) {
+            self = self.dead_letter_unhandled();
+        }
+        if settings.unordered == Some(true) {
+            self = self.unordered();
         }
         self
     }

@@ -1,12 +1,15 @@
 //! What every task of one running subscriber shares.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use txoutbox_core::EventRegistry;
+use txoutbox_core::cleanup::Cleanup;
+use txoutbox_core::consumer::ConsumerInbox;
 
 use super::backoff::Backoff;
 use super::dead_lettering::DeadLetterPolicy;
@@ -41,8 +44,10 @@ pub(crate) struct Shared {
     pub(crate) backoff: Backoff,
     /// What happens to messages that cannot be handled.
     pub(crate) dead_letter: DeadLetterPolicy,
-    /// Ack events no handler takes instead of dead-lettering them.
-    pub(crate) ignore_unhandled: bool,
+    /// Dead-letter events no handler takes instead of acking them.
+    pub(crate) dead_letter_unhandled: bool,
+    /// The unhandled event names already logged (once each).
+    pub(crate) unhandled_seen: Mutex<HashSet<String>>,
     /// How long shutdown waits for running handlers.
     pub(crate) shutdown_timeout: Duration,
     /// What the consumer applied: set, a starting subscriber waits for what
@@ -51,6 +56,8 @@ pub(crate) struct Shared {
     /// Held aggregates and where their messages are parked (set with
     /// `keep_order`).
     pub(crate) holds: Option<Arc<Holds>>,
+    /// The inbox whose applied rows this subscriber deletes, and when.
+    pub(crate) cleanup: Option<(Arc<dyn ConsumerInbox>, Cleanup)>,
 }
 
 impl Shared {

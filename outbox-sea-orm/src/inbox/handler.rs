@@ -23,13 +23,18 @@ use crate::unit_of_work::UnitOfWork;
 /// use txoutbox_sea_orm::UnitOfWork;
 /// use txoutbox_sea_orm::inbox::InboxHandler;
 /// use sea_orm::ConnectionTrait;
+/// use sea_orm::sea_query::Query;
 ///
 /// struct Shipments { table: String }
 ///
 /// impl InboxHandler<OrderShipped> for Shipments {
 ///     async fn handle(&self, event: OrderShipped, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
-///         let sql = format!("INSERT INTO {} (order_id) VALUES ('{}')", self.table, event.order_id);
-///         uow.connection().await?.execute_unprepared(&sql).await?;
+///         let insert = Query::insert()
+///             .into_table(self.table.clone()) // an identifier, quoted
+///             .columns(["order_id"])
+///             .values([event.order_id.into()])? // a value, bound as a parameter
+///             .to_owned();
+///         uow.connection().await?.execute(&insert).await?;
 ///         Ok(())
 ///     }
 /// }
@@ -70,8 +75,10 @@ where
     }
 }
 
-/// A function as an [`InboxHandler`].
-pub(super) struct FnHandler<F>(pub(super) F);
+/// A function as an [`InboxHandler`]: what [`Inbox::handler`](super::Inbox::handler)
+/// wraps a plain `async fn` in.
+#[derive(Debug, Clone)]
+pub struct FnHandler<F>(pub(super) F);
 
 impl<E, F> InboxHandler<E> for FnHandler<F>
 where

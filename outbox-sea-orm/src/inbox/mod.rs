@@ -20,9 +20,10 @@ mod handler;
 mod held;
 mod held_sql;
 mod sql;
+mod subscriber;
 
-use handler::FnHandler;
-pub use handler::{InboxFn, InboxHandler};
+pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub use subscriber::ThroughInbox;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -216,10 +217,15 @@ impl Inbox {
     /// use txoutbox_core::{Delivery, HandlerError};
     /// use txoutbox_sea_orm::{Inbox, UnitOfWork};
     /// use sea_orm::ConnectionTrait;
+    /// use sea_orm::sea_query::{Expr, ExprTrait, Query};
     ///
     /// async fn on_paid(event: OrderPaid, _: Delivery, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
-    ///     let sql = format!("UPDATE orders_view SET paid = TRUE WHERE id = '{}'", event.order_id);
-    ///     uow.connection().await?.execute_unprepared(&sql).await?;
+    ///     let mark_paid = Query::update()
+    ///         .table("orders_view")
+    ///         .value("paid", true)
+    ///         .and_where(Expr::col("id").eq(event.order_id)) // bound, never formatted into the SQL
+    ///         .to_owned();
+    ///     uow.connection().await?.execute(&mark_paid).await?;
     ///     Ok(())
     /// }
     ///
@@ -231,10 +237,7 @@ impl Inbox {
     /// A handler with state: [`handler_with`](Inbox::handler_with) (a type
     /// implementing [`InboxHandler`]) or [`handler_boxed`](Inbox::handler_boxed)
     /// (a closure).
-    pub fn handler<E, F>(
-        &self,
-        handler: F,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler<E, F>(&self, handler: F) -> ThroughInbox<FnHandler<F>>
     where
         E: Send + 'static,
         F: for<'a> InboxFn<'a, E>,
@@ -243,34 +246,18 @@ impl Inbox {
     }
 
     /// [`handler`](Inbox::handler) for a type implementing [`InboxHandler`].
-    pub fn handler_with<E, H>(
-        &self,
-        handler: H,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler_with<E, H>(&self, handler: H) -> ThroughInbox<H>
     where
         E: Send + 'static,
         H: InboxHandler<E>,
     {
-        let inbox = self.clone();
-        let handler = Arc::new(handler);
-        move |event: E, delivery: Delivery| -> InboxFuture<'static> {
-            let (inbox, handler) = (inbox.clone(), Arc::clone(&handler));
-            Box::pin(async move {
-                inbox
-                    .process_with(event, delivery, &*handler)
-                    .await
-                    .map(|_| ())
-            })
-        }
+        ThroughInbox::new(self.clone(), handler)
     }
 
     /// [`handler`](Inbox::handler) for a closure that returns a boxed
     /// future, `|event, delivery, uow| Box::pin(async move { .. })`: a
     /// handler that captures state without a type of its own.
-    pub fn handler_boxed<E, F>(
-        &self,
-        handler: F,
-    ) -> impl Fn(E, Delivery) -> InboxFuture<'static> + Clone + Send + Sync + 'static
+    pub fn handler_boxed<E, F>(&self, handler: F) -> ThroughInbox<FnHandler<F>>
     where
         E: Send + 'static,
         F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,

@@ -6,11 +6,12 @@
 //!
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
-//!     --subject-prefix PREFIX --stream NAME --durable NAME --ack-wait-ms N [--ordered] \
+//!     --subject-prefix PREFIX --stream NAME --durable NAME --ack-wait-ms N [--unordered] \
 //!     [--only-amended] [--partitions N --own K,K,..]
 //! ```
 //!
-//! `--ordered` turns on `keep_order` with the inbox;
+//! The subscriber is wired the default way (inbox handlers, no order-specific
+//! call), so it keeps order; `--unordered` turns that off (`unordered()`);
 //! `--only-amended` handles `OrderAmended` only (`OrderPlaced` is acked
 //! unhandled: a handler with gaps in each aggregate's sequences);
 //! `--partitions N --own 0,3` consumes only partitions 0 and 3 of a stream
@@ -37,7 +38,7 @@ struct Args {
     stream: String,
     durable: String,
     ack_wait: Duration,
-    ordered: bool,
+    unordered: bool,
     only_amended: bool,
     partitions: Option<u32>,
     own: Option<String>,
@@ -50,7 +51,7 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             "--stream" => args.stream = value()?,
             "--durable" => args.durable = value()?,
             "--ack-wait-ms" => args.ack_wait = Duration::from_millis(number(flag, &value()?)?),
-            "--ordered" => args.ordered = true,
+            "--unordered" => args.unordered = true,
             "--only-amended" => args.only_amended = true,
             "--partitions" => args.partitions = Some(number(flag, &value()?)?),
             "--own" => args.own = Some(value()?),
@@ -107,20 +108,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .on(inbox.handler_boxed(move |_: OrderAmended, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery, process).await })
         }));
-    builder = if args.only_amended {
-        builder.ignore_unhandled()
-    } else {
-        builder.on(inbox.handler_boxed(move |_: OrderPlaced, delivery, uow| {
+    // With --only-amended, OrderPlaced is unhandled: acked and counted.
+    if !args.only_amended {
+        builder = builder.on(inbox.handler_boxed(move |_: OrderPlaced, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery, process).await })
-        }))
-    };
+        }));
+    }
     if let (Some(count), Some(own)) = (args.partitions, &args.own) {
         builder = builder.partitions(&common.subject_prefix, Partitions::new(count)?, owned(own)?);
     }
-    if args.ordered {
-        builder = builder.keep_order(inbox.clone());
+    if args.unordered {
+        builder = builder.unordered();
     }
-    let subscriber = builder.build().await?;
+    // Its message, not its Debug form, on standard error.
+    let subscriber = builder
+        .build()
+        .await
+        .map_err(|err| txoutbox_core::ErrorChain(&err).to_string())?;
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(subscriber.run(shutdown.clone()));
     println!("started");

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use processor_support::{
-    Setup, ordered_consumer, shared_setup, spawn_processor, wait_all_published, wait_until,
-    write_orders,
+    Setup, ordered_consumer, shared_setup, spawn_processor, try_consumer, wait_all_published,
+    wait_until, write_orders,
 };
 use txoutbox_suite::Backend;
 
@@ -111,4 +111,59 @@ async fn a_handler_of_some_events_is_not_held_up_by_the_gaps_it_never_sees() {
     delete_dead_letters(&setup).await;
     assert_in_order(&applied, &(2..=EVENTS as i64).collect::<Vec<_>>());
     println!("done in {:?}", started.elapsed());
+}
+
+/// One reader per durable that keeps order: a second process on it is
+/// refused at start, naming the ways out; a replacement for one killed
+/// (SIGKILL) starts at once, its pull requests having gone with its
+/// connection; processes that opt out with `--unordered` share the durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ordered_process_on_one_durable_is_refused_a_replacement_is_not() {
+    let setup = shared_setup(Backend::Postgres).await;
+    txoutbox_suite::effects::create_table(&setup.test).await;
+    let mut first = ordered_consumer(&setup, &[]).await;
+    let stream = setup
+        .stream
+        .jetstream
+        .get_stream(&setup.stream.name)
+        .await
+        .expect("the stream");
+    wait_until(Duration::from_secs(5), "the first one pulls", || async {
+        stream
+            .consumer_info("effects")
+            .await
+            .is_ok_and(|info| info.num_waiting > 0)
+    })
+    .await;
+    let refused = match try_consumer(&setup, &[]).await {
+        Ok(_) => panic!("a second ordered reader of the durable started"),
+        Err(output) => output,
+    };
+    assert!(
+        refused.contains("is being read by another process")
+            && refused.contains("partitions(")
+            && refused.contains("unordered()"),
+        "{refused}"
+    );
+
+    first.kill();
+    let killed = std::time::Instant::now();
+    let second = try_consumer(&setup, &[])
+        .await
+        .expect("a replacement starts at once after a crash");
+    println!(
+        "second reader refused; replacement started {:.2} s after the first was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    second.stop();
+
+    let a = try_consumer(&setup, &["--unordered"])
+        .await
+        .expect("an unordered reader");
+    let b = try_consumer(&setup, &["--unordered"])
+        .await
+        .expect("unordered readers share the durable");
+    a.stop();
+    b.stop();
+    delete_dead_letters(&setup).await;
 }

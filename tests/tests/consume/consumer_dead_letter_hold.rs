@@ -58,7 +58,6 @@ async fn subscribe(fixture: &SubscriberFixture, inbox: &Inbox, world: &World) ->
     let world = world.clone();
     fixture
         .subscriber()
-        .keep_order(inbox.clone())
         .on(
             inbox.handler_boxed(move |event: StepRecorded, delivery, uow| {
                 let world = world.clone();

@@ -20,6 +20,7 @@ async fn build_fails_when_no_stream_captures_the_dead_letter_subject() {
     let fx = SubscriberFixture::shared().await;
     let durable = format!("{}_orphan", fx.durable);
     let err = Subscriber::builder(fx.jetstream.clone(), &durable)
+        .unordered()
         .stream(&fx.stream)
         .on(rejecting)
         .build()
@@ -55,6 +56,7 @@ async fn dead_letter_stream_is_created_and_keeps_them() {
     // A spec that does not capture the subject is refused.
     let wrong = StreamSpec::new(&name, ["dlq.somebody-else"]).storage(StorageType::Memory);
     let err = Subscriber::builder(fx.jetstream.clone(), &durable)
+        .unordered()
         .stream(&fx.stream)
         .dead_letter_stream(wrong)
         .on(rejecting)
@@ -67,6 +69,7 @@ async fn dead_letter_stream_is_created_and_keeps_them() {
     );
 
     let running = Subscriber::builder(fx.jetstream.clone(), &durable)
+        .unordered()
         .stream(&fx.stream)
         .ack_wait(Duration::from_secs(2))
         .dead_letter_stream(spec)

@@ -15,6 +15,7 @@ use sea_orm::ConnectionTrait;
 use sea_orm_migration::MigratorTrait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+use txoutbox_core::consumer::{Handler, HandlerFuture};
 use txoutbox_core::{
     AggregateRef, Delivery, HandlerError, IntegrationEvent, MessageContext, MessageId,
     OutboxMessage, PendingMessage, SubjectPrefix, wire,
@@ -322,10 +323,7 @@ impl Probe {
     fn handler(
         &self,
         inbox: &Inbox,
-    ) -> impl Fn(PaymentReceived, Delivery) -> txoutbox_sea_orm::inbox::InboxFuture<'static>
-    + Send
-    + Sync
-    + 'static {
+    ) -> impl Fn(PaymentReceived, Delivery) -> HandlerFuture + Send + Sync + 'static {
         let runs = Arc::clone(&self.runs);
         let applied = inbox.handler_boxed(move |event: PaymentReceived, delivery, uow| {
             runs.fetch_add(1, Ordering::SeqCst);
@@ -338,12 +336,14 @@ impl Probe {
                 .lock()
                 .unwrap()
                 .push((delivery.message_id(), delivery.delivery_count()));
-            applied(event, delivery)
+            applied.call(event, delivery)
         }
     }
-    /// A subscriber on `fx` with this probe's [`handler`](Self::handler).
+    /// A subscriber on `fx` with this probe's [`handler`](Self::handler)
+    /// (wrapped, so the subscriber does not see the inbox: unordered).
     async fn spawn(&self, fx: &SubscriberFixture, inbox: &Inbox) -> RunningSubscriber {
         fx.subscriber()
+            .unordered()
             .on(self.handler(inbox))
             .build()
             .await
@@ -427,6 +427,7 @@ async fn a_redelivery_after_a_lost_ack_is_applied_once(test: TestDb) {
     };
     let crashed = fx
         .subscriber()
+        .unordered()
         .on(commit_then_hang)
         .build()
         .await
@@ -501,7 +502,14 @@ async fn a_crash_mid_handler_loses_nothing_and_applies_nothing_twice(test: TestD
             })
         })
     };
-    let first = fx.subscriber().on(sleeper).build().await.unwrap().spawn();
+    let first = fx
+        .subscriber()
+        .unordered()
+        .on(sleeper)
+        .build()
+        .await
+        .unwrap()
+        .spawn();
     stuck.notified().await;
     first.abort();
     server.kill();

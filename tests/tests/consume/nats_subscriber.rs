@@ -158,6 +158,7 @@ async fn dispatches_by_type_and_version_with_upcasts() {
     let (placed, payments) = (log(), log());
     let running = fx
         .subscriber()
+        .unordered()
         .on(recorder::<OrderPlaced>(&placed))
         .on(recorder::<Paid>(&payments))
         .start()
@@ -238,6 +239,7 @@ async fn a_failing_handler_is_retried_with_growing_delays() {
     let attempts: Log<(u64, Instant)> = log();
     let running = fx
         .subscriber()
+        .unordered()
         .backoff(txoutbox_nats::subscriber::Backoff::exponential(
             Duration::from_millis(300),
             Duration::from_secs(5),
@@ -290,6 +292,7 @@ async fn an_always_failing_handler_is_dead_lettered_after_max_deliver() {
     let counted = Arc::clone(&calls);
     let running = fx
         .subscriber()
+        .unordered()
         .max_deliver(3)
         .on(move |_: Step, delivery: Delivery| {
             counted.fetch_add(1, Ordering::SeqCst);
@@ -368,7 +371,7 @@ async fn permanent_errors_dead_letter_at_once_and_panics_are_retried() {
             }
         }
     });
-    let running = fx.subscriber().on(handler).start().await;
+    let running = fx.subscriber().unordered().on(handler).start().await;
     let dead = fx.dead_letters(1).await;
     fx.settle_and_shut_down(running).await;
 
@@ -464,6 +467,8 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     let payments = log();
     let running = fx
         .subscriber()
+        .unordered()
+        .dead_letter_unhandled()
         .on(recorder::<Paid>(&payments))
         .start()
         .await;
@@ -539,10 +544,12 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     fx.delete().await;
 }
 
-/// With `ignore_unhandled`, well-formed events nobody handles are acked,
-/// while undecodable ones are still dead-lettered.
+/// By default, well-formed events nobody handles (a registered type no
+/// handler takes, a name nobody registered) are acked and counted, while
+/// undecodable ones are still dead-lettered; the handled event after them
+/// is handled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ignore_unhandled_acks_unwanted_events_only() {
+async fn unhandled_events_are_acked_and_counted_by_default() {
     snapshotter();
     let fx = SubscriberFixture::shared().await;
     fx.publish(&fx.message(
@@ -553,23 +560,48 @@ async fn ignore_unhandled_acks_unwanted_events_only() {
         1,
     ))
     .await;
+    let mut unknown = fx.message(
+        &Paid {
+            order_id: "o-2".into(),
+            cents: 1,
+        },
+        "o-2",
+        1,
+    );
+    unknown.event_name = "sub.never.heard.of".into();
+    fx.publish(&unknown).await;
     fx.publish_raw(&format!("{}.x", fx.prefix), vec![], b"junk")
         .await;
+    fx.publish(&fx.message(
+        &Paid {
+            order_id: "o-3".into(),
+            cents: 1,
+        },
+        "o-3",
+        1,
+    ))
+    .await;
     let payments = log();
     let running = fx
         .subscriber()
-        .ignore_unhandled()
+        .unordered()
         .on(recorder::<Paid>(&payments))
         .start()
         .await;
     let dead = fx.dead_letters(1).await;
+    eventually("the handled one", Duration::from_secs(5), || async {
+        len(&payments) == 1
+    })
+    .await;
     fx.settle_and_shut_down(running).await;
+    assert_eq!(dead.len(), 1, "only the garbage is dead");
     assert_eq!(
         header(&dead[0], dead_lettering::KIND),
         Some("invalid-envelope")
     );
     let counts = handled_counts(&fx.durable);
-    assert_eq!(counts.get("ignored"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("ignored"), Some(&2), "{counts:?}");
+    assert_eq!(counts.get("handled"), Some(&1), "{counts:?}");
     fx.delete().await;
 }
 
@@ -583,6 +615,7 @@ async fn the_terminate_policy_publishes_no_copy() {
     let payments = log();
     let running = fx
         .subscriber()
+        .unordered()
         .dead_letter(DeadLetterPolicy::terminate())
         .on(recorder::<Paid>(&payments))
         .start()
@@ -620,6 +653,7 @@ async fn each_aggregate_is_handled_in_order_with_concurrency() {
     );
     let running = fx
         .subscriber()
+        .unordered()
         .max_in_flight(16)
         .on(move |step: Step, delivery: Delivery| {
             let (seen, now, peak) = (Arc::clone(&seen), Arc::clone(&now), Arc::clone(&peak));
@@ -680,6 +714,7 @@ async fn long_handlers_are_kept_alive_with_progress_acks() {
     let calls: Log<(u64, u64)> = log();
     let running = fx
         .subscriber()
+        .unordered()
         .ack_wait(Duration::from_millis(1200))
         .max_in_flight(2)
         .on(logging_handler(&calls, |step, delivery, seen| async move {
@@ -721,6 +756,7 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
     let signal = Arc::clone(&started);
     let running = fx
         .subscriber()
+        .unordered()
         .on(logging_handler(&handled, move |step, delivery, seen| {
             let signal = Arc::clone(&signal);
             async move {
@@ -747,7 +783,12 @@ async fn shutdown_finishes_the_running_handler_and_hands_back_the_rest() {
     );
 
     let rest = log();
-    let again = fx.subscriber().on(recorder::<Step>(&rest)).start().await;
+    let again = fx
+        .subscriber()
+        .unordered()
+        .on(recorder::<Step>(&rest))
+        .start()
+        .await;
     eventually("the other five", Duration::from_secs(6), || async {
         let steps: std::collections::BTreeSet<u64> =
             rest.lock().unwrap().iter().map(|(s, _)| s.n).collect();
@@ -771,6 +812,7 @@ async fn shutdown_abandons_handlers_at_the_deadline() {
     let signal = Arc::clone(&started);
     let running = fx
         .subscriber()
+        .unordered()
         .ack_wait(Duration::from_secs(30))
         .shutdown_timeout(Duration::from_millis(300))
         .on(move |_: Step, _: Delivery| {
@@ -789,6 +831,7 @@ async fn shutdown_abandons_handlers_at_the_deadline() {
     let again = log();
     let next = fx
         .subscriber()
+        .unordered()
         .ack_wait(Duration::from_secs(30))
         .on(recorder::<Step>(&again))
         .start()
@@ -815,6 +858,7 @@ async fn build_creates_then_verifies_the_consumer() {
     let payments = log();
     let first = fx
         .subscriber()
+        .unordered()
         .max_deliver(4)
         .on(recorder::<Paid>(&payments))
         .build()
@@ -827,6 +871,7 @@ async fn build_creates_then_verifies_the_consumer() {
         (4, Duration::from_secs(2))
     );
     fx.subscriber()
+        .unordered()
         .max_deliver(4)
         .on(recorder::<Paid>(&payments))
         .build()
@@ -843,20 +888,46 @@ async fn build_creates_then_verifies_the_consumer() {
     };
     let mismatch = refused(
         fx.subscriber()
+            .unordered()
             .max_deliver(4)
             .ack_wait(Duration::from_secs(3)),
     )
     .await;
     assert_consumer_mismatch(&mismatch, "ack_wait");
 
-    let missing = refused(fx.subscriber().stream("NO_SUCH_STREAM_EVER")).await;
+    let missing = refused(fx.subscriber().unordered().stream("NO_SUCH_STREAM_EVER")).await;
     assert!(
-        matches!(missing, SubscriberBuildError::Stream { .. }),
+        matches!(&missing, SubscriberBuildError::StreamMissing { stream } if stream == "NO_SUCH_STREAM_EVER"),
         "{missing}"
+    );
+    assert!(
+        missing
+            .to_string()
+            .contains("outbox stream ensure --stream NO_SUCH_STREAM_EVER"),
+        "names what to run: {missing}"
+    );
+
+    // Handlers without an inbox, and no `unordered()`: refused, naming both
+    // ways out.
+    let no_inbox = fx
+        .subscriber()
+        .on(recorder::<Paid>(&payments))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(no_inbox, SubscriberBuildError::NoInbox { .. }),
+        "{no_inbox}"
+    );
+    let text = no_inbox.to_string();
+    assert!(
+        text.contains("inbox.handler(f)") && text.contains(".unordered()"),
+        "{text}"
     );
 
     let twice = fx
         .subscriber()
+        .unordered()
         .on(recorder::<OrderPlacedV1>(&log()))
         .on(recorder::<OrderPlaced>(&log()))
         .build()
@@ -874,7 +945,12 @@ async fn build_creates_then_verifies_the_consumer() {
     );
 
     let dead_letters_to_itself = DeadLetterPolicy::publish_to(format!("{}.dead", fx.prefix));
-    let looping = refused(fx.subscriber().dead_letter(dead_letters_to_itself)).await;
+    let looping = refused(
+        fx.subscriber()
+            .unordered()
+            .dead_letter(dead_letters_to_itself),
+    )
+    .await;
     assert!(
         matches!(looping, SubscriberBuildError::InvalidConfig(_)),
         "{looping}"
@@ -884,12 +960,18 @@ async fn build_creates_then_verifies_the_consumer() {
     let four = txoutbox_core::Partitions::new(4).expect("4 partitions");
     let partition_refusals = [
         (
-            fx.subscriber().partitions(&fx.prefix, four, [1, 4]),
+            fx.subscriber()
+                .unordered()
+                .partitions(&fx.prefix, four, [1, 4]),
             "out of range",
         ),
-        (fx.subscriber().partitions(&fx.prefix, four, []), "empty"),
+        (
+            fx.subscriber().unordered().partitions(&fx.prefix, four, []),
+            "empty",
+        ),
         (
             fx.subscriber()
+                .unordered()
                 .filter_subject(format!("{}.>", fx.prefix))
                 .partitions(&fx.prefix, four, [0]),
             "exclude each other",

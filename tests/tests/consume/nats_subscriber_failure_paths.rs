@@ -187,7 +187,7 @@ async fn a_failing_aggregate_is_held_without_spending_deliveries() {
     }
     let calls = run_until_handled(
         &fx,
-        fx.subscriber().max_in_flight(4).max_deliver(4),
+        fx.subscriber().unordered().max_in_flight(4).max_deliver(4),
         (STEPS + 3) as usize,
         Duration::from_secs(15),
         |aggregate, n, attempt| aggregate == "a" && (attempt == 1 || (n == 1 && attempt <= 3)),
@@ -244,6 +244,7 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
     let calls: Calls = Arc::default();
     let builder = || {
         fx.subscriber()
+            .unordered()
             .ack_wait(Duration::from_secs(1))
             .max_in_flight(2)
             .max_ack_pending(8)
@@ -328,6 +329,7 @@ async fn a_backlog_beyond_max_ack_pending_waits_in_the_window() {
         .await
         .unwrap();
     Subscriber::builder(fx.jetstream.clone(), legacy)
+        .unordered()
         .stream(&fx.stream)
         .ack_wait(Duration::from_secs(2))
         // The fixture's dead-letter stream captures the fixture's durable only.
@@ -357,6 +359,7 @@ async fn messages_waiting_for_a_handler_slot_are_kept_alive() {
     let calls = run_until_handled(
         &fx,
         fx.subscriber()
+            .unordered()
             .ack_wait(Duration::from_secs(1))
             .max_in_flight(2),
         AGGREGATES as usize,
@@ -399,6 +402,7 @@ async fn a_returning_message_waits_for_a_slot_and_keeps_its_place() {
     let calls = run_until_handled(
         &fx,
         fx.subscriber()
+            .unordered()
             .ack_wait(Duration::from_secs(1))
             .max_in_flight(2),
         4,
@@ -466,7 +470,12 @@ async fn a_message_without_readable_metadata_is_terminated() {
     client.flush().await.unwrap();
 
     let calls: Calls = Arc::default();
-    let running = fx.subscriber().on(quick_handler(&calls)).start().await;
+    let running = fx
+        .subscriber()
+        .unordered()
+        .on(quick_handler(&calls))
+        .start()
+        .await;
     let pull = tokio::time::timeout(Duration::from_secs(5), pulls.next())
         .await
         .expect("the subscriber pulls")

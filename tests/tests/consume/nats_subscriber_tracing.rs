@@ -44,6 +44,7 @@ async fn the_span_continues_the_producers_trace() {
     let seen = Arc::clone(&handled);
     let running = fx
         .subscriber()
+        .unordered()
         .on(move |event: Traced, _: Delivery| {
             seen.lock().unwrap().push(event.n);
             std::future::ready(Ok::<(), HandlerError>(()))

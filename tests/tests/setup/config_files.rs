@@ -60,7 +60,7 @@ async fn a_subscriber_from_a_file() {
     let fx = SubscriberFixture::shared().await;
     let settings: SubscriberSettings = serde_json::from_str(&format!(
         r#"{{ "stream": "{}", "ack_wait": "45s", "max_deliver": 8, "max_ack_pending": 300,
-            "backoff": {{ "initial": "200ms", "max": "1m" }}, "ignore_unhandled": true }}"#,
+            "backoff": {{ "initial": "200ms", "max": "1m" }}, "unordered": true }}"#,
         fx.stream
     ))
     .unwrap();

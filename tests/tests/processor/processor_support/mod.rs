@@ -550,12 +550,23 @@ pub(crate) async fn processor_process(
 }
 
 /// Starts the `outbox-test-consumer` binary on `setup`'s schema and
-/// stream: durable `effects`, ack wait 3 s, `keep_order` (`--ordered`),
-/// plus `extra` arguments (see the binary).
+/// stream: durable `effects`, ack wait 3 s, wired the default way (inbox
+/// handlers: order kept), plus `extra` arguments (see the binary).
 pub(crate) async fn ordered_consumer(
     setup: &Setup,
     extra: &[&str],
 ) -> txoutbox_suite::process::ProcessorProcess {
+    match try_consumer(setup, extra).await {
+        Ok(started) => started,
+        Err(output) => panic!("the consumer did not start: {output}"),
+    }
+}
+
+/// [`ordered_consumer`], or what the process wrote when it did not start.
+pub(crate) async fn try_consumer(
+    setup: &Setup,
+    extra: &[&str],
+) -> Result<txoutbox_suite::process::ProcessorProcess, String> {
     let mut args = vec![
         "--stream",
         &setup.stream.name,
@@ -563,10 +574,9 @@ pub(crate) async fn ordered_consumer(
         "effects",
         "--ack-wait-ms",
         "3000",
-        "--ordered",
     ];
     args.extend_from_slice(extra);
-    txoutbox_suite::process::ProcessorProcess::start(
+    txoutbox_suite::process::ProcessorProcess::try_start(
         env!("CARGO_BIN_EXE_outbox-test-consumer"),
         &setup.test,
         &setup.stream.prefix,

@@ -1,0 +1,26 @@
+//! [`ConsumerInbox`]: a consumer's inbox as a subscriber uses it.
+
+use std::time::Duration;
+
+use super::applied::AppliedMessages;
+use super::held::{HeldFuture, HeldMessages};
+
+/// A consumer's inbox as a typed subscriber uses it: the messages it
+/// applied ([`AppliedMessages`]: the restart guard that keeps each
+/// aggregate's messages in order across crashes), the aggregates it holds
+/// behind a message it could not apply ([`HeldMessages`]), its schema check
+/// and its cleanup. `txoutbox_sea_orm::Inbox` implements it; a subscriber
+/// gets it from the inbox's handlers, so no separate call wires it.
+pub trait ConsumerInbox: AppliedMessages + HeldMessages {
+    /// The consumer name the inbox records rows under.
+    fn consumer(&self) -> &str;
+
+    /// Checks that the tables the inbox needs exist, with the columns it
+    /// uses; the error names what to run when they do not. A subscriber
+    /// calls it when it is built.
+    fn check_schema(&self) -> HeldFuture<()>;
+
+    /// Deletes rows of messages applied more than `older_than` ago, at
+    /// most `batch_size` per statement; returns how many.
+    fn purge_applied(&self, older_than: Duration, batch_size: u32) -> HeldFuture<u64>;
+}

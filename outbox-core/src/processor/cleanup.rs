@@ -1,0 +1,81 @@
+//! The outbox's upkeep: the processor deletes published rows past their
+//! age, in bounded batches, while it runs (see [`Cleanup`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ErrorChain;
+use crate::cleanup::Cleanup;
+use crate::store::{OutboxAdmin, StoreError};
+
+/// Deletes published rows older than the age, at most the batch size per
+/// statement; returns how many.
+type Purge = Arc<
+    dyn Fn(Duration, u32) -> Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A store's published-row purge with its schedule.
+#[derive(Clone)]
+pub(super) struct PublishedCleanup {
+    cleanup: Cleanup,
+    purge: Purge,
+}
+
+impl std::fmt::Debug for PublishedCleanup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublishedCleanup")
+            .field("cleanup", &self.cleanup)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PublishedCleanup {
+    pub(super) fn new<S: OutboxAdmin + Clone + 'static>(store: S, cleanup: Cleanup) -> Self {
+        let purge: Purge = Arc::new(move |older_than, batch| {
+            let store = store.clone();
+            Box::pin(async move { store.purge_published(older_than, batch).await })
+        });
+        Self { cleanup, purge }
+    }
+
+    /// When and what it deletes.
+    pub(super) fn schedule(&self) -> Cleanup {
+        self.cleanup
+    }
+
+    /// Purges every [`Cleanup::every`] until `stop` is cancelled. A failed
+    /// pass is logged and tried again at the next one.
+    pub(super) async fn run(self, stop: CancellationToken) {
+        let mut first = true;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.cleanup.pause(first)) => {}
+            }
+            first = false;
+            let purging =
+                (self.purge)(self.cleanup.older_than(), self.cleanup.rows_per_statement());
+            let purged = tokio::select! {
+                () = stop.cancelled() => return,
+                purged = purging => purged,
+            };
+            match purged {
+                Ok(0) => {}
+                Ok(rows) => {
+                    tracing::debug!(rows, "outbox: published rows past their age deleted");
+                    metrics::counter!(super::metrics::PURGED_TOTAL).increment(rows);
+                }
+                Err(err) => tracing::warn!(
+                    error = %ErrorChain(&err),
+                    "outbox cleanup failed; trying again at the next pass"
+                ),
+            }
+        }
+    }
+}
