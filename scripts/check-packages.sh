@@ -20,7 +20,7 @@ step() {
 
 # Published packages, in dependency order (folder names stay outbox-*).
 LIBS=(-p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm
-      -p txoutbox-nats -p txoutbox-testing -p txoutbox)
+      -p txoutbox-nats -p txoutbox-axum -p txoutbox-testing -p txoutbox)
 
 # 1. Features. `--no-dev-deps` builds each crate as a dependency, without the
 # dev-dependencies whose features would hide a missing one (cargo-hack edits
@@ -35,10 +35,11 @@ cargo hack clippy --each-feature --no-dev-deps \
     -p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm -p txoutbox-testing \
     -- -D warnings
 # txoutbox-nats needs one TLS backend (async-nats refuses to build without
-# one): every feature alone and in pairs, each set with `ring` or `aws-lc-rs`.
-step "features: txoutbox-nats, with either TLS backend"
+# one), and so does txoutbox-axum, which passes the choice on to it: every
+# feature alone and in pairs, each set with `ring` or `aws-lc-rs`.
+step "features: txoutbox-nats and txoutbox-axum, with either TLS backend"
 cargo hack clippy --feature-powerset --depth 2 --at-least-one-of ring,aws-lc-rs \
-    --exclude-features default --no-dev-deps -p txoutbox-nats -- -D warnings
+    --exclude-features default --no-dev-deps -p txoutbox-nats -p txoutbox-axum -- -D warnings
 # The facade: each feature alone, and with `nats` (the TLS backend's features
 # are each other's alternatives: `nats-aws-lc-rs` alone).
 step "features: txoutbox, each one on its own"

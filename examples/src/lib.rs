@@ -5,9 +5,11 @@
 //! `OrderPlaced`, `OrderPaid`, `OrderShipped` and `OrderCancelled`, stored
 //! through [`orders_table`] and read back by consumers into
 //! [`read_model`]. [`support`] finds (or starts) the database and NATS.
-//! [`ops_http`] serves a service's `/metrics` and `/health`.
+//! [`ops_http`] serves a service's `/metrics` and `/health`;
+//! [`order_service`] is the `axum_service` example's app.
 
 pub mod ops_http;
+pub mod order_service;
 pub mod orders;
 pub mod orders_table;
 pub mod read_model;

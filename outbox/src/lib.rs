@@ -34,8 +34,8 @@
 //! handler is given and returns, and what an inbox tells a subscriber that
 //! keeps order),
 //! [`processor`], [`store`] and [`publisher`] (the processor and the traits
-//! it runs on), [`wire`] (header names), [`sea_orm`], [`nats`] and
-//! [`testing`] (the integrations, whole).
+//! it runs on), [`wire`] (header names), [`sea_orm`], [`nats`],
+//! [`testing`] and [`axum`] (the integrations, whole).
 //!
 //! # Example
 //!
@@ -92,6 +92,7 @@
         feature = "sea-orm",
         feature = "nats",
         feature = "testing",
+        feature = "axum",
         feature = "opentelemetry",
         feature = "schema"
     )),
@@ -147,6 +148,13 @@ pub use txoutbox_sea_orm as sea_orm;
 #[cfg(any(feature = "nats", feature = "nats-aws-lc-rs"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "nats", feature = "nats-aws-lc-rs"))))]
 pub use txoutbox_nats as nats;
+
+/// The axum runtime, whole: a `Runtime` that owns the processor and the
+/// subscribers, their health and metrics routes, and their ordered
+/// shutdown after the server's.
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use txoutbox_axum as axum;
 
 /// The testing kit, whole: an in-memory store and broker by the real
 /// contracts, `drain()` on the real processor, a test clock, fault

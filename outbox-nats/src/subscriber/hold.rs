@@ -65,6 +65,12 @@ impl Holds {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many aggregates are held, as of the last refresh (for the
+    /// subscriber's health).
+    pub(crate) fn count(&self) -> usize {
+        self.held().len()
+    }
+
     /// Whether `key`'s aggregate is held (a cheap check on every message).
     pub(crate) fn is_held(&self, key: &LaneKey) -> bool {
         let held = self.held();

@@ -173,6 +173,7 @@ mod dispatch;
 mod error;
 mod fetch;
 mod handler;
+mod health;
 mod hold;
 pub mod metrics;
 mod ordering;
@@ -194,6 +195,7 @@ pub use backoff::Backoff;
 pub use builder::SubscriberBuilder;
 pub use dead_lettering::{DeadLetterKind, DeadLetterPolicy};
 pub use error::{SubscriberBuildError, SubscriberError};
+pub use health::{ConsumerLag, SubscriberHealth, SubscriberProbe};
 pub use settings::{BackoffSettings, SubscriberSettings};
 
 use shared::Shared;
@@ -334,9 +336,11 @@ impl Subscriber {
     /// Runs on a task of its own.
     pub fn spawn(self) -> RunningSubscriber {
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(self.run(shutdown.clone()));
+        let health = SubscriberProbe::new(Arc::clone(&self.shared), self.consumers());
+        let task = tokio::spawn(health.watch(self.run(shutdown.clone())));
         RunningSubscriber {
             shutdown,
+            health,
             task: Some(task),
         }
     }
@@ -347,6 +351,7 @@ impl Subscriber {
 #[derive(Debug)]
 pub struct RunningSubscriber {
     shutdown: CancellationToken,
+    health: SubscriberProbe,
     task: Option<JoinHandle<Result<(), SubscriberError>>>,
 }
 
@@ -367,6 +372,12 @@ impl RunningSubscriber {
             Some(task) => task.await?,
             None => Ok(()),
         }
+    }
+
+    /// Its [`SubscriberProbe`]: whether it runs, is connected and its
+    /// consumer is on the server; its lag and held aggregates.
+    pub fn health(&self) -> SubscriberProbe {
+        self.health.clone()
     }
 
     /// The token that shuts it down, to share with other shutdown logic.

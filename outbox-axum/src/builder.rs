@@ -1,0 +1,191 @@
+//! [`RuntimeBuilder`]: what a [`Runtime`] owns, and how it judges them.
+
+use std::time::Duration;
+
+use futures::future::{BoxFuture, Either};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+use txoutbox_core::processor::{HealthThresholds, ProcessorBuildError, ProcessorHandle};
+use txoutbox_nats::subscriber::{RunningSubscriber, Subscriber, SubscriberBuildError};
+
+use crate::health::RuntimeHealth;
+use crate::runtime::Runtime;
+use crate::source::{ProcessorSource, SubscriberSource};
+use crate::{RuntimeError, metrics};
+
+/// The longest a readiness check waits for the NATS server by default.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+type SpawnProcessor = Box<dyn FnOnce() -> Result<ProcessorHandle, ProcessorBuildError> + Send>;
+type BuildSubscriber =
+    BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>;
+
+/// Builds a [`Runtime`]: from [`Runtime::builder`], then
+/// [`start`](Self::start).
+///
+/// ```no_run
+/// # async fn run(
+/// #     outbox: txoutbox_core::processor::ProcessorBuilder<impl txoutbox_core::store::OutboxStore + 'static, impl txoutbox_core::publisher::Publisher>,
+/// #     billing: txoutbox_nats::subscriber::SubscriberBuilder,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use txoutbox_axum::Runtime;
+/// use txoutbox_core::processor::HealthThresholds;
+///
+/// let runtime = Runtime::builder()
+///     .processor(outbox)          // e.g. `outbox.processor(publisher)`: built and spawned by `start`
+///     .subscriber(billing)        // e.g. `Subscriber::builder(nats, "billing")...`: built by `start`
+///     .health_thresholds(HealthThresholds::default().max_oldest_pending_age(Duration::from_secs(30)))
+///     .start()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until `start`"]
+pub struct RuntimeBuilder {
+    processor: Option<SpawnProcessor>,
+    subscribers: Vec<BuildSubscriber>,
+    metrics: Option<PrometheusHandle>,
+    thresholds: HealthThresholds,
+    probe_timeout: Duration,
+    shutdown: CancellationToken,
+    signals: bool,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("processor", &self.processor.is_some())
+            .field("subscribers", &self.subscribers.len())
+            .field("thresholds", &self.thresholds)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("signals", &self.signals)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        Self {
+            processor: None,
+            subscribers: Vec::new(),
+            metrics: None,
+            thresholds: HealthThresholds::default(),
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
+            shutdown: CancellationToken::new(),
+            signals: true,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// The processor: a `ProcessorBuilder` (`outbox.processor(publisher)`,
+    /// tuned as needed), a built `Processor`, or a running
+    /// `ProcessorHandle`. One per runtime; a second call replaces the
+    /// first.
+    pub fn processor(mut self, processor: impl ProcessorSource) -> Self {
+        self.processor = Some(Box::new(move || processor.spawn_processor()));
+        self
+    }
+
+    /// A subscriber: a `SubscriberBuilder` (`Subscriber::builder(..)...`,
+    /// without `.build()`), a built `Subscriber`, or a `RunningSubscriber`.
+    /// As many as the service has; they are built in the order added.
+    pub fn subscriber(mut self, subscriber: impl SubscriberSource) -> Self {
+        self.subscribers.push(subscriber.build_subscriber());
+        self
+    }
+
+    /// Renders `/metrics` from this handle: the recorder the application
+    /// installed itself. Without it, [`start`](Self::start) installs a
+    /// `metrics-exporter-prometheus` recorder once per process (every
+    /// runtime of the process shares it) and drains its histograms while
+    /// the runtime runs. Install your own before anything records to also
+    /// see what was recorded before `start`.
+    pub fn metrics(mut self, handle: PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
+    }
+
+    /// What counts as a healthy processor in `/health/ready` (default:
+    /// [`HealthThresholds::default`]: a claim at most 10 s ago, nothing
+    /// pending for longer than 60 s; the oldest pending age is known only
+    /// with the processor's `stats_interval`).
+    pub fn health_thresholds(mut self, thresholds: HealthThresholds) -> Self {
+        self.thresholds = thresholds;
+        self
+    }
+
+    /// How long `/health/ready` waits, at most, for the NATS server's
+    /// answer about each subscriber's consumer (default
+    /// [`DEFAULT_PROBE_TIMEOUT`], 500 ms: under Kubernetes' default probe
+    /// timeout of 1 s).
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.probe_timeout = timeout;
+        self
+    }
+
+    /// Shuts down when `token` is cancelled too (the application's own
+    /// shutdown token); [`Runtime::shutdown_token`] returns it.
+    pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+
+    /// Whether [`Runtime::shutdown_signal`] listens for SIGTERM and Ctrl-C
+    /// (default `true`); with `false` it waits for the token alone, for an
+    /// application that handles signals itself.
+    pub fn handle_signals(mut self, signals: bool) -> Self {
+        self.signals = signals;
+        self
+    }
+
+    /// Builds the subscribers (creating or verifying their consumers) and
+    /// the processor, installs the Prometheus recorder (unless given one),
+    /// and spawns them all.
+    ///
+    /// On an error nothing of the runtime runs: what it had built is
+    /// dropped unspawned, and a part given already running is dropped,
+    /// which shuts it down in the background.
+    pub async fn start(self) -> Result<Runtime, RuntimeError> {
+        let (metrics, upkeep) = match self.metrics {
+            Some(handle) => (handle, None),
+            None => {
+                let handle = metrics::installed()?;
+                (handle.clone(), Some(handle))
+            }
+        };
+        let mut built = Vec::with_capacity(self.subscribers.len());
+        for subscriber in self.subscribers {
+            built.push(subscriber.await?);
+        }
+        let processor = self.processor.map(|spawn| spawn()).transpose()?;
+        let subscribers: Vec<RunningSubscriber> = built
+            .into_iter()
+            .map(|subscriber| match subscriber {
+                Either::Left(built) => built.spawn(),
+                Either::Right(running) => running,
+            })
+            .collect();
+        let health = RuntimeHealth::new(
+            processor.as_ref().map(ProcessorHandle::health),
+            subscribers.iter().map(RunningSubscriber::health).collect(),
+            self.thresholds,
+            self.probe_timeout,
+            self.shutdown.clone(),
+        );
+        tracing::info!(
+            processor = processor.is_some(),
+            subscribers = subscribers.len(),
+            "outbox runtime started"
+        );
+        Ok(Runtime::new(
+            health,
+            metrics,
+            upkeep.map(|handle| tokio::spawn(metrics::upkeep(handle))),
+            processor,
+            subscribers,
+            self.shutdown,
+            self.signals,
+        ))
+    }
+}

@@ -1,0 +1,42 @@
+//! [`RuntimeError`]: what starting or stopping a [`Runtime`](crate::Runtime)
+//! can fail with.
+
+use txoutbox_core::processor::{ProcessorBuildError, ProcessorError};
+use txoutbox_nats::subscriber::{SubscriberBuildError, SubscriberError};
+
+/// A [`Runtime`](crate::Runtime) could not start, or a part of it did not
+/// stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A subscriber could not be built (its consumer, stream or handlers).
+    #[error("building a subscriber")]
+    SubscriberBuild(#[from] SubscriberBuildError),
+    /// The processor could not be built (a setting that cannot work).
+    #[error("building the processor")]
+    ProcessorBuild(#[from] ProcessorBuildError),
+    /// The Prometheus recorder could not be installed: most often another
+    /// recorder is installed already; pass its
+    /// [`PrometheusHandle`](metrics_exporter_prometheus::PrometheusHandle)
+    /// with [`RuntimeBuilder::metrics`](crate::RuntimeBuilder::metrics)
+    /// instead.
+    #[error(
+        "installing the Prometheus recorder (another metrics recorder is installed? pass its \
+         PrometheusHandle with RuntimeBuilder::metrics)"
+    )]
+    Metrics(#[from] metrics_exporter_prometheus::BuildError),
+    /// A subscriber stopped with an error (its consumer was deleted, or its
+    /// task failed).
+    #[error("subscriber `{durable}` did not stop cleanly")]
+    Subscriber {
+        /// The subscriber's durable consumer.
+        durable: String,
+        /// What it stopped with.
+        #[source]
+        source: SubscriberError,
+    },
+    /// The processor's task failed (its leased messages become claimable
+    /// again when their lease runs out).
+    #[error("the processor did not stop cleanly")]
+    Processor(#[from] ProcessorError),
+}

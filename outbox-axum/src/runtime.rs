@@ -1,0 +1,182 @@
+//! [`Runtime`]: the processor and the subscribers of a service, running,
+//! with their routes and their ordered shutdown.
+
+use std::future::Future;
+
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use txoutbox_core::ErrorChain;
+use txoutbox_core::processor::{ProcessorHandle, ProcessorReport};
+use txoutbox_nats::subscriber::RunningSubscriber;
+
+use crate::builder::RuntimeBuilder;
+use crate::health::RuntimeHealth;
+use crate::{RuntimeError, routes, signal};
+
+/// A service's outbox parts, running: its processor and its subscribers,
+/// their health and metrics as an axum [`Router`], a shutdown signal for
+/// `axum::serve`, and [`shutdown`](Self::shutdown) in order (see the
+/// [crate docs](crate)).
+///
+/// Dropping it without `shutdown` starts each part's graceful shutdown in
+/// the background, unawaited.
+#[derive(Debug)]
+pub struct Runtime {
+    health: RuntimeHealth,
+    metrics: PrometheusHandle,
+    upkeep: Option<JoinHandle<()>>,
+    processor: Option<ProcessorHandle>,
+    subscribers: Vec<RunningSubscriber>,
+    shutdown: CancellationToken,
+    signals: bool,
+}
+
+impl Runtime {
+    /// A builder: add the processor and the subscribers, then `start()`.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub(crate) fn new(
+        health: RuntimeHealth,
+        metrics: PrometheusHandle,
+        upkeep: Option<JoinHandle<()>>,
+        processor: Option<ProcessorHandle>,
+        subscribers: Vec<RunningSubscriber>,
+        shutdown: CancellationToken,
+        signals: bool,
+    ) -> Self {
+        Self {
+            health,
+            metrics,
+            upkeep,
+            processor,
+            subscribers,
+            shutdown,
+            signals,
+        }
+    }
+
+    /// The routes, to `merge` into the application's router (or `nest`
+    /// under a prefix), whatever its state type:
+    ///
+    /// | route | answers |
+    /// |---|---|
+    /// | `GET /health/live` | 200 while every part's task runs (or the runtime shuts down), else 503; JSON `{"live", "shutting_down", "problems"}` |
+    /// | `GET /health/ready` | 200 when not shutting down, the processor healthy and every subscriber ready, else 503; JSON with the processor's health and, per subscriber, `connected`, its consumers on the server, `pending` (the lag), `ack_pending`, `in_flight`, `held_aggregates` |
+    /// | `GET /metrics` | the Prometheus text exposition of every metric recorded (the outbox's `outbox_*` and the application's own) |
+    ///
+    /// ```no_run
+    /// # async fn run(runtime: txoutbox_axum::Runtime) {
+    /// use axum::Router;
+    /// use axum::routing::get;
+    ///
+    /// let app: Router = Router::new()
+    ///     .route("/", get(|| async { "hello" }))
+    ///     .merge(runtime.router()); // or .nest("/ops", runtime.router())
+    /// # }
+    /// ```
+    pub fn router<S>(&self) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        routes::router(self.health.clone(), self.metrics.clone())
+    }
+
+    /// The parts' health, as the routes read it.
+    pub fn health(&self) -> RuntimeHealth {
+        self.health.clone()
+    }
+
+    /// The Prometheus handle `/metrics` renders.
+    pub fn metrics(&self) -> &PrometheusHandle {
+        &self.metrics
+    }
+
+    /// A future for `axum::serve(..).with_graceful_shutdown(..)`: resolves
+    /// on SIGTERM or Ctrl-C (unless
+    /// [`handle_signals(false)`](RuntimeBuilder::handle_signals)), or when
+    /// the [token](Self::shutdown_token) is cancelled, and cancels the
+    /// token then: `/health/ready` answers 503 from that moment, so load
+    /// balancers stop sending requests while the server drains. Call it as
+    /// often as needed; every such future resolves together.
+    ///
+    /// ```no_run
+    /// # async fn run(runtime: txoutbox_axum::Runtime, app: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
+    /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
+    /// axum::serve(listener, app.merge(runtime.router()))
+    ///     .with_graceful_shutdown(runtime.shutdown_signal())
+    ///     .await?;
+    /// runtime.shutdown().await?; // after the server: subscribers, then the processor
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+        signal::shutdown_signal(self.shutdown.clone(), self.signals)
+    }
+
+    /// The token that starts the shutdown: cancel it to stop the server
+    /// (through [`shutdown_signal`](Self::shutdown_signal)) from the
+    /// application.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops every part, in order, and waits until they have stopped. Call
+    /// it once the server has stopped (no request can record events any
+    /// more):
+    ///
+    /// 1. the subscribers, all at once: they stop fetching, hand back what
+    ///    waits, and let running handlers finish (up to each one's
+    ///    `shutdown_timeout`), so their effects, and the events their
+    ///    handlers record, are committed;
+    /// 2. then the processor: it stops claiming, waits for the acks of what
+    ///    it publishes, records them, and releases the rest; nothing stays
+    ///    leased to it.
+    ///
+    /// Every part is stopped even when one fails; each failure is logged,
+    /// and the first is returned. Returns the processor's report, if the
+    /// runtime has a processor.
+    pub async fn shutdown(mut self) -> Result<Option<ProcessorReport>, RuntimeError> {
+        self.shutdown.cancel();
+        let mut first_error = None;
+        let subscribers = std::mem::take(&mut self.subscribers);
+        let stopped = futures::future::join_all(subscribers.into_iter().map(|subscriber| {
+            let durable = subscriber.health().durable().to_owned();
+            async move { (durable, subscriber.shutdown().await) }
+        }))
+        .await;
+        for (durable, stopped) in stopped {
+            if let Err(source) = stopped {
+                tracing::error!(subscriber = %durable, error = %ErrorChain(&source), "subscriber did not stop cleanly");
+                first_error.get_or_insert(RuntimeError::Subscriber { durable, source });
+            }
+        }
+        let mut report = None;
+        if let Some(processor) = self.processor.take() {
+            match processor.shutdown().await {
+                Ok(stopped) => report = Some(stopped), // the processor logs it
+                Err(err) => {
+                    tracing::error!(error = %ErrorChain(&err), "outbox processor did not stop cleanly");
+                    first_error.get_or_insert(err.into());
+                }
+            }
+        }
+        if let Some(upkeep) = self.upkeep.take() {
+            upkeep.abort();
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(report),
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(upkeep) = self.upkeep.take() {
+            upkeep.abort();
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! What a [`RuntimeBuilder`](crate::RuntimeBuilder) accepts as its processor
+//! and its subscribers: built or not, running or not.
+
+use futures::future::{BoxFuture, Either};
+use txoutbox_core::processor::{Processor, ProcessorBuildError, ProcessorBuilder, ProcessorHandle};
+use txoutbox_core::publisher::Publisher;
+use txoutbox_core::store::OutboxStore;
+use txoutbox_nats::subscriber::{
+    RunningSubscriber, Subscriber, SubscriberBuildError, SubscriberBuilder,
+};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A processor for [`RuntimeBuilder::processor`](crate::RuntimeBuilder::processor):
+/// a [`ProcessorBuilder`] (from `txoutbox_sea_orm::Outbox::processor`), a
+/// built [`Processor`], or a [`ProcessorHandle`] already running. The
+/// runtime builds and spawns it in
+/// [`start`](crate::RuntimeBuilder::start). Sealed.
+pub trait ProcessorSource: sealed::Sealed + Send + 'static {
+    /// Builds and spawns it (or takes it as it runs).
+    #[doc(hidden)]
+    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError>;
+}
+
+impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for ProcessorBuilder<S, P> {}
+impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for ProcessorBuilder<S, P> {
+    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
+        Ok(self.build()?.spawn())
+    }
+}
+
+impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for Processor<S, P> {}
+impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for Processor<S, P> {
+    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
+        Ok(self.spawn())
+    }
+}
+
+impl sealed::Sealed for ProcessorHandle {}
+impl ProcessorSource for ProcessorHandle {
+    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
+        Ok(self)
+    }
+}
+
+/// A subscriber for [`RuntimeBuilder::subscriber`](crate::RuntimeBuilder::subscriber):
+/// a [`SubscriberBuilder`] (built in
+/// [`start`](crate::RuntimeBuilder::start): its consumer is created or
+/// verified there), a built [`Subscriber`], or a [`RunningSubscriber`].
+/// Sealed.
+pub trait SubscriberSource: sealed::Sealed + Send + 'static {
+    /// Builds it: a subscriber to spawn, or one already running.
+    #[doc(hidden)]
+    fn build_subscriber(
+        self,
+    ) -> BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>;
+}
+
+impl sealed::Sealed for SubscriberBuilder {}
+impl SubscriberSource for SubscriberBuilder {
+    fn build_subscriber(
+        self,
+    ) -> BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>
+    {
+        Box::pin(async move { Ok(Either::Left(self.build().await?)) })
+    }
+}
+
+impl sealed::Sealed for Subscriber {}
+impl SubscriberSource for Subscriber {
+    fn build_subscriber(
+        self,
+    ) -> BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>
+    {
+        Box::pin(std::future::ready(Ok(Either::Left(self))))
+    }
+}
+
+impl sealed::Sealed for RunningSubscriber {}
+impl SubscriberSource for RunningSubscriber {
+    fn build_subscriber(
+        self,
+    ) -> BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>
+    {
+        Box::pin(std::future::ready(Ok(Either::Right(self))))
+    }
+}
