@@ -42,6 +42,14 @@ pub enum OutboxError {
         /// Why.
         reason: String,
     },
+    /// The unit of work [`Outbox::transaction`](crate::Outbox::transaction)
+    /// gave its closure was kept past the closure's future (moved into a
+    /// task, or returned), so it could not be committed: nothing was.
+    #[error(
+        "the unit of work of Outbox::transaction outlived its closure's future (moved into a \
+         task or returned): nothing was committed"
+    )]
+    UnitOfWorkKept,
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
