@@ -1,6 +1,7 @@
 //! Errors of the unit of work, the repository and the store.
 
 use txoutbox_core::naming::InvalidName;
+use txoutbox_core::store::MissingSchema;
 use txoutbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
 
 /// What went wrong while writing to, or reading from, the outbox.
@@ -50,6 +51,12 @@ pub enum OutboxError {
          task or returned): nothing was committed"
     )]
     UnitOfWorkKept,
+    /// The table is missing, or lacks columns this version needs (a
+    /// migration has not run): the error names what to run. From the
+    /// processor's start ([`OutboxStore::check_schema`](txoutbox_core::OutboxStore::check_schema))
+    /// and [`Inbox::check_table`](crate::Inbox::check_table).
+    #[error(transparent)]
+    MissingSchema(MissingSchema),
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
@@ -93,6 +100,10 @@ impl From<InvalidHeader> for OutboxError {
 
 impl From<OutboxError> for StoreError {
     fn from(err: OutboxError) -> Self {
-        StoreError::new("outbox store", err)
+        match err {
+            // As its own source, so `StoreError::missing_schema` finds it.
+            OutboxError::MissingSchema(missing) => StoreError::from(missing),
+            err => StoreError::new("outbox store", err),
+        }
     }
 }

@@ -58,6 +58,7 @@ mod outbox;
 mod repository;
 mod row;
 mod schema;
+mod schema_check;
 mod shared;
 mod store;
 mod sync;

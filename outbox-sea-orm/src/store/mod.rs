@@ -242,6 +242,21 @@ impl OutboxStore for SeaOrmOutboxStore {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         maintenance::stats(self).await
     }
+
+    /// The table and every column the store reads, from all the
+    /// migrations (see [`OutboxMigrator`](crate::migration)); a missing one
+    /// is named with the migration that adds it.
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        let table = self.config.table();
+        crate::schema_check::check(
+            &self.db,
+            table.as_str(),
+            table,
+            &crate::schema_check::OUTBOX,
+        )
+        .await
+        .map_err(StoreError::from)
+    }
 }
 
 impl OutboxAdmin for SeaOrmOutboxStore {
