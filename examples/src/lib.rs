@@ -5,8 +5,11 @@
 //! `OrderPlaced`, `OrderPaid`, `OrderShipped` and `OrderCancelled`, stored
 //! through [`orders_table`] and read back by consumers into
 //! [`read_model`]. [`support`] finds (or starts) the database and NATS.
-//! [`ops_http`] serves a service's `/metrics` and `/health`.
+//! [`ops_http`] serves a service's `/metrics` and `/health`. [`checkout`]
+//! holds the service's use cases on the real `Outbox`, which
+//! `metrics_endpoint` runs and `testing_a_service` tests.
 
+pub mod checkout;
 pub mod ops_http;
 pub mod orders;
 pub mod orders_table;

@@ -162,6 +162,22 @@ impl SeaOrmOutboxStore {
         maintenance::count_published(self, older_than).await
     }
 
+    /// How many messages a processor has to publish now: pending and due,
+    /// leased or not, and not held back by a dead or backing-off earlier
+    /// message of their aggregate (delayed and backing-off messages are
+    /// not due). Zero once a drain is done: the testing kit's
+    /// `SqliteOutbox::drain` waits for it. One statement; for tests and
+    /// tools, not a hot path (it reads every pending row).
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), txoutbox_core::StoreError> {
+    /// let due = outbox.store().due_now().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn due_now(&self) -> Result<u64, StoreError> {
+        maintenance::due_now(self).await
+    }
+
     /// The quoted table name.
     fn table(&self) -> String {
         self.dialect.quote(self.config.table().as_str())
