@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use txoutbox::OutboxConfig;
 use txoutbox::processor::HealthThresholds;
 use txoutbox::{JetStreamPublisher, StreamSpec};
+use txoutbox_examples::checkout;
 use txoutbox_examples::ops_http::{self, OpsEndpoints};
-use txoutbox_examples::orders::Order;
 use txoutbox_examples::support::{self, Nats};
 
 fn arg(name: &str) -> Option<String> {
@@ -77,8 +77,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(ops_http::serve(listener, endpoints, shutdown.clone()));
 
-    // 4. Some traffic: an order a second.
-    let orders = outbox.repository::<Order>();
+    // 4. Some traffic: an order a second, placed and paid by the service's
+    //    use cases (the functions `testing_a_service` tests).
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -90,8 +90,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
             break;
         }
         let id = format!("m-{}", uuid::Uuid::now_v7().simple());
-        let mut order = Order::place(&id, "ada", 100)?;
-        orders.save(&mut order).await?;
+        checkout::place_order(&outbox, &id, "ada", 100).await?;
+        checkout::pay_order(&outbox, &id).await?;
     }
     shutdown.cancel();
     server.await?;

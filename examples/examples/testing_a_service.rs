@@ -1,7 +1,10 @@
 //! Testing a service that uses the outbox, the way its team would: the
-//! domain, the publishing, the failures and the consumer's idempotency,
-//! with `outbox-testing` and no database server or broker (the consumer's
-//! inbox runs on an SQLite file).
+//! domain, then the service's own use cases (`txoutbox_examples::checkout`,
+//! the functions `metrics_endpoint` serves) on the production path: a real
+//! `Outbox` (repository, unit of work, `transaction`) on SQLite in memory,
+//! its events drained by the real processor into an in-memory broker, read
+//! back typed; and the consumer's idempotency through its inbox. No
+//! database server, no broker.
 //!
 //! ```text
 //! cargo test -p txoutbox-examples --example testing_a_service   # the suite, under a second
@@ -10,54 +13,48 @@
 
 use std::error::Error;
 
-use txoutbox::publisher::Publisher;
-use txoutbox::testing::TestOutbox;
-use txoutbox_examples::orders::{Order, OrderPaid};
+use txoutbox::testing::SqliteOutbox;
+use txoutbox_examples::checkout::{pay_order, place_order};
+use txoutbox_examples::orders::OrderPaid;
+use txoutbox_examples::orders_table;
 
-/// The service's use case: place an order and take the payment.
-fn place_and_pay<P: Publisher + Clone>(
-    outbox: &TestOutbox<P>,
-    id: &str,
-    cents: u64,
-) -> Result<(), Box<dyn Error>> {
-    let mut order = Order::place(id, "ada", cents)?;
-    order.pay()?;
-    outbox.save(&mut order)?;
-    Ok(())
+/// The service's database, in memory: the outbox's tables and the
+/// service's own.
+async fn service_db() -> Result<SqliteOutbox, Box<dyn Error>> {
+    let kit = SqliteOutbox::new().await?;
+    orders_table::create_table(kit.db()).await?;
+    Ok(kit)
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let outbox = TestOutbox::new();
-    place_and_pay(&outbox, "o-1", 1250)?;
-    place_and_pay(&outbox, "o-2", 990)?;
-    for message in outbox.drain().await? {
+    let kit = service_db().await?;
+    for (id, cents) in [("o-1", 1250), ("o-2", 990)] {
+        place_order(kit.outbox(), id, "ada", cents).await?;
+        pay_order(kit.outbox(), id).await?;
+    }
+    for message in kit.drain().await? {
         println!(
             "published {} #{} of {} {}",
             message.event_name, message.sequence, message.aggregate_type, message.aggregate_id
         );
     }
-    outbox.publisher().assert_in_order();
+    kit.publisher().assert_in_order();
     println!(
         "{} orders placed and paid, in order; run `cargo test -p txoutbox-examples --example testing_a_service` for the suite",
-        outbox.publisher().events::<OrderPaid>().len()
+        kit.publisher().events::<OrderPaid>().len()
     );
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use sea_orm::EntityTrait;
-    use txoutbox::publisher::PublishErrorKind;
-    use txoutbox::store::RetryPolicy;
-    use txoutbox::testing::faults::FaultyPublisher;
-    use txoutbox::testing::{MemoryPublisher, recorded};
-    use txoutbox::{Inbox, OutboxConfig};
-    use txoutbox_examples::orders::OrderPlaced;
+    use txoutbox::Inbox;
+    use txoutbox::testing::recorded;
+    use txoutbox_examples::checkout::CheckoutError;
+    use txoutbox_examples::orders::{Order, OrderError, OrderPlaced};
     use txoutbox_examples::read_model::{self, entity};
-    use txoutbox_examples::support::open_outbox;
 
     use super::*;
 
@@ -77,63 +74,70 @@ mod tests {
 
     #[tokio::test]
     async fn an_order_is_published_placed_then_paid() -> TestResult {
-        let outbox = TestOutbox::new();
-        place_and_pay(&outbox, "o-1", 1250)?;
-        let published = outbox.drain().await?;
+        let kit = service_db().await?;
+        place_order(kit.outbox(), "o-1", "ada", 1250).await?;
+        pay_order(kit.outbox(), "o-1").await?;
+        let published = kit.drain().await?;
         let names: Vec<&str> = published.iter().map(|m| m.event_name.as_str()).collect();
         assert_eq!(names, ["order.placed", "order.paid"]);
-        assert_eq!(outbox.publisher().events::<OrderPaid>()[0].order_id, "o-1");
-        Ok(())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_service_survives_a_30_s_broker_outage() -> TestResult {
-        let publisher = FaultyPublisher::new(MemoryPublisher::new());
-        let outbox =
-            TestOutbox::with_publisher(publisher.clone()).drain_timeout(Duration::from_secs(120));
-        publisher.unavailable_for(Duration::from_secs(30));
-        for k in 0..10 {
-            place_and_pay(&outbox, &format!("o-{k}"), 100)?; // writes go on
-        }
-        let published = outbox.drain().await?; // (paused time: 30 s in no time)
-        assert_eq!(published.len(), 20);
-        publisher.inner().assert_in_order();
-        assert!(outbox.store().messages().iter().all(|m| m.attempts == 0));
+        let paid = kit.publisher().published::<OrderPaid>();
+        assert_eq!(paid[0].event.order_id, "o-1");
+        assert_eq!(
+            (
+                paid[0].message.aggregate_id.as_str(),
+                paid[0].message.sequence
+            ),
+            ("o-1", 2)
+        );
+        // The order row says so too: the same transaction wrote both.
+        let order = kit
+            .outbox()
+            .repository::<Order>()
+            .load("o-1".to_owned())
+            .await?;
+        assert!(order.is_some_and(|o| o.total_cents() == 1250));
         Ok(())
     }
 
     #[tokio::test]
-    async fn a_rejected_payment_event_is_retried_after_its_backoff() -> TestResult {
-        let publisher = FaultyPublisher::new(MemoryPublisher::new());
-        let outbox = TestOutbox::with_publisher(publisher.clone()).retry(RetryPolicy::new(
-            3,
-            Duration::from_secs(10),
-            Duration::from_secs(10),
-        ));
-        publisher.reject(|m| m.event_name == "order.paid", PublishErrorKind::Rejected);
-        place_and_pay(&outbox, "o-1", 1250)?;
-        assert_eq!(outbox.drain().await?.len(), 1, "placed; paid backs off");
-        publisher.heal();
-        outbox.clock().advance(Duration::from_secs(11));
-        assert_eq!(outbox.drain().await?[0].event_name, "order.paid");
+    async fn paying_an_unknown_order_fails_and_publishes_nothing() -> TestResult {
+        let kit = service_db().await?;
+        let err = pay_order(kit.outbox(), "nope").await.unwrap_err();
+        assert!(
+            matches!(err, CheckoutError::NotFound(ref id) if id == "nope"),
+            "{err}"
+        );
+        assert!(kit.drain().await?.is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn paying_twice_is_refused_and_publishes_one_payment() -> TestResult {
+        let kit = service_db().await?;
+        place_order(kit.outbox(), "o-1", "ada", 1250).await?;
+        pay_order(kit.outbox(), "o-1").await?;
+        let again = pay_order(kit.outbox(), "o-1").await.unwrap_err();
+        assert!(
+            matches!(
+                again,
+                CheckoutError::Order(OrderError::InvalidTransition { .. })
+            ),
+            "{again}"
+        );
+        kit.drain().await?;
+        assert_eq!(kit.publisher().events::<OrderPaid>().len(), 1);
         Ok(())
     }
 
     #[tokio::test]
     async fn the_read_model_applies_a_redelivered_message_once() -> TestResult {
-        let dir = tempfile::tempdir()?;
-        let url = format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("inbox.db").display()
-        );
-        let db = open_outbox(&url, OutboxConfig::default().without_notify()).await?;
-        read_model::create_table(db.db()).await?;
-        let inbox = Inbox::new(&db, read_model::CONSUMER)?;
+        let kit = service_db().await?;
+        read_model::create_table(kit.db()).await?;
+        let inbox = Inbox::new(kit.outbox(), read_model::CONSUMER)?;
+        inbox.check_table().await?;
 
-        let outbox = TestOutbox::new();
-        place_and_pay(&outbox, "o-1", 1250)?;
-        outbox.drain().await?;
-        let placed = &outbox.publisher().published::<OrderPlaced>()[0];
+        place_order(kit.outbox(), "o-1", "ada", 1250).await?;
+        let placed = kit.drain_events::<OrderPlaced>().await?.remove(0);
         // The handler as the subscriber runs it: through the inbox.
         let handler = inbox.handler(read_model::on_placed);
         handler
@@ -143,7 +147,7 @@ mod tests {
             .apply(placed.event.clone(), placed.redelivery()) // no second insert
             .await?;
         assert!(inbox.contains(placed.message.id).await?);
-        assert_eq!(entity::Entity::find().all(db.db()).await?.len(), 1);
+        assert_eq!(entity::Entity::find().all(kit.db()).await?.len(), 1);
         Ok(())
     }
 }

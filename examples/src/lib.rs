@@ -6,8 +6,11 @@
 //! through [`orders_table`] and read back by consumers into
 //! [`read_model`]. [`support`] finds (or starts) the database and NATS.
 //! [`ops_http`] serves a service's `/metrics` and `/health`;
-//! [`order_service`] is the `axum_service` example's app.
+//! [`order_service`] is the `axum_service` example's app. [`checkout`]
+//! holds the service's use cases on the real `Outbox`, which
+//! `metrics_endpoint` runs and `testing_a_service` tests.
 
+pub mod checkout;
 pub mod ops_http;
 pub mod order_service;
 pub mod orders;

@@ -1,6 +1,7 @@
 //! Errors of the unit of work, the repository and the store.
 
 use txoutbox_core::naming::InvalidName;
+use txoutbox_core::store::MissingSchema;
 use txoutbox_core::{InvalidHeader, MessageId, RecordError, StoreError};
 
 /// What went wrong while writing to, or reading from, the outbox.
@@ -42,6 +43,20 @@ pub enum OutboxError {
         /// Why.
         reason: String,
     },
+    /// The unit of work [`Outbox::transaction`](crate::Outbox::transaction)
+    /// gave its closure was kept past the closure's future (moved into a
+    /// task, or returned), so it could not be committed: nothing was.
+    #[error(
+        "the unit of work of Outbox::transaction outlived its closure's future (moved into a \
+         task or returned): nothing was committed"
+    )]
+    UnitOfWorkKept,
+    /// The table is missing, or lacks columns this version needs (a
+    /// migration has not run): the error names what to run. From the
+    /// processor's start ([`OutboxStore::check_schema`](txoutbox_core::OutboxStore::check_schema))
+    /// and [`Inbox::check_table`](crate::Inbox::check_table).
+    #[error(transparent)]
+    MissingSchema(MissingSchema),
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
@@ -85,6 +100,10 @@ impl From<InvalidHeader> for OutboxError {
 
 impl From<OutboxError> for StoreError {
     fn from(err: OutboxError) -> Self {
-        StoreError::new("outbox store", err)
+        match err {
+            // As its own source, so `StoreError::missing_schema` finds it.
+            OutboxError::MissingSchema(missing) => StoreError::from(missing),
+            err => StoreError::new("outbox store", err),
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! [`Outbox`]: the handle a service keeps to write aggregates and events.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -17,11 +18,9 @@ use crate::repository::Repository;
 use crate::row::insert_messages;
 use crate::shared::Shared;
 use crate::store::SeaOrmOutboxStore;
+use crate::transaction::{TransactionRetry, TransactionUnit};
 use crate::unit_of_work::{Joined, UnitOfWork};
 use crate::wake::{CommitListener, PgNotifications};
-
-/// How many times [`Outbox::transaction`] runs a unit of work at most.
-pub const TRANSACTION_ATTEMPTS: u32 = 5;
 
 /// The outbox of one database: begins units of work, hands out
 /// repositories, and wakes processors after commits. Cheap to clone.
@@ -68,41 +67,114 @@ impl Outbox {
         UnitOfWork::new(Arc::clone(&self.inner), context)
     }
 
-    /// Runs `work` in a unit of work and commits it; when the database gave
-    /// up on it because of other transactions, or an aggregate it saved had
-    /// moved ([`OutboxError::is_retryable`]), runs it again from the start,
-    /// up to [`TRANSACTION_ATTEMPTS`] times, after a short pause with jitter
+    /// Runs `work` in a unit of work and commits it, running it again from
+    /// the start when the attempt met a conflict another transaction caused
+    /// (a deadlock, a lock timeout, a serialization failure, SQLite busy, or
+    /// an aggregate that moved since it was loaded: the unit of work
+    /// [saw a retryable failure](UnitOfWork::saw_retryable_failure)), up to
+    /// [`TRANSACTION_ATTEMPTS`](crate::TRANSACTION_ATTEMPTS) attempts, after a short pause with jitter
     /// (5 ms doubling up to 500 ms). Returns what `work` returned, or the
-    /// last error.
+    /// last error. An error of `work`'s own (`E` is yours, anything that a
+    /// [`OutboxError`] converts into) is returned at once.
+    /// [`transaction_with`](Outbox::transaction_with) takes another
+    /// [`TransactionRetry`].
+    ///
+    /// `work` is an async closure that gets the attempt's unit of work by
+    /// value, a [`TransactionUnit`] (it dereferences to [`UnitOfWork`]):
+    /// `async |mut uow| { .. }`, no `Box::pin`. The unit comes back when
+    /// the closure's future completes and is committed (or rolled back, if
+    /// `work` failed); `work` cannot commit it itself. By value, because
+    /// a closure borrowing `&mut UnitOfWork` needs a higher-ranked bound,
+    /// and with one rustc cannot prove the caller's future `Send` (so it
+    /// would not compile in `tokio::spawn` or an axum handler). An owned
+    /// argument has no such bound: this compiles wherever the closure's
+    /// captures allow. Capture what you need by reference (`async |uow|`,
+    /// not `async move |uow|`: a `move` closure that keeps what it owns
+    /// cannot be called twice, and rustc says so).
     ///
     /// Each attempt is a fresh unit of work: `work` loads the aggregates it
     /// changes through it, so a retry sees what the other transaction
     /// committed. A failed attempt commits nothing, so a retried unit never
-    /// writes its events twice. Any other error (and an error of `work`'s
-    /// own) is returned at once.
+    /// writes its events twice. Errors of the application's own statements
+    /// count as conflicts when they pass through
+    /// [`UnitOfWork::checked`].
     ///
-    /// ```ignore
-    /// // Two accounts in one transaction: a deadlock with a transfer the
-    /// // other way round is retried, reloading both accounts.
-    /// outbox
-    ///     .transaction(|uow| Box::pin(async move {
-    ///         let mut from = uow.load::<Account>("a-1").await?.ok_or(NotFound)?;
-    ///         let mut to = uow.load::<Account>("a-2").await?.ok_or(NotFound)?;
-    ///         from.debit(100)?; // records Debited
-    ///         to.credit(100)?;  // records Credited
-    ///         uow.save(&mut from).await?;
-    ///         uow.save(&mut to).await?;
-    ///         Ok(())
-    ///     }))
-    ///     .await?;
     /// ```
-    pub async fn transaction<T, F>(&self, mut work: F) -> Result<T, OutboxError>
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use txoutbox_core::IntegrationEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "account.debited")]
+    /// # struct Debited { account: String, cents: i64 }
+    /// use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    /// use txoutbox_sea_orm::{Outbox, OutboxConfig, OutboxError, create_schema};
+    ///
+    /// #[derive(Debug)]
+    /// enum AppError { NotFound, Outbox(OutboxError) }
+    /// impl From<OutboxError> for AppError {
+    ///     fn from(err: OutboxError) -> Self { AppError::Outbox(err) }
+    /// }
+    ///
+    /// let db = sea_orm::Database::connect("sqlite::memory:").await?;
+    /// create_schema(&db, &OutboxConfig::default()).await?;
+    /// db.execute_unprepared("CREATE TABLE accounts (id TEXT PRIMARY KEY, cents INTEGER NOT NULL)").await?;
+    /// db.execute_unprepared("INSERT INTO accounts VALUES ('a-1', 500)").await?;
+    /// let outbox = Outbox::new(db, OutboxConfig::default());
+    ///
+    /// // Debits an account and records the event, in one transaction.
+    /// let debit = async |account: &str, cents: i64| {
+    ///     outbox
+    ///         .transaction(async |mut uow| {
+    ///             let debit = Statement::from_sql_and_values(
+    ///                 DbBackend::Sqlite,
+    ///                 "UPDATE accounts SET cents = cents - ? WHERE id = ? RETURNING cents",
+    ///                 [cents.into(), account.into()],
+    ///             );
+    ///             let row = uow.connection().await?.query_one_raw(debit).await;
+    ///             let row = uow.checked(row)?.ok_or(AppError::NotFound)?;
+    ///             let left: i64 = uow.checked(row.try_get("", "cents"))?;
+    ///             uow.enqueue(&Debited { account: account.to_owned(), cents })?;
+    ///             Ok(left)
+    ///         })
+    ///         .await
+    /// };
+    /// assert_eq!(debit("a-1", 100).await.ok(), Some(400));
+    /// // The application's own error: returned at once, nothing committed.
+    /// assert!(matches!(debit("a-2", 100).await, Err(AppError::NotFound)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn transaction<T, E, F, Fut>(&self, work: F) -> Result<T, E>
     where
-        F: for<'u> FnMut(
-            &'u mut UnitOfWork,
-        ) -> std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<T, OutboxError>> + Send + 'u>,
-        >,
+        F: FnMut(TransactionUnit) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<OutboxError>,
+    {
+        self.transaction_with(TransactionRetry::default(), work)
+            .await
+    }
+
+    /// [`transaction`](Outbox::transaction), retrying as `retry` says.
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), txoutbox_sea_orm::OutboxError> {
+    /// use txoutbox_sea_orm::{OutboxError, TransactionRetry};
+    /// let ids = outbox
+    ///     .transaction_with(TransactionRetry::never(), async |mut uow| {
+    ///         uow.connection().await?; // ... the attempt ...
+    ///         Ok::<_, OutboxError>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn transaction_with<T, E, F, Fut>(
+        &self,
+        retry: TransactionRetry<E>,
+        mut work: F,
+    ) -> Result<T, E>
+    where
+        F: FnMut(TransactionUnit) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<OutboxError>,
     {
         let mut pause = txoutbox_core::backoff::Doubling::new(
             std::time::Duration::from_millis(5),
@@ -110,20 +182,33 @@ impl Outbox {
         );
         let mut attempt = 1;
         loop {
-            let mut uow = self.begin();
-            let result = match work(&mut uow).await {
-                Ok(value) => uow.commit().await.map(|_| value),
-                Err(err) => Err(err),
-            };
-            match result {
-                Err(err) if err.is_retryable() && attempt < TRANSACTION_ATTEMPTS => {
-                    tracing::debug!(attempt, error = %txoutbox_core::ErrorChain(&err), "outbox unit of work retried");
-                    // Jittered, so contenders drift apart.
-                    tokio::time::sleep(pause.next_pause()).await;
-                    attempt += 1;
+            let (unit, returned) = TransactionUnit::new(self.begin());
+            let outcome = work(unit).await;
+            let (err, saw_retryable) = match (outcome, returned.take()) {
+                (Ok(value), Ok(uow)) => match uow.commit().await {
+                    Ok(_) => return Ok(value),
+                    Err(err) => {
+                        let retryable = err.is_retryable();
+                        (E::from(err), retryable)
+                    }
+                },
+                (Ok(_), Err(kept)) => return Err(E::from(kept)),
+                (Err(err), Ok(uow)) => {
+                    let saw_retryable = uow.saw_retryable_failure();
+                    if let Err(rollback) = uow.rollback().await {
+                        tracing::debug!(error = %txoutbox_core::ErrorChain(&rollback), "outbox unit of work rollback failed (the database drops it)");
+                    }
+                    (err, saw_retryable)
                 }
-                result => return result,
+                (Err(err), Err(_kept)) => (err, false),
+            };
+            if attempt >= retry.max_attempts() || !retry.retries(&err, saw_retryable) {
+                return Err(err);
             }
+            tracing::debug!(attempt, "outbox unit of work retried");
+            // Jittered, so contenders drift apart.
+            tokio::time::sleep(pause.next_pause()).await;
+            attempt += 1;
         }
     }
 

@@ -9,7 +9,13 @@
 //!   messages, delays.
 //! - [`MemoryPublisher`]: a broker in memory that deduplicates by message
 //!   id; `events::<OrderPlaced>()` returns what was published, typed.
-//! - [`TestOutbox`]: both wired to the real processor; `drain().await`
+//! - `SqliteOutbox` (feature `sea-orm`; the facade's `testing` with
+//!   `sea-orm`): **the production path**, the service's real
+//!   `txoutbox_sea_orm::Outbox` (repository, unit of work, `transaction`)
+//!   on SQLite in memory, over a [`MemoryPublisher`]; its `drain` runs the
+//!   real processor. Test the very functions the service runs.
+//! - [`TestOutbox`]: the store in memory and the publisher wired to the
+//!   real processor, for code written against the store's contract; `drain().await`
 //!   publishes everything publishable now and returns it; its
 //!   [`TestClock`] jumps over backoffs and leases.
 //! - [`recorded`]: the events an aggregate recorded and has not saved yet,
@@ -73,6 +79,9 @@ pub mod nats;
 mod nats_cluster;
 mod order;
 mod recorded;
+#[cfg(feature = "sea-orm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sea-orm")))]
+mod sqlite_outbox;
 mod typed;
 
 pub use clock::TestClock;
@@ -81,6 +90,8 @@ pub use memory_publisher::MemoryPublisher;
 pub use memory_store::{MemoryRow, MemoryStore, RowStatus, WriteError};
 pub use order::OrderViolation;
 pub use recorded::recorded;
+#[cfg(feature = "sea-orm")]
+pub use sqlite_outbox::SqliteOutbox;
 pub use typed::PublishedEvent;
 
 /// This crate's README (crates.io's page), whose examples run as doctests.

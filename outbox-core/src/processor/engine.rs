@@ -16,11 +16,11 @@ use super::health::HealthProbe;
 use super::metrics;
 use super::wake::handover::Handover;
 use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
-use super::{Processor, ProcessorReport};
+use super::{Processor, ProcessorError, ProcessorReport};
 use crate::backoff::Doubling;
 use crate::id::{LeaseToken, MessageId};
 use crate::publisher::Publisher;
-use crate::store::{ClaimedBatch, ClaimedMessage, Lease, OutboxStore, StoreError};
+use crate::store::{ClaimedBatch, ClaimedMessage, Lease, MissingSchema, OutboxStore, StoreError};
 
 /// The most messages of one aggregate handed to the publisher at once: with
 /// JetStream they are in flight together, each stored only after the one
@@ -82,7 +82,7 @@ struct Engine<S, P> {
 pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
     processor: Processor<S, P>,
     shutdown: CancellationToken,
-) -> ProcessorReport {
+) -> Result<ProcessorReport, ProcessorError> {
     let Processor {
         store,
         publisher,
@@ -92,6 +92,14 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         health,
         cleanup: _, // run beside the engine (`Processor::run`)
     } = processor;
+    if let Err(missing) = check_schema(&*store, &shutdown).await {
+        tracing::error!(
+            error = %missing,
+            "outbox processor cannot start: its table is missing or incomplete"
+        );
+        health.failed(format!("the processor could not start: {missing}"));
+        return Err(ProcessorError::MissingSchema(missing));
+    }
     let _running = health.started();
     // Sources may now offer leases at commit; whatever way this task ends,
     // no writer enters an offer afterwards.
@@ -247,7 +255,33 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         released = engine.report.released,
         "outbox processor stopped"
     );
-    engine.report
+    Ok(engine.report)
+}
+
+/// The store's [schema check](OutboxStore::check_schema), retried while the
+/// store cannot answer (an unreachable database), until it answers or
+/// `shutdown` is cancelled; `Err` when it found the schema missing.
+async fn check_schema<S: OutboxStore>(
+    store: &S,
+    shutdown: &CancellationToken,
+) -> Result<(), MissingSchema> {
+    let mut backoff = Doubling::new(STORE_BACKOFF.0, STORE_BACKOFF.1);
+    loop {
+        let Err(err) = store.check_schema().await else {
+            return Ok(());
+        };
+        if let Some(missing) = err.missing_schema() {
+            return Err(missing.clone());
+        }
+        tracing::warn!(
+            error = %crate::ErrorChain(&err),
+            "outbox processor could not check its table; retrying"
+        );
+        tokio::select! {
+            () = sleep(backoff.next_pause()) => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+    }
 }
 
 impl<S: OutboxStore, P: Publisher> Engine<S, P> {

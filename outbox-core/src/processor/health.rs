@@ -108,6 +108,8 @@ struct Progress {
     started_at: Option<Instant>,
     last_claim: Option<Instant>,
     oldest_pending_age: Option<Duration>,
+    /// Why the processor stopped on its own.
+    failure: Option<String>,
 }
 
 impl Default for HealthProbe {
@@ -129,7 +131,7 @@ impl HealthProbe {
         let now = Instant::now();
         let running = self.inner.running.load(Ordering::Acquire);
         let started = self.inner.started.load(Ordering::Acquire);
-        let (since_last_claim, oldest_pending_age) = {
+        let (since_last_claim, oldest_pending_age, failure) = {
             let progress = self.progress();
             let since = progress
                 .last_claim
@@ -138,10 +140,13 @@ impl HealthProbe {
             (
                 now.saturating_duration_since(since),
                 progress.oldest_pending_age,
+                progress.failure.clone(),
             )
         };
         let mut problems = Vec::new();
-        if !running {
+        if let Some(failure) = failure {
+            problems.push(failure);
+        } else if !running {
             problems.push(if started {
                 "the processor has stopped".to_owned()
             } else {
@@ -191,6 +196,11 @@ impl HealthProbe {
     }
 
     /// A claim (or a hand-over) succeeded.
+    /// The processor stopped on its own, for `reason`.
+    pub(super) fn failed(&self, reason: String) {
+        self.progress().failure = Some(reason);
+    }
+
     pub(super) fn claimed(&self) {
         self.progress().last_claim = Some(Instant::now());
     }

@@ -88,7 +88,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::publisher::Publisher;
-use crate::store::OutboxStore;
+use crate::store::{MissingSchema, OutboxStore};
 
 type SourceTask = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -138,6 +138,13 @@ pub enum ProcessorError {
     /// again when their lease runs out.
     #[error("the outbox processor task failed")]
     Task(#[from] tokio::task::JoinError),
+    /// The outbox table is missing, or lacks columns this version needs:
+    /// the processor checked as it started
+    /// ([`OutboxStore::check_schema`]) and stopped at once, logging this at
+    /// error level and reporting it in its [`Health`]. The error names
+    /// what to run (a migration, a command).
+    #[error("the outbox processor cannot start")]
+    MissingSchema(#[source] MissingSchema),
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
@@ -163,8 +170,27 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
     }
 
     /// Runs until `shutdown` is cancelled, then stops gracefully (see the
-    /// [module docs](self)).
-    pub async fn run(mut self, shutdown: CancellationToken) -> ProcessorReport {
+    /// [module docs](self)). It first checks the store's table
+    /// ([`OutboxStore::check_schema`], retried while the database cannot
+    /// answer) and returns [`ProcessorError::MissingSchema`] at once when
+    /// it is missing or incomplete: `build()` makes no I/O, so this is
+    /// where a missing migration shows, within the first round trip.
+    ///
+    /// ```no_run
+    /// # async fn run(processor: txoutbox_core::Processor<impl txoutbox_core::OutboxStore + 'static, impl txoutbox_core::Publisher>) {
+    /// use txoutbox_core::processor::ProcessorError;
+    /// let shutdown = tokio_util::sync::CancellationToken::new();
+    /// match processor.run(shutdown).await {
+    ///     Ok(report) => println!("published {}", report.published),
+    ///     Err(ProcessorError::MissingSchema(missing)) => eprintln!("{missing}"), // what to run
+    ///     Err(err) => eprintln!("{err}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn run(
+        mut self,
+        shutdown: CancellationToken,
+    ) -> Result<ProcessorReport, ProcessorError> {
         let stop = shutdown.child_token();
         let cleanup = self.cleanup.take();
         let cleaning = async {
@@ -206,16 +232,18 @@ pub struct ProcessorHandle {
     shutdown: CancellationToken,
     wake: WakeHandle,
     health: HealthProbe,
-    task: Option<JoinHandle<ProcessorReport>>,
+    task: Option<JoinHandle<Result<ProcessorReport, ProcessorError>>>,
 }
 
 impl ProcessorHandle {
     /// Stops claiming, waits for acks in flight (up to the shutdown
-    /// timeout), records them and releases the rest.
+    /// timeout), records them and releases the rest. Returns
+    /// [`ProcessorError::MissingSchema`] if the processor could not start
+    /// (see [`Processor::run`]).
     pub async fn shutdown(mut self) -> Result<ProcessorReport, ProcessorError> {
         self.shutdown.cancel();
         match self.task.take() {
-            Some(task) => Ok(task.await?),
+            Some(task) => task.await?,
             None => Ok(ProcessorReport::default()),
         }
     }

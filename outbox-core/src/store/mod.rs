@@ -9,6 +9,7 @@
 mod admin;
 mod claimed;
 mod error;
+mod missing_schema;
 mod retry;
 mod settlement;
 mod stats;
@@ -16,6 +17,7 @@ mod stats;
 pub use admin::{DeadSelector, OutboxAdmin, SkipNote};
 pub use claimed::{ClaimedBatch, ClaimedMessage, Lease};
 pub use error::StoreError;
+pub use missing_schema::MissingSchema;
 pub use retry::RetryPolicy;
 pub use settlement::{Failure, FailureKind, LeaseOutcome, Published};
 pub use stats::{EventStats, OutboxStats};
@@ -96,4 +98,24 @@ pub trait OutboxStore: Send + Sync {
 
     /// Counts by status and event name.
     fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
+
+    /// Checks that the table exists with every column this store needs;
+    /// the processor calls it once as it starts. A missing table or column
+    /// is a [`StoreError`] carrying a [`MissingSchema`] (see
+    /// [`StoreError::missing_schema`]), which stops the processor with
+    /// what to run; any other error (the database is unreachable) is
+    /// retried. The default checks nothing (a store with no schema).
+    ///
+    /// ```
+    /// # async fn run(store: impl txoutbox_core::OutboxStore) -> Result<(), txoutbox_core::StoreError> {
+    /// if let Err(err) = store.check_schema().await {
+    ///     if let Some(missing) = err.missing_schema() {
+    ///         eprintln!("{missing}"); // names the table and what to run
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn check_schema(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
 }

@@ -124,6 +124,36 @@ impl Inbox {
         &self.outbox
     }
 
+    /// Checks that the inbox table and its held-messages table
+    /// (`<inbox>_held`) exist with every column the inbox reads: a missing
+    /// one is [`OutboxError::MissingSchema`], naming the migration to run
+    /// (`outbox migrate`, `OutboxMigrator::up`); another error means the
+    /// database could not answer. For a consumer's start, so a missing
+    /// migration fails it at once instead of at the first message.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, OutboxError};
+    /// let db = sea_orm::Database::connect("sqlite::memory:").await?;
+    /// let outbox = Outbox::new(db, OutboxConfig::default());
+    /// let inbox = Inbox::new(&outbox, "billing")?;
+    /// let missing = inbox.check_table().await.unwrap_err();
+    /// assert!(matches!(missing, OutboxError::MissingSchema(_)));
+    /// assert!(missing.to_string().contains("outbox migrate"), "{missing}");
+    ///
+    /// txoutbox_sea_orm::create_schema(outbox.db(), outbox.config()).await?;
+    /// inbox.check_table().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_table(&self) -> Result<(), OutboxError> {
+        use crate::schema_check::{HELD, INBOX, check};
+        let inbox = self.outbox.config().inbox_table();
+        let db = self.outbox.db();
+        check(db, inbox.as_str(), inbox, &INBOX).await?;
+        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await
+    }
+
     fn table(&self) -> &str {
         self.outbox.config().inbox_table().as_str()
     }

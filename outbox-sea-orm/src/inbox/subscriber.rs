@@ -4,14 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sea_orm::ConnectionTrait;
 use txoutbox_core::consumer::{ConsumerInbox, Handler, HandlerFuture, HeldFuture};
 use txoutbox_core::{Delivery, HandlerError};
 
 use super::handler::InboxHandler;
 use super::{Inbox, Processed};
-use crate::dialect::Dialect;
-use crate::schema::held_table;
 
 /// A subscriber handler that applies `H`'s effects through an inbox, in
 /// one transaction with the inbox row: made by [`Inbox::handler`] (and its
@@ -117,46 +114,11 @@ impl ConsumerInbox for Inbox {
 
     fn check_schema(&self) -> HeldFuture<()> {
         let inbox = self.clone();
-        Box::pin(async move { Ok(inbox.check_tables().await?) })
+        Box::pin(async move { Ok(inbox.check_table().await?) })
     }
 
     fn purge_applied(&self, older_than: Duration, batch_size: u32) -> HeldFuture<u64> {
         let inbox = self.clone();
         Box::pin(async move { Ok(inbox.purge(older_than, batch_size).await?) })
-    }
-}
-
-impl Inbox {
-    /// Checks that the inbox table and its held-messages table exist with
-    /// the columns the inbox uses; the error names what creates them.
-    pub async fn check_tables(&self) -> Result<(), crate::OutboxError> {
-        let db = self.outbox().db();
-        let dialect = Dialect::of(db.get_database_backend());
-        let inbox = self.outbox().config().inbox_table();
-        let probes = [
-            (
-                inbox.as_str().to_owned(),
-                "consumer, message_id, event_name, processed_at",
-            ),
-            (
-                held_table(inbox),
-                "consumer, message_id, aggregate_type, aggregate_id, stream_sequence, event_name, \
-                 subject, headers, payload, reason, release_as, parked_at",
-            ),
-        ];
-        for (table, columns) in probes {
-            let probe = format!(
-                "SELECT {columns} FROM {} WHERE 1 = 0",
-                dialect.quote(&table)
-            );
-            if let Err(err) = db.execute_unprepared(&probe).await {
-                return Err(crate::OutboxError::InvalidConfig(format!(
-                    "the inbox table `{table}` is missing or lacks a column ({err}): create the \
-                     tables with `outbox migrate` (the CLI), `OutboxMigrator::up` \
-                     (sea-orm-migration) or `create_schema`"
-                )));
-            }
-        }
-        Ok(())
     }
 }

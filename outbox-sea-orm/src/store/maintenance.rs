@@ -129,6 +129,24 @@ pub(super) async fn count_published(
     }
 }
 
+/// Pending messages due now (leased or not) that no dead or backing-off
+/// earlier message of their aggregate holds back.
+pub(super) async fn due_now(store: &SeaOrmOutboxStore) -> Result<u64, StoreError> {
+    let (table, now) = (store.table(), store.dialect.now());
+    let sql = format!(
+        "SELECT COUNT(*) AS n FROM {table} m WHERE m.status = 0 AND m.next_attempt_at <= {now} \
+         AND NOT EXISTS (SELECT 1 FROM {table} e WHERE e.aggregate_type = m.aggregate_type \
+         AND e.aggregate_id = m.aggregate_id AND e.sequence < m.sequence \
+         AND (e.status = 2 OR (e.status = 0 AND e.next_attempt_at > {now})))"
+    );
+    let read = store_err("counting messages due");
+    let statement = sea_orm::Statement::from_string(store.db.get_database_backend(), sql);
+    match store.db.query_one_raw(statement).await.map_err(&read)? {
+        Some(row) => count(&row, "n").map_err(read),
+        None => Ok(0),
+    }
+}
+
 /// Pending rows `stats` counts exactly, oldest first; past them the pending
 /// count is an estimate.
 pub const STATS_EXACT_PENDING: u64 = 10_000;

@@ -162,6 +162,22 @@ impl SeaOrmOutboxStore {
         maintenance::count_published(self, older_than).await
     }
 
+    /// How many messages a processor has to publish now: pending and due,
+    /// leased or not, and not held back by a dead or backing-off earlier
+    /// message of their aggregate (delayed and backing-off messages are
+    /// not due). Zero once a drain is done: the testing kit's
+    /// `SqliteOutbox::drain` waits for it. One statement; for tests and
+    /// tools, not a hot path (it reads every pending row).
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) -> Result<(), txoutbox_core::StoreError> {
+    /// let due = outbox.store().due_now().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn due_now(&self) -> Result<u64, StoreError> {
+        maintenance::due_now(self).await
+    }
+
     /// The quoted table name.
     fn table(&self) -> String {
         self.dialect.quote(self.config.table().as_str())
@@ -241,6 +257,21 @@ impl OutboxStore for SeaOrmOutboxStore {
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         maintenance::stats(self).await
+    }
+
+    /// The table and every column the store reads, from all the
+    /// migrations (see [`OutboxMigrator`](crate::migration)); a missing one
+    /// is named with the migration that adds it.
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        let table = self.config.table();
+        crate::schema_check::check(
+            &self.db,
+            table.as_str(),
+            table,
+            &crate::schema_check::OUTBOX,
+        )
+        .await
+        .map_err(StoreError::from)
     }
 }
 

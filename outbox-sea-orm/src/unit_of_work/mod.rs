@@ -65,6 +65,9 @@ pub struct UnitOfWork {
     /// Aggregate writes kept while no transaction is open, in save order.
     pending: Vec<AggregateWrite>,
     messages: Vec<OutboxMessage>,
+    /// One of its calls failed with a retryable error (see
+    /// [`saw_retryable_failure`](UnitOfWork::saw_retryable_failure)).
+    retryable_failure: bool,
 }
 
 impl std::fmt::Debug for UnitOfWork {
@@ -74,6 +77,7 @@ impl std::fmt::Debug for UnitOfWork {
             .field("transaction_open", &self.txn.is_some())
             .field("pending_writes", &self.pending.len())
             .field("messages", &self.messages.len())
+            .field("retryable_failure", &self.retryable_failure)
             .finish_non_exhaustive()
     }
 }
@@ -86,7 +90,55 @@ impl UnitOfWork {
             txn: None,
             pending: Vec::new(),
             messages: Vec::new(),
+            retryable_failure: false,
         }
+    }
+
+    /// Whether one of this unit's calls ([`load`](UnitOfWork::load),
+    /// [`save`](UnitOfWork::save), [`delete`](UnitOfWork::delete),
+    /// [`connection`](UnitOfWork::connection)) failed with an error that
+    /// running the unit again from the start may cure
+    /// ([`OutboxError::is_retryable`]: contention, a concurrency conflict),
+    /// even if the caller turned that error into one of its own, or
+    /// swallowed it. [`Outbox::transaction`](crate::Outbox::transaction)
+    /// retries on this by default, whatever the caller's error type.
+    ///
+    /// ```no_run
+    /// # async fn run(outbox: txoutbox_sea_orm::Outbox) {
+    /// let mut uow = outbox.begin();
+    /// assert!(!uow.saw_retryable_failure());
+    /// # }
+    /// ```
+    pub fn saw_retryable_failure(&self) -> bool {
+        self.retryable_failure
+    }
+
+    /// The result of one of the application's own statements on
+    /// [`connection`](UnitOfWork::connection), as an [`OutboxError`]
+    /// (contention told apart), noting a retryable failure as the unit's
+    /// own calls do: a deadlock in the application's statements is then
+    /// retried by [`Outbox::transaction`](crate::Outbox::transaction) too.
+    ///
+    /// ```no_run
+    /// # async fn run(mut uow: txoutbox_sea_orm::UnitOfWork) -> Result<(), txoutbox_sea_orm::OutboxError> {
+    /// use sea_orm::ConnectionTrait;
+    /// let updated = uow.connection().await?.execute_unprepared("UPDATE stock SET n = n - 1").await;
+    /// uow.checked(updated)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn checked<T>(&mut self, result: Result<T, sea_orm::DbErr>) -> Result<T, OutboxError> {
+        self.noted(result.map_err(OutboxError::from))
+    }
+
+    /// Notes a retryable failure among `result`'s (see
+    /// [`saw_retryable_failure`](UnitOfWork::saw_retryable_failure)).
+    fn noted<T>(&mut self, result: Result<T, OutboxError>) -> Result<T, OutboxError> {
+        if let Err(err) = &result
+            && err.is_retryable()
+        {
+            self.retryable_failure = true;
+        }
+        result
     }
 
     /// The unit's transaction, for the application's own SeaORM statements:
@@ -104,13 +156,20 @@ impl UnitOfWork {
         match self.txn {
             Some(ref txn) => Ok(txn),
             None => {
-                let txn = self.shared.db.begin().await?;
-                for write in self.pending.drain(..) {
-                    write.execute(&txn, self.shared.config.table()).await?;
-                }
+                let opened = self.open().await;
+                let txn = self.noted(opened)?;
                 Ok(self.txn.insert(txn))
             }
         }
+    }
+
+    /// Begins the transaction and writes the aggregates saved so far.
+    async fn open(&mut self) -> Result<DatabaseTransaction, OutboxError> {
+        let txn = self.shared.db.begin().await?;
+        for write in self.pending.drain(..) {
+            write.execute(&txn, self.shared.config.table()).await?;
+        }
+        Ok(txn)
     }
 
     /// The context stamped on this unit's messages.
@@ -126,10 +185,15 @@ impl UnitOfWork {
         &mut self,
         id: impl Into<PrimaryKeyOf<A>>,
     ) -> Result<Option<A>, OutboxError> {
-        if self.txn.is_none() && self.pending.is_empty() {
-            return load(&self.shared.db, id).await;
-        }
-        load(self.connection().await?, id).await
+        let loaded = if self.txn.is_none() && self.pending.is_empty() {
+            load(&self.shared.db, id).await
+        } else {
+            match self.connection().await {
+                Ok(txn) => load(txn, id).await,
+                Err(err) => Err(err),
+            }
+        };
+        self.noted(loaded)
     }
 
     /// Saves the aggregate's state and queues its recorded events: inserts a
@@ -173,7 +237,8 @@ impl UnitOfWork {
         change: Change,
     ) -> Result<u64, OutboxError> {
         let (write, changes) = prepare(&self.shared, &self.context, aggregate, change)?;
-        self.write(write, changes).await
+        let written = self.write(write, changes).await;
+        self.noted(written)
     }
 
     fn backend(&self) -> DbBackend {

@@ -134,4 +134,7 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         timed(&self.calls.stats, self.inner.stats(), |_| 0).await
     }
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        self.inner.check_schema().await
+    }
 }

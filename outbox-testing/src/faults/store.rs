@@ -152,4 +152,7 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         self.inner.stats().await
     }
+    async fn check_schema(&self) -> Result<(), StoreError> {
+        self.inner.check_schema().await
+    }
 }
