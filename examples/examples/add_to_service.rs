@@ -1,24 +1,21 @@
-//! The README's complete example, whole and runnable: two events, an
-//! aggregate that is its own SeaORM model, the tables and the stream, the
-//! processor, saving through the repository, a plain `async fn` handler
-//! applied once through the inbox, the subscriber, shutdown.
+//! The outbox added to a service without a web framework, whole and
+//! runnable: two events, an aggregate that is its own SeaORM model, the
+//! tables and the stream, the processor, saving through the repository, a
+//! plain `async fn` handler applied once through the inbox, the subscriber,
+//! shutdown. (The README's complete example is the axum service in
+//! `examples/readme-service`.)
 //!
 //! `cargo run -p txoutbox-examples --example add_to_service`
 //! (`DATABASE_URL` for PostgreSQL or MariaDB, an SQLite file in the temp
 //! directory otherwise; `NATS_URL`, or the NATS server on 127.0.0.1:4222).
 //! It uses nothing of the examples' library: that one registers the demo's
 //! own `order.placed` and `order.paid`, which would clash with these.
-//!
-//! The part between the `README` markers is in the README word for word
-//! (`examples/tests/readme_snippets.rs` checks it); the README adds a `main`
-//! that runs until Ctrl-C, this file one that waits for the invoice.
 
-// The README shows the items as a service writes them, without doc comments.
+// The items as a service writes them, without doc comments.
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-// README-BEGIN complete-example
 use std::error::Error;
 use std::future::Future;
 
@@ -160,7 +157,6 @@ pub async fn run(
     processor.shutdown().await?;
     Ok(())
 }
-// README-END complete-example
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -2,9 +2,9 @@
 //! `txoutbox::guide`) compile: every Rust block in them is a doctest of the
 //! facade (`cargo test -p txoutbox --doc`). This test keeps it so:
 //!
-//! - the README's complete example is `examples/examples/add_to_service.rs`
-//!   word for word (the part between its `README` markers), so the code the
-//!   README shows also runs end to end;
+//! - the README's complete example is `examples/readme-service/src/main.rs`
+//!   word for word, and its installation block lists exactly that crate's
+//!   dependencies, so a service written from the README alone compiles;
 //! - no Rust block in the README or a chapter is `ignore`d (a block rustdoc
 //!   skips can rot), and every chapter file is a module of `txoutbox::guide`
 //!   (a file no module includes is never compiled);
@@ -86,38 +86,69 @@ fn is_rust(info: &str) -> bool {
         })
 }
 
-/// The example's lines between its README markers.
-fn example_region(example: &str) -> &str {
-    let begin = "// README-BEGIN complete-example\n";
-    let start = example.find(begin).expect("the begin marker") + begin.len();
-    let end = example[start..]
-        .find("// README-END complete-example")
-        .expect("the end marker")
-        + start;
-    &example[start..end]
-}
-
 #[test]
 fn the_readme_shows_the_complete_example_word_for_word() {
     let readme = read("README.md");
-    let example = read("examples/examples/add_to_service.rs");
-    let region = example_region(&example);
+    let service = read("examples/readme-service/src/main.rs");
     let block = blocks(&readme)
         .into_iter()
         .find(|(_, info, body)| is_rust(info) && body.contains("async fn on_paid"))
         .expect("the README's complete example (the block with `on_paid`)");
     assert!(
-        block.2.starts_with(region),
-        "README line {}: the complete example differs from examples/examples/add_to_service.rs \
-         between its README markers; copy the region again",
+        block.2 == service,
+        "README line {}: the complete example differs from examples/readme-service/src/main.rs; \
+         copy the file again",
         block.0
     );
-    // After the region the README adds only a `main` that calls `run`.
-    let rest = &block.2[region.len()..];
-    assert!(
-        rest.contains("async fn main()") && rest.contains("run(&database_url, &nats_url"),
-        "the README's complete example ends with a `main` running the example's `run`:\n{rest}"
+}
+
+/// `(name, features)` of each dependency line under `[dependencies]`.
+fn dependencies(toml: &str) -> Vec<(String, Vec<String>)> {
+    let mut inside = false;
+    let mut found = Vec::new();
+    for line in toml.lines() {
+        let line = line.split(" #").next().unwrap_or("").trim();
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=').filter(|_| inside) else {
+            continue;
+        };
+        let features = value
+            .split_once("features = [")
+            .and_then(|(_, rest)| rest.split_once(']'))
+            .map(|(list, _)| {
+                list.split(',')
+                    .map(|feature| feature.trim().trim_matches('"').to_owned())
+                    .filter(|feature| !feature.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.push((name.trim().to_owned(), features));
+    }
+    found
+}
+
+/// A service written from the README needs the dependencies its
+/// installation section lists and nothing else: the README's complete
+/// example is a crate whose dependencies are exactly those lines.
+#[test]
+fn the_readme_lists_every_dependency_of_its_complete_example() {
+    let readme = read("README.md");
+    let listed = blocks(&readme)
+        .into_iter()
+        .find(|(_, info, body)| info == "toml" && body.contains("txoutbox ="))
+        .expect("the README's installation block");
+    let manifest = read("examples/readme-service/Cargo.toml");
+    assert_eq!(
+        dependencies(&listed.2),
+        dependencies(&manifest),
+        "README line {}: the installation block and examples/readme-service/Cargo.toml \
+         [dependencies] differ (names and features)",
+        listed.0
     );
+    assert!(dependencies(&manifest).len() >= 3, "{manifest}");
 }
 
 #[test]

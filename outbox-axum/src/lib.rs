@@ -76,6 +76,7 @@
 mod builder;
 mod error;
 mod health;
+mod http_error;
 mod metrics;
 mod routes;
 mod runtime;
@@ -85,6 +86,7 @@ mod source;
 pub use builder::{DEFAULT_PROBE_TIMEOUT, RuntimeBuilder};
 pub use error::RuntimeError;
 pub use health::{Liveness, Readiness, RuntimeHealth};
+pub use http_error::HttpError;
 pub use runtime::Runtime;
 pub use source::{ProcessorSource, SubscriberSource};
 

@@ -11,8 +11,9 @@
 //! | [`publishing`] | the processor: wake-ups, claims, the stream, settings, the database pool |
 //! | [`consuming`] | typed handlers, the inbox, dead letters, consumers on more than one process |
 //! | [`guarantees`] | ordering and delivery guarantees, failure by failure |
+//! | [`running_in_axum`] | the axum runtime: processor and subscribers started, health, metrics, graceful shutdown |
 //! | [`operating`] | the `outbox` command, verification, metrics and health, tracing, versions |
-//! | [`testing_a_service`] | the testing kit: in-memory store and broker, faults, a real nats-server |
+//! | [`testing_a_service`] | the testing kit: the service's real `Outbox` on SQLite in memory, its subscriber in process, faults, a real nats-server |
 //! | [`performance`] | what it costs and how fast it goes |
 //! | [`versioning`] | evolving events: upcasts and the schema lock |
 
@@ -34,6 +35,10 @@ pub mod consuming {
 
 pub mod guarantees {
     #![doc = include_str!("../guide/guarantees.md")]
+}
+
+pub mod running_in_axum {
+    #![doc = include_str!("../guide/running_in_axum.md")]
 }
 
 pub mod operating {
