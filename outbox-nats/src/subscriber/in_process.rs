@@ -29,7 +29,8 @@ use super::release;
 use super::shared::Shared;
 
 /// A checked subscriber that handles the messages it is given, one at a
-/// time, as its lane workers would.
+/// time, as its lane workers would, and settles them as it would on
+/// JetStream, in memory.
 pub struct InProcess {
     shared: Arc<Shared>,
     inbox: Option<Arc<dyn ConsumerInbox>>,
@@ -74,8 +75,11 @@ pub enum InProcessOutcome {
         /// The handler's error.
         reason: String,
     },
-    /// It can never be handled here: dead-lettered as the policy says
-    /// ([`InProcess::dead_letter_subject`], [`InProcess::dead_letters_redeliver`]).
+    /// It can never be handled here: a copy published to `subject` (the
+    /// [`DeadLetterPolicy`](super::DeadLetterPolicy)'s), or with
+    /// `DeadLetterPolicy::terminate` (`subject` `None`) terminated. With
+    /// `DeadLetterPolicy::redeliver` the outcome is
+    /// [`Retried`](Self::Retried) instead, as the nak it is.
     Dead {
         /// Why, as the dead letter's `Outbox-Dead-Kind` header says.
         kind: DeadLetterKind,
@@ -84,6 +88,8 @@ pub enum InProcessOutcome {
         /// Whether its aggregate was held behind it (the subscriber keeps
         /// order and the kind holds an aggregate).
         held: bool,
+        /// Where the copy is published, if the policy publishes one.
+        subject: Option<String>,
     },
 }
 
@@ -110,12 +116,6 @@ impl InProcess {
     /// Where dead letters are published, if the policy publishes them.
     pub fn dead_letter_subject(&self) -> Option<String> {
         self.shared.dead_letter.subject(&self.shared.consumer)
-    }
-
-    /// Whether the policy naks dead messages instead
-    /// ([`DeadLetterPolicy::redeliver`](super::DeadLetterPolicy::redeliver)).
-    pub fn dead_letters_redeliver(&self) -> bool {
-        self.shared.dead_letter.redelivers()
     }
 
     /// Whether it keeps order with its inbox (restart guard, holds).
@@ -167,13 +167,13 @@ impl InProcess {
             outcome = Empty,
         );
         if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
-            return outcome(parked, false, &span);
+            return outcome(shared, parked, false, &delivered, &span);
         }
         let verdict = dispatch::decide_delivered(shared, &delivered, &span)
             .instrument(span.clone())
             .await;
         let held = holding::hold_if_dead(shared, &verdict, &delivered, &key).await;
-        outcome(verdict, held, &span)
+        outcome(shared, verdict, held, &delivered, &span)
     }
 
     /// Reads the holds and applies what is parked behind released ones, in
@@ -190,18 +190,39 @@ impl InProcess {
     }
 }
 
-/// The verdict as an outcome, recorded on the span as the JetStream path
-/// records it (dead messages as `dead_lettered`).
-fn outcome(verdict: Verdict, held: bool, span: &tracing::Span) -> InProcessOutcome {
+/// The verdict as an outcome, settled as `settle::settle` settles it on
+/// JetStream (the dead-letter copy as published, which in memory cannot
+/// fail) and recorded on the span with the same `outcome` label.
+fn outcome(
+    shared: &Shared,
+    verdict: Verdict,
+    held: bool,
+    delivered: &Delivered<'_>,
+    span: &tracing::Span,
+) -> InProcessOutcome {
     let (outcome, label) = match verdict.decision {
         Decision::Ack { outcome } => (InProcessOutcome::Acked(outcome), outcome),
         Decision::Retry { delay, reason } => {
+            tracing::warn!(parent: span, error = %reason, retry_in = ?delay, "handler failed; the message will be delivered again");
             (InProcessOutcome::Retried { delay, reason }, "retried")
         }
-        Decision::Dead { kind, reason } => (
-            InProcessOutcome::Dead { kind, reason, held },
-            "dead_lettered",
-        ),
+        Decision::Dead { kind, reason } => {
+            let subject = shared.dead_letter.subject(&shared.consumer);
+            if subject.is_some() {
+                tracing::error!(parent: span, %kind, %reason, dead_letter_subject = ?subject, "message dead-lettered");
+                let dead = InProcessOutcome::Dead { kind, reason, held, subject };
+                (dead, "dead_lettered")
+            } else if shared.dead_letter.redelivers() {
+                tracing::warn!(parent: span, %kind, %reason, "message cannot be handled; redelivering later");
+                let delay = shared.backoff.jittered_delay(delivered.deliveries);
+                let reason = format!("{kind}: {reason}");
+                (InProcessOutcome::Retried { delay, reason }, "redelivered")
+            } else {
+                tracing::error!(parent: span, %kind, %reason, "message cannot be handled; terminated");
+                let dead = InProcessOutcome::Dead { kind, reason, held, subject };
+                (dead, "terminated")
+            }
+        }
     };
     span.record("outcome", label);
     outcome
