@@ -54,7 +54,8 @@ const SOURCE: &str = "/txoutbox-testing";
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use txoutbox_core::{Delivery, HandlerError, MessageContext, OutboxMessage, PendingMessage, SubjectPrefix};
-/// use txoutbox_nats::{IntoJetStream, Subscriber, SubscriberBuilder};
+/// use txoutbox_nats::subscriber::SubscriberBuilder;
+/// use txoutbox_nats::{IntoJetStream, Subscriber};
 /// use txoutbox_testing::{DeliveryOutcome, TestSubscriber};
 ///
 /// // The service's code: its subscriber, built from whatever NATS it is given.
