@@ -387,14 +387,12 @@ impl TestSubscriber {
     /// `Release::Skip` leaves it unapplied); should one fail, its aggregate
     /// is held behind it again. Returns each parked message settled.
     pub async fn apply_releases(&self) -> Result<Vec<Settled>, TestSubscriberError> {
-        let replayed =
-            self.subscriber
-                .apply_releases()
-                .await
-                .map_err(|source| TestSubscriberError::Inbox {
-                    consumer: self.durable().to_owned(),
-                    source,
-                })?;
+        let replayed = self.subscriber.apply_releases().await.map_err(|source| {
+            TestSubscriberError::Inbox {
+                consumer: self.durable().to_owned(),
+                source,
+            }
+        })?;
         Ok(replayed.into_iter().map(released).collect())
     }
 
@@ -422,13 +420,14 @@ impl TestSubscriber {
         let Some(inbox) = self.subscriber.inbox() else {
             return Ok(false);
         };
-        let applied = inbox
-            .applied(vec![id])
-            .await
-            .map_err(|source| TestSubscriberError::Inbox {
-                consumer: self.durable().to_owned(),
-                source,
-            })?;
+        let applied =
+            inbox
+                .applied(vec![id])
+                .await
+                .map_err(|source| TestSubscriberError::Inbox {
+                    consumer: self.durable().to_owned(),
+                    source,
+                })?;
         Ok(applied.contains(&id))
     }
 

@@ -210,7 +210,12 @@ fn outcome(
             let subject = shared.dead_letter.subject(&shared.consumer);
             if subject.is_some() {
                 tracing::error!(parent: span, %kind, %reason, dead_letter_subject = ?subject, "message dead-lettered");
-                let dead = InProcessOutcome::Dead { kind, reason, held, subject };
+                let dead = InProcessOutcome::Dead {
+                    kind,
+                    reason,
+                    held,
+                    subject,
+                };
                 (dead, "dead_lettered")
             } else if shared.dead_letter.redelivers() {
                 tracing::warn!(parent: span, %kind, %reason, "message cannot be handled; redelivering later");
@@ -219,7 +224,12 @@ fn outcome(
                 (InProcessOutcome::Retried { delay, reason }, "redelivered")
             } else {
                 tracing::error!(parent: span, %kind, %reason, "message cannot be handled; terminated");
-                let dead = InProcessOutcome::Dead { kind, reason, held, subject };
+                let dead = InProcessOutcome::Dead {
+                    kind,
+                    reason,
+                    held,
+                    subject,
+                };
                 (dead, "terminated")
             }
         }

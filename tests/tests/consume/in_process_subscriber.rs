@@ -20,8 +20,8 @@ use txoutbox_core::{
     AggregateRef, HandlerError, IntegrationEvent, MessageContext, OutboxMessage, PendingMessage,
     SubjectPrefix,
 };
-use txoutbox_nats::subscriber::{DeadLetterKind, SubscriberBuildError};
 use txoutbox_nats::subscriber::SubscriberBuilder;
+use txoutbox_nats::subscriber::{DeadLetterKind, SubscriberBuildError};
 use txoutbox_nats::{IntoJetStream, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::TestDb;
@@ -122,7 +122,14 @@ fn message<E: IntegrationEvent>(event: &E, aggregate: &str, sequence: u64) -> Ou
 }
 
 fn step(aggregate: &str, step: i64) -> OutboxMessage {
-    message(&StepRecorded { step, poison: false }, aggregate, step as u64)
+    message(
+        &StepRecorded {
+            step,
+            poison: false,
+        },
+        aggregate,
+        step as u64,
+    )
 }
 
 fn poison(aggregate: &str, step: i64) -> OutboxMessage {
@@ -159,7 +166,13 @@ async fn applied_once_in_order_and_unhandled_acked(test: TestDb) {
     let inbox = setup(&test).await;
     let subscriber = harness(&inbox, &World::default()).await;
     let noted = message(&StepNoted { note: "n".into() }, "A", 3);
-    let published = [step("A", 1), step("B", 1), step("A", 2), noted, step("B", 2)];
+    let published = [
+        step("A", 1),
+        step("B", 1),
+        step("A", 2),
+        noted,
+        step("B", 2),
+    ];
 
     let settled = subscriber.deliver_all(&published).await.unwrap();
     assert_eq!(
@@ -177,7 +190,10 @@ async fn applied_once_in_order_and_unhandled_acked(test: TestDb) {
 
     // A redelivery (a lost ack): the inbox applied it, nothing runs twice.
     let again = subscriber.deliver_once(&published[0]).await.unwrap();
-    assert_eq!((again.outcome, again.delivery), (DeliveryOutcome::Duplicate, 2));
+    assert_eq!(
+        (again.outcome, again.delivery),
+        (DeliveryOutcome::Duplicate, 2)
+    );
     assert!(inbox.contains(published[0].id).await.unwrap());
     assert_eq!(applied(&test, "A").await, [1, 2]);
     assert!(subscriber.dead_letters().is_empty());
@@ -222,12 +238,19 @@ async fn a_poison_message_holds_its_aggregate_until_released(test: TestDb) {
     let letters = subscriber.dead_letters();
     assert_eq!(letters.len(), 1);
     assert_eq!(
-        (letters[0].message.id, letters[0].kind, letters[0].subject.as_deref()),
+        (
+            letters[0].message.id,
+            letters[0].kind,
+            letters[0].subject.as_deref()
+        ),
         (dead.id, DeadLetterKind::Rejected, Some("dlq.steps"))
     );
     // The hold is in the inbox's real tables, visible to operators.
     let hold = inbox.holds().await.unwrap().remove(0);
-    assert_eq!((hold.aggregate_id.as_str(), hold.message_id, hold.waiting), ("A", dead.id, 2));
+    assert_eq!(
+        (hold.aggregate_id.as_str(), hold.message_id, hold.waiting),
+        ("A", dead.id, 2)
+    );
     assert_eq!(applied(&test, "A").await, [1]);
     assert_eq!(applied(&test, "B").await, [1]);
     // Nothing released yet: nothing applied.
@@ -240,7 +263,11 @@ async fn a_poison_message_holds_its_aggregate_until_released(test: TestDb) {
     let released = subscriber.apply_releases().await.unwrap();
     assert_eq!(
         outcomes(&released),
-        expected(&[("A", 2, "handled"), ("A", 3, "handled"), ("A", 5, "handled")])
+        expected(&[
+            ("A", 2, "handled"),
+            ("A", 3, "handled"),
+            ("A", 5, "handled")
+        ])
     );
     assert_eq!(applied(&test, "A").await, [1, 2, 3, 4]);
     assert!(inbox.holds().await.unwrap().is_empty());
@@ -257,7 +284,10 @@ async fn a_retryable_failure_is_retried_then_dead_lettered_exhausted(test: TestD
     // Two failures, three deliveries allowed: handled on the third.
     world.failures_left.store(2, Ordering::SeqCst);
     let settled = subscriber.deliver(&step("A", 1)).await.unwrap();
-    let names: Vec<(u64, &str)> = settled.iter().map(|s| (s.delivery, s.outcome.name())).collect();
+    let names: Vec<(u64, &str)> = settled
+        .iter()
+        .map(|s| (s.delivery, s.outcome.name()))
+        .collect();
     assert_eq!(names, [(1, "retried"), (2, "retried"), (3, "handled")]);
     assert!(
         matches!(&settled[0].outcome, DeliveryOutcome::Retried { reason, .. } if reason.contains("busy"))
@@ -270,10 +300,18 @@ async fn a_retryable_failure_is_retried_then_dead_lettered_exhausted(test: TestD
         .deliver_all(&[step("A", 2), step("A", 3)])
         .await
         .unwrap();
-    let names: Vec<(u64, &str)> = settled.iter().map(|s| (s.delivery, s.outcome.name())).collect();
+    let names: Vec<(u64, &str)> = settled
+        .iter()
+        .map(|s| (s.delivery, s.outcome.name()))
+        .collect();
     assert_eq!(
         names,
-        [(1, "retried"), (2, "retried"), (3, "dead_lettered"), (1, "held")]
+        [
+            (1, "retried"),
+            (2, "retried"),
+            (3, "dead_lettered"),
+            (1, "held")
+        ]
     );
     match &settled[2].outcome {
         DeliveryOutcome::DeadLettered { kind, reason, .. } => {
@@ -303,20 +341,28 @@ async fn the_builder_is_checked_as_build_checks_it(test: TestDb) {
         .on(|_: StepRecorded, _| async { Ok::<_, HandlerError>(()) });
     let err = TestSubscriber::new(plain).await.unwrap_err();
     assert!(
-        matches!(err, TestSubscriberError::Build(SubscriberBuildError::NoInbox { .. })),
+        matches!(
+            err,
+            TestSubscriberError::Build(SubscriberBuildError::NoInbox { .. })
+        ),
         "{err}"
     );
     // An inbox whose tables are missing: refused, as at `build`.
     let elsewhere = Outbox::new(
         test.db.clone(),
-        OutboxConfig::default().with_inbox_table("missing_inbox").unwrap(),
+        OutboxConfig::default()
+            .with_inbox_table("missing_inbox")
+            .unwrap(),
     );
     let missing = Inbox::new(&elsewhere, CONSUMER).unwrap();
     let err = TestSubscriber::new(steps_subscriber(nats, &missing, &World::default()))
         .await
         .unwrap_err();
     assert!(
-        matches!(err, TestSubscriberError::Build(SubscriberBuildError::InboxSchema { .. })),
+        matches!(
+            err,
+            TestSubscriberError::Build(SubscriberBuildError::InboxSchema { .. })
+        ),
         "{err}"
     );
     drop(inbox);
