@@ -6,7 +6,7 @@
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use std::time::Duration;
-use txoutbox::nats::async_nats::jetstream;
+use txoutbox::nats::IntoJetStream;
 use txoutbox::nats::subscriber::{Backoff, SubscriberBuilder};
 use txoutbox::{Delivery, HandlerError};
 use txoutbox::{Inbox, UnitOfWork};
@@ -72,13 +72,16 @@ async fn set_status(
 
 /// The read model's subscriber: a durable pull consumer [`CONSUMER`] on
 /// `stream`, one typed handler per order event, each through `inbox`.
+/// `nats` is the service's NATS client or a JetStream context; its tests
+/// (`testing_a_service`) run this very builder in process, with the testing
+/// kit's `TestSubscriber`.
 pub fn subscriber(
-    jetstream: jetstream::Context,
+    nats: impl IntoJetStream,
     inbox: &Inbox,
     stream: &str,
     filter_subject: &str,
 ) -> SubscriberBuilder {
-    Subscriber::builder(jetstream, CONSUMER)
+    Subscriber::builder(nats, CONSUMER)
         .stream(stream)
         .filter_subject(filter_subject)
         // Dead letters (`dlq.order-summaries`) are kept: `outbox dlq list`.

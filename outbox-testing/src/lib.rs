@@ -14,6 +14,12 @@
 //!   `txoutbox_sea_orm::Outbox` (repository, unit of work, `transaction`)
 //!   on SQLite in memory, over a [`MemoryPublisher`]; its `drain` runs the
 //!   real processor. Test the very functions the service runs.
+//! - `TestSubscriber` (feature `nats`; the facade's `testing` with
+//!   `nats`): **the consumer's production path**, the service's real
+//!   subscriber (the `SubscriberBuilder` its code builds: typed handlers,
+//!   inbox, per-aggregate order, retries, dead letters, held aggregates and
+//!   their release) driven in this process with the outbox's published
+//!   messages, each delivery's outcome reported. No nats-server.
 //! - [`TestOutbox`]: the store in memory and the publisher wired to the
 //!   real processor, for code written against the store's contract; `drain().await`
 //!   publishes everything publishable now and returns it; its
@@ -82,6 +88,9 @@ mod recorded;
 #[cfg(feature = "sea-orm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sea-orm")))]
 mod sqlite_outbox;
+#[cfg(feature = "nats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
+mod test_subscriber;
 mod typed;
 
 pub use clock::TestClock;
@@ -92,6 +101,10 @@ pub use order::OrderViolation;
 pub use recorded::recorded;
 #[cfg(feature = "sea-orm")]
 pub use sqlite_outbox::SqliteOutbox;
+#[cfg(feature = "nats")]
+pub use test_subscriber::{
+    DeliveryOutcome, RecordedDeadLetter, Settled, TestSubscriber, TestSubscriberError,
+};
 pub use typed::PublishedEvent;
 
 /// This crate's README (crates.io's page), whose examples run as doctests.

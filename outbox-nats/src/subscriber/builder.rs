@@ -22,6 +22,7 @@ use super::dead_lettering::DeadLetterPolicy;
 use super::error::SubscriberBuildError;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
+use super::in_process::InProcess;
 use super::partitioned::{Owned, PullSpec};
 use super::shared::Shared;
 use crate::StreamSpec;
@@ -428,6 +429,90 @@ impl SubscriberBuilder {
     /// max deliver, max ack pending, filter subject, deliver policy), and returns the
     /// subscriber, ready to [`run`](Subscriber::run).
     pub async fn build(self) -> Result<Subscriber, SubscriberBuildError> {
+        let Checked {
+            shared,
+            stream_name,
+            keeps_order,
+            pulls,
+            max_ack_pending,
+            filter_subject,
+            partitioned,
+            deliver_policy,
+            dead_letter_stream,
+            inbox: _,
+        } = self.checked().await?;
+        let stream = shared
+            .context
+            .get_stream(&stream_name)
+            .await
+            .map_err(|source| SubscriberBuildError::stream(&stream_name, source))?;
+        if let Some(subject) = shared.dead_letter.subject(&shared.consumer) {
+            let captured_here = filter_subject.is_empty()
+                && !partitioned
+                && stream
+                    .cached_info()
+                    .config
+                    .subjects
+                    .iter()
+                    .any(|pattern| subject_matches(pattern, &subject));
+            if captured_here {
+                return Err(SubscriberBuildError::InvalidConfig(format!(
+                    "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
+                     which this consumer reads unfiltered: dead letters would come back to it"
+                )));
+            }
+            ensure_dead_letters_stored(
+                &shared.context,
+                &shared.consumer,
+                dead_letter_stream.as_ref(),
+                &subject,
+            )
+            .await?;
+        }
+        let max_deliver = i64::try_from(shared.max_deliver).unwrap_or(i64::MAX);
+        let mut consumers = Vec::new();
+        for pull in pulls {
+            let config = pull::Config {
+                durable_name: Some(pull.durable),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: shared.ack_wait,
+                max_deliver,
+                max_ack_pending,
+                filter_subject: pull.filter,
+                deliver_policy,
+                ..Default::default()
+            };
+            let ensured = consumer::ensure(&stream, config).await?;
+            if keeps_order {
+                consumer::check_not_in_use(&ensured).await?;
+            }
+            consumers.push(ensured);
+        }
+        Ok(Subscriber {
+            shared: Arc::new(shared),
+            consumers,
+        })
+    }
+
+    /// The subscriber's handlers, inbox, order keeping and dead-letter
+    /// policy, checked as [`build`](Self::build) checks them, to run in this
+    /// process without JetStream: the testing kit's `TestSubscriber`
+    /// (`txoutbox_testing`, feature `nats`) feeds it messages. Nothing is
+    /// created or verified on the server, and nothing is sent to it.
+    ///
+    /// Not part of the public API: outside semver, it may change in any
+    /// release.
+    #[doc(hidden)]
+    pub async fn into_in_process(self) -> Result<InProcess, SubscriberBuildError> {
+        let checked = self.checked().await?;
+        Ok(InProcess::new(Arc::new(checked.shared), checked.inbox))
+    }
+
+    /// What [`build`](Self::build) and [`into_in_process`](Self::into_in_process)
+    /// share: the settings checked; the handlers, their inbox (and its
+    /// tables) and the registry; what the subscriber shares between its
+    /// tasks. Asks nothing of JetStream.
+    async fn checked(self) -> Result<Checked, SubscriberBuildError> {
         let stream_name = self.check()?;
         let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
@@ -476,56 +561,9 @@ impl SubscriberBuilder {
                     .build()?,
             ),
         };
-        let stream = self
-            .context
-            .get_stream(&stream_name)
-            .await
-            .map_err(|source| SubscriberBuildError::stream(&stream_name, source))?;
-        if let Some(subject) = self.dead_letter.subject(&self.durable) {
-            let captured_here = self.filter_subject.is_empty()
-                && self.partitions.is_none()
-                && stream
-                    .cached_info()
-                    .config
-                    .subjects
-                    .iter()
-                    .any(|pattern| subject_matches(pattern, &subject));
-            if captured_here {
-                return Err(SubscriberBuildError::InvalidConfig(format!(
-                    "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
-                     which this consumer reads unfiltered: dead letters would come back to it"
-                )));
-            }
-            ensure_dead_letters_stored(
-                &self.context,
-                &self.durable,
-                self.dead_letter_stream.as_ref(),
-                &subject,
-            )
-            .await?;
-        }
-        let max_deliver = i64::try_from(self.max_deliver).unwrap_or(i64::MAX);
-        let mut consumers = Vec::new();
-        for pull in pulls {
-            let config = pull::Config {
-                durable_name: Some(pull.durable),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: self.ack_wait,
-                max_deliver,
-                max_ack_pending,
-                filter_subject: pull.filter,
-                deliver_policy: self.deliver_policy,
-                ..Default::default()
-            };
-            let ensured = consumer::ensure(&stream, config).await?;
-            if keeps_order {
-                consumer::check_not_in_use(&ensured).await?;
-            }
-            consumers.push(ensured);
-        }
         let shared = Shared {
             consumer: self.durable.into(),
-            stream: stream_name.into(),
+            stream: stream_name.clone().into(),
             client: self.context.client(),
             context: self.context,
             registry,
@@ -550,11 +588,19 @@ impl SubscriberBuilder {
                         .map(|inbox| Arc::new(Holds::new(inbox as Arc<dyn HeldMessages>)))
                 })
                 .flatten(),
-            cleanup: inbox.zip(self.cleanup),
+            cleanup: inbox.clone().zip(self.cleanup),
         };
-        Ok(Subscriber {
-            shared: Arc::new(shared),
-            consumers,
+        Ok(Checked {
+            shared,
+            inbox,
+            stream_name,
+            keeps_order,
+            pulls,
+            max_ack_pending,
+            filter_subject: self.filter_subject,
+            partitioned: self.partitions.is_some(),
+            deliver_policy: self.deliver_policy,
+            dead_letter_stream: self.dead_letter_stream,
         })
     }
 
@@ -623,6 +669,22 @@ impl SubscriberBuilder {
         }
         Ok(stream)
     }
+}
+
+/// A builder checked, before JetStream is asked anything (see
+/// [`SubscriberBuilder::checked`]).
+struct Checked {
+    shared: Shared,
+    /// The inbox the handlers apply through (or `keep_order`'s).
+    inbox: Option<Arc<dyn ConsumerInbox>>,
+    stream_name: String,
+    keeps_order: bool,
+    pulls: Vec<PullSpec>,
+    max_ack_pending: i64,
+    filter_subject: String,
+    partitioned: bool,
+    deliver_policy: DeliverPolicy,
+    dead_letter_stream: Option<StreamSpec>,
 }
 
 /// Provisions the dead-letter stream if one was given, else checks that

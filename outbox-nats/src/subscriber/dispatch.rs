@@ -72,22 +72,23 @@ pub(crate) fn header<'a>(pairs: &[(&'a str, &'a str)], name: &str) -> Option<&'a
         .map(|(_, v)| *v)
 }
 
-/// Decides what to do with `incoming`, running its handler if it has one.
-/// Never panics, whatever the message or the handler does.
-pub(crate) async fn decide(shared: &Arc<Shared>, incoming: &Incoming, span: &Span) -> Verdict {
-    let message = &incoming.message;
-    let delivered = Delivered {
-        subject: &message.subject,
-        headers: header_pairs(message),
-        payload: &message.payload,
-        stream_sequence: incoming.stream_sequence,
-        deliveries: incoming.deliveries,
-    };
-    decide_delivered(shared, delivered, span).await
+impl Incoming {
+    /// The message as [`decide_delivered`] and the hold logic read it.
+    pub(crate) fn delivered(&self) -> Delivered<'_> {
+        let message = &self.message;
+        Delivered {
+            subject: &message.subject,
+            headers: header_pairs(message),
+            payload: &message.payload,
+            stream_sequence: self.stream_sequence,
+            deliveries: self.deliveries,
+        }
+    }
 }
 
 /// A message as delivered: what [`decide_delivered`] needs of it, whether
-/// it comes from JetStream or from where a held aggregate parked it.
+/// it comes from JetStream, from where a held aggregate parked it, or from
+/// the in-process harness.
 pub(crate) struct Delivered<'a> {
     /// The subject it was published on.
     pub(crate) subject: &'a str,
@@ -101,10 +102,11 @@ pub(crate) struct Delivered<'a> {
     pub(crate) deliveries: u64,
 }
 
-/// [`decide`] for a message as delivered.
+/// Decides what to do with a message as delivered, running its handler if
+/// it has one. Never panics, whatever the message or the handler does.
 pub(crate) async fn decide_delivered(
     shared: &Arc<Shared>,
-    delivered: Delivered<'_>,
+    delivered: &Delivered<'_>,
     span: &Span,
 ) -> Verdict {
     let envelope = match wire::decode(

@@ -20,12 +20,11 @@ use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use txoutbox_core::backoff::Doubling;
-use txoutbox_core::wire;
 
-use super::dispatch::{Incoming, header, header_pairs};
+use super::dispatch::{Incoming, header_pairs};
 use super::error::SubscriberError;
 use super::metrics::UNKNOWN_EVENT;
-use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_key};
+use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
 use super::release;
 use super::restart;
 use super::settle;
@@ -222,14 +221,7 @@ async fn keep_alive(shared: &Shared, lanes: &Lanes<Incoming>) {
 /// The lane of the message's aggregate; a message without one (it will be
 /// dead-lettered) gets a lane of its own.
 fn aggregate_of(message: &jetstream::Message, stream_sequence: u64) -> LaneKey {
-    let pairs = header_pairs(message);
-    match (
-        header(&pairs, wire::AGGREGATE_TYPE),
-        header(&pairs, wire::SUBJECT),
-    ) {
-        (Some(aggregate_type), Some(aggregate_id)) => lane_key(aggregate_type, aggregate_id),
-        _ => format!("\u{0}{stream_sequence}").into(),
-    }
+    lane_of(&header_pairs(message), stream_sequence)
 }
 
 /// Stops in order: hand back what the client buffered, let running

@@ -175,6 +175,8 @@ mod fetch;
 mod handler;
 mod health;
 mod hold;
+mod holding;
+mod in_process;
 pub mod metrics;
 mod ordering;
 mod partitioned;
@@ -199,6 +201,15 @@ pub use health::{ConsumerLag, SubscriberHealth, SubscriberProbe};
 pub use settings::{BackoffSettings, SubscriberSettings};
 
 use shared::Shared;
+
+/// A subscriber run in this process without JetStream, for the testing
+/// kit's `TestSubscriber` (`txoutbox_testing`, feature `nats`): see
+/// `SubscriberBuilder::into_in_process`. Not part of the public API:
+/// outside semver, it may change in any release.
+#[doc(hidden)]
+pub mod __in_process {
+    pub use super::in_process::{InProcess, InProcessMessage, InProcessOutcome};
+}
 
 /// A typed subscriber on a durable JetStream pull consumer (or one per
 /// owned partition, see [`SubscriberBuilder::partitions`]), built and

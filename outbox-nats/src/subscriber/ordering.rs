@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use txoutbox_core::wire;
 
 /// Identifies an aggregate: its type and id.
 pub(crate) type LaneKey = Arc<str>;
@@ -39,6 +40,22 @@ pub(crate) type LaneKey = Arc<str>;
 /// The key of the aggregate `(aggregate_type, aggregate_id)`.
 pub(crate) fn lane_key(aggregate_type: &str, aggregate_id: &str) -> LaneKey {
     format!("{aggregate_type}\u{1f}{aggregate_id}").into()
+}
+
+/// The lane of a message with these headers: its aggregate's (the
+/// `ce-aggregatetype` and `ce-subject` headers, any case); a message that
+/// names none (it will be dead-lettered) gets a lane of its own.
+pub(crate) fn lane_of(headers: &[(&str, &str)], stream_sequence: u64) -> LaneKey {
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    };
+    match (find(wire::AGGREGATE_TYPE), find(wire::SUBJECT)) {
+        (Some(aggregate_type), Some(aggregate_id)) => lane_key(aggregate_type, aggregate_id),
+        _ => format!("\u{0}{stream_sequence}").into(),
+    }
 }
 
 /// A message waiting in, or taken from, a lane.

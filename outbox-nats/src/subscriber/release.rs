@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::consumer::{Hold, ParkedMessage, Release, Unpark};
-use txoutbox_core::{MessageId, wire};
+use txoutbox_core::consumer::{BoxError, Hold, ParkedMessage, Release, Unpark};
 
-use super::dispatch::{self, Decision, Delivered, Incoming, header, header_pairs};
+use super::dispatch::{self, Decision, Delivered};
 use super::hold::Holds;
 use super::ordering::lane_key;
 use super::shared::Shared;
@@ -18,18 +17,22 @@ use super::shared::Shared;
 /// How often the subscriber reads which aggregates are held and released.
 pub(crate) const RELEASE_POLL: Duration = Duration::from_secs(1);
 
+/// A parked message taken up again after a release, and what became of it.
+pub(crate) type Replayed = (ParkedMessage, Unpark);
+
 /// Applies what is parked behind a released hold, in order, and lets
 /// the aggregate go on; should a message fail, the aggregate is held
-/// behind it again.
+/// behind it again. Returns the parked messages it settled.
 async fn replay(
     holds: &Holds,
     shared: &Arc<Shared>,
     hold: &Hold,
     release: Release,
     stop: &CancellationToken,
-) {
+) -> Vec<Replayed> {
     let key = lane_key(&hold.aggregate_type, &hold.aggregate_id);
     let _change = holds.changing().await;
+    let mut settled = Vec::new();
     let parked = match holds
         .store()
         .parked(hold.aggregate_type.clone(), hold.aggregate_id.clone())
@@ -38,13 +41,13 @@ async fn replay(
         Ok(parked) => parked,
         Err(err) => {
             tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading parked messages; the release is retried");
-            return;
+            return settled;
         }
     };
     let mut applied = 0;
     for message in parked {
         if stop.is_cancelled() {
-            return; // the rest stays parked; the release holds
+            return settled; // the rest stays parked; the release holds
         }
         let outcome = if message.message_id == hold.message_id && release == Release::Skip {
             Unpark::Skipped
@@ -55,17 +58,19 @@ async fn replay(
             }
         };
         let again = matches!(outcome, Unpark::HeldAgain { .. });
+        let replayed = (message.clone(), outcome.clone());
         if let Err(err) = holds.store().unpark(message, outcome).await {
             tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "settling a parked message; the release is retried");
-            return;
+            return settled;
         }
+        settled.push(replayed);
         if again {
             tracing::error!(
                 consumer = %shared.consumer, aggregate_type = %hold.aggregate_type,
                 aggregate_id = %hold.aggregate_id, applied,
                 "a released aggregate failed again: it is held behind the message that failed"
             );
-            return;
+            return settled;
         }
         applied += 1;
     }
@@ -75,6 +80,7 @@ async fn replay(
         aggregate_id = %hold.aggregate_id, applied, release = release.as_str(),
         "released aggregate goes on"
     );
+    settled
 }
 
 /// Reads the holds every [`RELEASE_POLL`] and applies released ones, until
@@ -87,19 +93,27 @@ pub(crate) async fn watch(shared: Arc<Shared>, holds: Arc<Holds>, stop: Cancella
             () = stop.cancelled() => return,
             _ = every.tick() => {}
         }
-        let listed = match holds.refresh(&shared.consumer).await {
-            Ok(listed) => listed,
-            Err(err) => {
-                tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading held aggregates");
-                continue;
-            }
-        };
-        for hold in listed {
-            if let Some(release) = hold.release {
-                replay(&holds, &shared, &hold, release, &stop).await;
-            }
+        if let Err(err) = apply_releases(&shared, &holds, &stop).await {
+            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading held aggregates");
         }
     }
+}
+
+/// Reads the holds once and applies the released ones (one tick of
+/// [`watch`]); returns the parked messages it settled.
+pub(crate) async fn apply_releases(
+    shared: &Arc<Shared>,
+    holds: &Holds,
+    stop: &CancellationToken,
+) -> Result<Vec<Replayed>, BoxError> {
+    let listed = holds.refresh(&shared.consumer).await?;
+    let mut settled = Vec::new();
+    for hold in listed {
+        if let Some(release) = hold.release {
+            settled.extend(replay(holds, shared, &hold, release, stop).await);
+        }
+    }
+    Ok(settled)
 }
 
 /// Runs a parked message through its handler; the reason when it failed.
@@ -121,7 +135,7 @@ async fn apply(shared: &Arc<Shared>, message: &ParkedMessage) -> Result<(), Stri
         stream_sequence = message.stream_sequence,
         message_id = %message.message_id,
     );
-    match dispatch::decide_delivered(shared, delivered, &span)
+    match dispatch::decide_delivered(shared, &delivered, &span)
         .await
         .decision
     {
@@ -129,28 +143,4 @@ async fn apply(shared: &Arc<Shared>, message: &ParkedMessage) -> Result<(), Stri
         Decision::Retry { reason, .. } => Err(reason),
         Decision::Dead { kind, reason } => Err(format!("{kind}: {reason}")),
     }
-}
-
-/// `incoming` as a message to park, if its headers name its aggregate and
-/// id (a message that does not cannot be held: it is dead-lettered as
-/// before).
-pub(crate) fn parked(incoming: &Incoming, reason: Option<String>) -> Option<ParkedMessage> {
-    let message = &incoming.message;
-    let pairs = header_pairs(message);
-    let id = header(&pairs, wire::ID)?.parse::<MessageId>().ok()?;
-    let aggregate_type = header(&pairs, wire::AGGREGATE_TYPE)?;
-    let aggregate_id = header(&pairs, wire::SUBJECT)?;
-    Some(ParkedMessage::new(
-        id,
-        aggregate_type,
-        aggregate_id,
-        incoming.stream_sequence,
-        message.subject.as_str(),
-        pairs
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-            .collect(),
-        message.payload.to_vec(),
-        reason,
-    ))
 }

@@ -14,10 +14,10 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field::Empty};
 
-use super::dispatch::{self, Decision, Incoming, Verdict};
+use super::dispatch::{self, Decision, Incoming};
+use super::holding;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Front, LaneKey, Lanes, Queued};
-use super::release;
 use super::settle;
 use super::shared::Shared;
 
@@ -80,17 +80,20 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
         );
         #[cfg(feature = "opentelemetry")]
         continue_trace(&span, &job.item);
-        if let Some(parked) = park_if_held(&shared, &job.item, &key).await {
+        let delivered = job.item.delivered();
+        if let Some(parked) = holding::park_if_held(&shared, &delivered, &key).await {
             if let Decision::Retry { delay, .. } = &parked.decision {
                 lanes.send_away(&key, job.sequence, *delay);
             }
             settle::settle(&shared, &job.item, parked, &span).await;
+            drop(delivered);
             drop(job);
             shared.report_in_flight();
             continue;
         }
         let verdict = {
-            let deciding = dispatch::decide(&shared, &job.item, &span).instrument(span.clone());
+            let deciding =
+                dispatch::decide_delivered(&shared, &delivered, &span).instrument(span.clone());
             tokio::pin!(deciding);
             loop {
                 tokio::select! {
@@ -109,19 +112,12 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
         };
         // Mark it away before the nak, so that its redelivery finds it so
         // and what follows it waits for it.
-        match (&verdict.decision, &shared.holds) {
-            (Decision::Retry { delay, .. }, _) => lanes.send_away(&key, job.sequence, *delay),
-            (Decision::Dead { kind, reason }, Some(holds)) if kind.holds_aggregate() => {
-                if let Some(message) = release::parked(&job.item, Some(format!("{kind}: {reason}")))
-                {
-                    holds
-                        .hold_behind(&shared.consumer, message, &key, reason)
-                        .await;
-                }
-            }
-            _ => {}
+        if let Decision::Retry { delay, .. } = &verdict.decision {
+            lanes.send_away(&key, job.sequence, *delay);
         }
+        holding::hold_if_dead(&shared, &verdict, &delivered, &key).await;
         settle::settle(&shared, &job.item, verdict, &span).await;
+        drop(delivered);
         drop(job);
         shared.report_in_flight();
     }
@@ -174,34 +170,6 @@ async fn next_job(
             return Some((job, Some(slot)));
         }
     }
-}
-
-/// With [`keep_order`](super::SubscriberBuilder::keep_order), a message of a
-/// held aggregate is parked behind the message it is held behind instead of
-/// being handled: the verdict to settle it with (acked once parked, or
-/// delivered again later when the store cannot park it). `None` when its
-/// aggregate is not held.
-async fn park_if_held(shared: &Shared, incoming: &Incoming, key: &LaneKey) -> Option<Verdict> {
-    let holds = shared.holds.as_ref()?;
-    if !holds.is_held(key) {
-        return None;
-    }
-    let message = release::parked(incoming, None)?;
-    let decision = match holds.park_if_held(message, key).await {
-        Ok(false) => return None,
-        Ok(true) => Decision::Ack { outcome: "held" },
-        Err(err) => Decision::Retry {
-            delay: shared.backoff.jittered_delay(incoming.deliveries),
-            reason: format!(
-                "its aggregate is held and it cannot be parked: {}",
-                txoutbox_core::ErrorChain(&*err)
-            ),
-        },
-    };
-    Some(Verdict {
-        decision,
-        event: UNKNOWN_EVENT,
-    })
 }
 
 /// Makes the `outbox.consume` span a child of the producer's OpenTelemetry

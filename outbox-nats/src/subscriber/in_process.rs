@@ -1,0 +1,239 @@
+//! A subscriber run in this process, without JetStream: what the testing
+//! kit's `TestSubscriber` (`txoutbox_testing`, feature `nats`) drives. The
+//! builder's checks ([`SubscriberBuilder::into_in_process`]), the decision
+//! per message ([`dispatch`](super::dispatch): decode, upcasts, handler,
+//! retries, dead letters), the hold logic ([`holding`](super::holding):
+//! parks behind a held aggregate, holds behind a dead message) and the
+//! application of released holds ([`release`](super::release)) are the
+//! subscriber's own; what is left out is JetStream's part: fetching, acks
+//! and naks, the dead-letter copy, progress acks, lanes across concurrent
+//! handlers, the restart guard.
+//!
+//! Public only as the `#[doc(hidden)]` `subscriber::__in_process`: outside
+//! semver, it may change in any release.
+//!
+//! [`SubscriberBuilder::into_in_process`]: super::SubscriberBuilder::into_in_process
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, field::Empty};
+use txoutbox_core::consumer::{BoxError, ConsumerInbox, ParkedMessage, Unpark};
+
+use super::dead_lettering::DeadLetterKind;
+use super::dispatch::{self, Decision, Delivered, Verdict};
+use super::holding;
+use super::ordering::lane_of;
+use super::release;
+use super::shared::Shared;
+
+/// A checked subscriber that handles the messages it is given, one at a
+/// time, as its lane workers would, and settles them as it would on
+/// JetStream, in memory.
+pub struct InProcess {
+    shared: Arc<Shared>,
+    inbox: Option<Arc<dyn ConsumerInbox>>,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("consumer", &self.shared.consumer)
+            .field("stream", &self.shared.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One delivery of a message, as JetStream would hand it over.
+#[derive(Debug, Clone, Copy)]
+pub struct InProcessMessage<'a> {
+    /// The subject it was published on.
+    pub subject: &'a str,
+    /// Its headers (the envelope's, `txoutbox_core::wire::encode`).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Its payload.
+    pub payload: &'a [u8],
+    /// Its stream sequence.
+    pub stream_sequence: u64,
+    /// How many times it was delivered, this time included (from 1).
+    pub deliveries: u64,
+}
+
+/// What the subscriber decided for one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InProcessOutcome {
+    /// Acked: `"handled"` (its handler returned `Ok`), `"ignored"` (no
+    /// handler takes its event) or `"held"` (its aggregate is held: parked
+    /// behind the hold).
+    Acked(&'static str),
+    /// Nakked, to be delivered again after `delay`.
+    Retried {
+        /// The backoff delay for this delivery count.
+        delay: Duration,
+        /// The handler's error.
+        reason: String,
+    },
+    /// It can never be handled here: a copy published to `subject` (the
+    /// [`DeadLetterPolicy`](super::DeadLetterPolicy)'s), or with
+    /// `DeadLetterPolicy::terminate` (`subject` `None`) terminated. With
+    /// `DeadLetterPolicy::redeliver` the outcome is
+    /// [`Retried`](Self::Retried) instead, as the nak it is.
+    Dead {
+        /// Why, as the dead letter's `Outbox-Dead-Kind` header says.
+        kind: DeadLetterKind,
+        /// Why, in words.
+        reason: String,
+        /// Whether its aggregate was held behind it (the subscriber keeps
+        /// order and the kind holds an aggregate).
+        held: bool,
+        /// Where the copy is published, if the policy publishes one.
+        subject: Option<String>,
+    },
+}
+
+impl InProcess {
+    pub(super) fn new(shared: Arc<Shared>, inbox: Option<Arc<dyn ConsumerInbox>>) -> Self {
+        Self { shared, inbox }
+    }
+
+    /// The durable consumer's name.
+    pub fn durable(&self) -> &str {
+        &self.shared.consumer
+    }
+
+    /// The stream it reads.
+    pub fn stream(&self) -> &str {
+        &self.shared.stream
+    }
+
+    /// JetStream's delivery limit.
+    pub fn max_deliver(&self) -> u64 {
+        self.shared.max_deliver
+    }
+
+    /// Where dead letters are published, if the policy publishes them.
+    pub fn dead_letter_subject(&self) -> Option<String> {
+        self.shared.dead_letter.subject(&self.shared.consumer)
+    }
+
+    /// Whether it keeps order with its inbox (restart guard, holds).
+    pub fn keeps_order(&self) -> bool {
+        self.shared.holds.is_some()
+    }
+
+    /// The inbox its handlers apply through, if any.
+    pub fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>> {
+        self.inbox.clone()
+    }
+
+    /// Reads the held aggregates from the inbox, as a subscriber does when
+    /// it starts (before its first message).
+    pub async fn refresh_holds(&self) -> Result<(), BoxError> {
+        match &self.shared.holds {
+            Some(holds) => holds.refresh(&self.shared.consumer).await.map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Handles one delivery as a lane worker does: parked if its aggregate
+    /// is held, else decided (its handler run), and a dead message that
+    /// holds its aggregate parked with the aggregate held behind it.
+    pub async fn deliver(&self, message: InProcessMessage<'_>) -> InProcessOutcome {
+        let shared = &self.shared;
+        let delivered = Delivered {
+            subject: message.subject,
+            headers: message.headers.to_vec(),
+            payload: message.payload,
+            stream_sequence: message.stream_sequence,
+            deliveries: message.deliveries,
+        };
+        let key = lane_of(&delivered.headers, delivered.stream_sequence);
+        let span = tracing::info_span!(
+            "outbox.consume",
+            consumer = %shared.consumer,
+            stream_sequence = message.stream_sequence,
+            delivery = message.deliveries,
+            event = Empty,
+            event_version = Empty,
+            message_id = Empty,
+            aggregate_type = Empty,
+            aggregate_id = Empty,
+            sequence = Empty,
+            correlation_id = Empty,
+            trace_id = Empty,
+            parent_span_id = Empty,
+            outcome = Empty,
+        );
+        if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
+            return outcome(shared, parked, false, &delivered, &span);
+        }
+        let verdict = dispatch::decide_delivered(shared, &delivered, &span)
+            .instrument(span.clone())
+            .await;
+        let held = holding::hold_if_dead(shared, &verdict, &delivered, &key).await;
+        outcome(shared, verdict, held, &delivered, &span)
+    }
+
+    /// Reads the holds and applies what is parked behind released ones, in
+    /// order, as the running subscriber does every second: what an
+    /// operator's `Inbox::release` leads to. Returns the parked messages it
+    /// settled, and how.
+    pub async fn apply_releases(&self) -> Result<Vec<(ParkedMessage, Unpark)>, BoxError> {
+        match &self.shared.holds {
+            Some(holds) => {
+                release::apply_releases(&self.shared, holds, &CancellationToken::new()).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The verdict as an outcome, settled as `settle::settle` settles it on
+/// JetStream (the dead-letter copy as published, which in memory cannot
+/// fail) and recorded on the span with the same `outcome` label.
+fn outcome(
+    shared: &Shared,
+    verdict: Verdict,
+    held: bool,
+    delivered: &Delivered<'_>,
+    span: &tracing::Span,
+) -> InProcessOutcome {
+    let (outcome, label) = match verdict.decision {
+        Decision::Ack { outcome } => (InProcessOutcome::Acked(outcome), outcome),
+        Decision::Retry { delay, reason } => {
+            tracing::warn!(parent: span, error = %reason, retry_in = ?delay, "handler failed; the message will be delivered again");
+            (InProcessOutcome::Retried { delay, reason }, "retried")
+        }
+        Decision::Dead { kind, reason } => {
+            let subject = shared.dead_letter.subject(&shared.consumer);
+            if subject.is_some() {
+                tracing::error!(parent: span, %kind, %reason, dead_letter_subject = ?subject, "message dead-lettered");
+                let dead = InProcessOutcome::Dead {
+                    kind,
+                    reason,
+                    held,
+                    subject,
+                };
+                (dead, "dead_lettered")
+            } else if shared.dead_letter.redelivers() {
+                tracing::warn!(parent: span, %kind, %reason, "message cannot be handled; redelivering later");
+                let delay = shared.backoff.jittered_delay(delivered.deliveries);
+                let reason = format!("{kind}: {reason}");
+                (InProcessOutcome::Retried { delay, reason }, "redelivered")
+            } else {
+                tracing::error!(parent: span, %kind, %reason, "message cannot be handled; terminated");
+                let dead = InProcessOutcome::Dead {
+                    kind,
+                    reason,
+                    held,
+                    subject,
+                };
+                (dead, "terminated")
+            }
+        }
+    };
+    span.record("outcome", label);
+    outcome
+}
