@@ -92,3 +92,51 @@ impl Default for Cleanup {
         Self::keep_for(DEFAULT_KEEP_FOR)
     }
 }
+
+#[cfg(feature = "processor")]
+impl Cleanup {
+    /// Runs `purge(older_than, rows_per_statement)` on this schedule until
+    /// `stop` is cancelled, calling `purged` with each pass's count of
+    /// deleted rows (when any); a failed pass is logged (as `what`'s
+    /// cleanup) and tried again at the next one. What the processor and a
+    /// subscriber run beside their work.
+    pub async fn run<F, Fut, E>(
+        self,
+        what: &str,
+        stop: tokio_util::sync::CancellationToken,
+        purge: F,
+        purged: impl Fn(u64),
+    ) where
+        F: Fn(Duration, u32) -> Fut,
+        Fut: std::future::Future<Output = Result<u64, E>>,
+        E: Into<crate::consumer::BoxError>,
+    {
+        let mut first = true;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.pause(first)) => {}
+            }
+            first = false;
+            let purging = purge(self.older_than(), self.rows_per_statement());
+            let result = tokio::select! {
+                () = stop.cancelled() => return,
+                result = purging => result,
+            };
+            match result {
+                Ok(0) => {}
+                Ok(rows) => {
+                    tracing::debug!(rows, "{what}: rows past their age deleted");
+                    purged(rows);
+                }
+                Err(err) => {
+                    let err: crate::consumer::BoxError = err.into();
+                    tracing::warn!(
+                        error = %crate::ErrorChain(&*err),
+                        "{what} cleanup failed; trying again at the next pass"
+                    );
+                }
+            }
+        }
+    }
+}

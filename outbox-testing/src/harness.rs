@@ -190,16 +190,7 @@ impl<P: Publisher + Clone> TestOutbox<P> {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        handle
-            .shutdown()
-            .await
-            .map_err(|err| DrainError::Processor(txoutbox_core::ErrorChain(&err).to_string()))?;
-        Ok(self
-            .store
-            .published()
-            .into_iter()
-            .filter(|m| !before.contains(&m.id))
-            .collect())
+        finish_drain(handle, &before, || self.store.published()).await
     }
 
     /// [`drain`](TestOutbox::drain), then the events of type `E` it
@@ -212,4 +203,21 @@ impl<P: Publisher + Clone> TestOutbox<P> {
     ) -> Result<Vec<PublishedEvent<E>>, DrainError> {
         Ok(events_of(self.drain().await?))
     }
+}
+
+/// Stops a drain's processor and returns what `published` lists that was
+/// not in `before`: the messages published during the drain.
+pub(crate) async fn finish_drain(
+    handle: txoutbox_core::ProcessorHandle,
+    before: &HashSet<MessageId>,
+    published: impl FnOnce() -> Vec<OutboxMessage>,
+) -> Result<Vec<OutboxMessage>, DrainError> {
+    handle
+        .shutdown()
+        .await
+        .map_err(|err| DrainError::Processor(txoutbox_core::ErrorChain(&err).to_string()))?;
+    Ok(published()
+        .into_iter()
+        .filter(|m| !before.contains(&m.id))
+        .collect())
 }

@@ -9,7 +9,7 @@ use txoutbox_core::{IntegrationEvent, MessageId, OutboxMessage};
 use txoutbox_sea_orm::sea_orm::{ConnectOptions, Database, DatabaseConnection};
 use txoutbox_sea_orm::{Outbox, OutboxConfig, OutboxError, create_schema};
 
-use crate::harness::{DEFAULT_DRAIN_TIMEOUT, DrainError};
+use crate::harness::{DEFAULT_DRAIN_TIMEOUT, DrainError, finish_drain};
 use crate::memory_publisher::MemoryPublisher;
 use crate::typed::{PublishedEvent, events_of};
 
@@ -157,16 +157,7 @@ impl SqliteOutbox {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        handle
-            .shutdown()
-            .await
-            .map_err(|err| DrainError::Processor(txoutbox_core::ErrorChain(&err).to_string()))?;
-        Ok(self
-            .publisher
-            .messages()
-            .into_iter()
-            .filter(|m| !before.contains(&m.id))
-            .collect())
+        finish_drain(handle, &before, || self.publisher.messages()).await
     }
 
     /// [`drain`](SqliteOutbox::drain), then the events of type `E` it

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::ErrorChain;
 use crate::cleanup::Cleanup;
 use crate::store::{OutboxAdmin, StoreError};
 
@@ -49,33 +48,11 @@ impl PublishedCleanup {
         self.cleanup
     }
 
-    /// Purges every [`Cleanup::every`] until `stop` is cancelled. A failed
-    /// pass is logged and tried again at the next one.
+    /// Purges every [`Cleanup::every`] until `stop` is cancelled.
     pub(super) async fn run(self, stop: CancellationToken) {
-        let mut first = true;
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(self.cleanup.pause(first)) => {}
-            }
-            first = false;
-            let purging =
-                (self.purge)(self.cleanup.older_than(), self.cleanup.rows_per_statement());
-            let purged = tokio::select! {
-                () = stop.cancelled() => return,
-                purged = purging => purged,
-            };
-            match purged {
-                Ok(0) => {}
-                Ok(rows) => {
-                    tracing::debug!(rows, "outbox: published rows past their age deleted");
-                    metrics::counter!(super::metrics::PURGED_TOTAL).increment(rows);
-                }
-                Err(err) => tracing::warn!(
-                    error = %ErrorChain(&err),
-                    "outbox cleanup failed; trying again at the next pass"
-                ),
-            }
-        }
+        let purged = |rows| metrics::counter!(super::metrics::PURGED_TOTAL).increment(rows);
+        self.cleanup
+            .run("outbox", stop, |age, rows| (self.purge)(age, rows), purged)
+            .await;
     }
 }

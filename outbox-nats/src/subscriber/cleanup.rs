@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::ErrorChain;
 
 use super::shared::Shared;
 
@@ -15,33 +14,19 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     let Some((inbox, cleanup)) = shared.cleanup.clone() else {
         return;
     };
-    let mut first = true;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(cleanup.pause(first)) => {}
-        }
-        first = false;
-        let purging = inbox.purge_applied(cleanup.older_than(), cleanup.rows_per_statement());
-        let purged = tokio::select! {
-            () = stop.cancelled() => return,
-            purged = purging => purged,
-        };
-        match purged {
-            Ok(0) => {}
-            Ok(rows) => {
-                tracing::debug!(consumer = %shared.consumer, rows, "inbox: old rows deleted");
-                ::metrics::counter!(
-                    super::metrics::INBOX_PURGED,
-                    "consumer" => Arc::clone(&shared.consumer),
-                )
-                .increment(rows);
-            }
-            Err(err) => tracing::warn!(
-                consumer = %shared.consumer,
-                error = %ErrorChain(&*err),
-                "inbox cleanup failed; trying again at the next pass"
-            ),
-        }
-    }
+    let purged = |rows| {
+        ::metrics::counter!(
+            super::metrics::INBOX_PURGED,
+            "consumer" => Arc::clone(&shared.consumer),
+        )
+        .increment(rows);
+    };
+    cleanup
+        .run(
+            &format!("inbox of {}", shared.consumer),
+            stop,
+            |age, rows| inbox.purge_applied(age, rows),
+            purged,
+        )
+        .await;
 }

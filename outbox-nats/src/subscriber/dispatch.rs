@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use futures::FutureExt;
 use tracing::Span;
+use tracing::field::Empty;
 use txoutbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
 
 use super::dead_lettering::DeadLetterKind;
@@ -100,6 +101,27 @@ pub(crate) struct Delivered<'a> {
     pub(crate) stream_sequence: u64,
     /// How many times it was delivered, this time included.
     pub(crate) deliveries: u64,
+}
+
+/// The `outbox.consume` span of one delivery; [`decide_delivered`] records
+/// the envelope's fields in it, the settling code the `outcome`.
+pub(crate) fn consume_span(consumer: &str, stream_sequence: u64, delivery: u64) -> Span {
+    tracing::info_span!(
+        "outbox.consume",
+        consumer = %consumer,
+        stream_sequence,
+        delivery,
+        event = Empty,
+        event_version = Empty,
+        message_id = Empty,
+        aggregate_type = Empty,
+        aggregate_id = Empty,
+        sequence = Empty,
+        correlation_id = Empty,
+        trace_id = Empty,
+        parent_span_id = Empty,
+        outcome = Empty,
+    )
 }
 
 /// Decides what to do with a message as delivered, running its handler if

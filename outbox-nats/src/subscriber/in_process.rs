@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, field::Empty};
+use tracing::Instrument;
 use txoutbox_core::consumer::{BoxError, ConsumerInbox, ParkedMessage, Unpark};
 
 use super::dead_lettering::DeadLetterKind;
@@ -150,21 +150,10 @@ impl InProcess {
             deliveries: message.deliveries,
         };
         let key = lane_of(&delivered.headers, delivered.stream_sequence);
-        let span = tracing::info_span!(
-            "outbox.consume",
-            consumer = %shared.consumer,
-            stream_sequence = message.stream_sequence,
-            delivery = message.deliveries,
-            event = Empty,
-            event_version = Empty,
-            message_id = Empty,
-            aggregate_type = Empty,
-            aggregate_id = Empty,
-            sequence = Empty,
-            correlation_id = Empty,
-            trace_id = Empty,
-            parent_span_id = Empty,
-            outcome = Empty,
+        let span = dispatch::consume_span(
+            &shared.consumer,
+            message.stream_sequence,
+            message.deliveries,
         );
         if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
             return outcome(shared, parked, false, &delivered, &span);

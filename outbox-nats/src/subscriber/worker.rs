@@ -12,7 +12,7 @@ use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, field::Empty};
+use tracing::Instrument;
 
 use super::dispatch::{self, Decision, Incoming};
 use super::holding;
@@ -62,22 +62,7 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
             settle::abandon(&shared, &job.item, UNKNOWN_EVENT).await;
             continue;
         };
-        let span = tracing::info_span!(
-            "outbox.consume",
-            consumer = %shared.consumer,
-            stream_sequence = job.sequence,
-            delivery = job.item.deliveries,
-            event = Empty,
-            event_version = Empty,
-            message_id = Empty,
-            aggregate_type = Empty,
-            aggregate_id = Empty,
-            sequence = Empty,
-            correlation_id = Empty,
-            trace_id = Empty,
-            parent_span_id = Empty,
-            outcome = Empty,
-        );
+        let span = dispatch::consume_span(&shared.consumer, job.sequence, job.item.deliveries);
         #[cfg(feature = "opentelemetry")]
         continue_trace(&span, &job.item);
         let delivered = job.item.delivered();
