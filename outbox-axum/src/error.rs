@@ -35,8 +35,10 @@ pub enum RuntimeError {
         #[source]
         source: SubscriberError,
     },
-    /// The processor's task failed (its leased messages become claimable
-    /// again when their lease runs out).
-    #[error("the processor did not stop cleanly")]
+    /// The processor stopped on its own (e.g. its table is missing:
+    /// `ProcessorError::MissingSchema`, naming what to run) or its task
+    /// failed (its leased messages become claimable again when their lease
+    /// runs out).
+    #[error("the processor failed")]
     Processor(#[from] ProcessorError),
 }

@@ -7,7 +7,7 @@ use txoutbox_core::consumer::BoxError;
 /// A request handler's error, answered as a status and a one-line body.
 ///
 /// `?` turns any error into one (as `anyhow::Error` takes any error): it is
-/// logged with its whole chain at `error` level and answered `500 Internal
+/// answered, and then logged with its whole chain at `error` level, `500 Internal
 /// Server Error` with a body that names no detail (a database URL or a
 /// payload must not reach the client). [`not_found`](Self::not_found) and
 /// [`new`](Self::new) answer other statuses. It converts from the outbox's
@@ -21,7 +21,7 @@ use txoutbox_core::consumer::BoxError;
 /// fn parse(total: &str) -> Result<i64, HttpError> {
 ///     Ok(total.parse::<i64>()?) // a ParseIntError: 500, logged
 /// }
-/// assert_eq!(parse("x").unwrap_err().status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// assert_eq!(parse("x").unwrap_err().status(), StatusCode::INTERNAL_SERVER_ERROR); // logged when answered
 /// let missing = HttpError::not_found("order o-1");
 /// assert_eq!(missing.into_response().status(), StatusCode::NOT_FOUND);
 /// ```
@@ -29,6 +29,9 @@ use txoutbox_core::consumer::BoxError;
 pub struct HttpError {
     status: StatusCode,
     message: String,
+    /// The error behind a 500, logged when the answer is sent (not when
+    /// converted: a retried transaction converts errors it recovers from).
+    cause: Option<BoxError>,
 }
 
 impl HttpError {
@@ -37,6 +40,7 @@ impl HttpError {
         Self {
             status,
             message: message.into(),
+            cause: None,
         }
     }
 
@@ -53,14 +57,18 @@ impl HttpError {
 
 impl<E: Into<BoxError>> From<E> for HttpError {
     fn from(err: E) -> Self {
-        let err: BoxError = err.into();
-        tracing::error!(error = %txoutbox_core::ErrorChain(&*err), "request failed");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        Self {
+            cause: Some(err.into()),
+            ..Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
     }
 }
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
+        if let Some(cause) = &self.cause {
+            tracing::error!(error = %txoutbox_core::ErrorChain(&**cause), "request failed");
+        }
         (self.status, self.message).into_response()
     }
 }

@@ -20,7 +20,8 @@ use crate::typed::{PublishedEvent, events_of};
 /// [`outbox`](SqliteOutbox::outbox) to the functions the service runs,
 /// then [`drain`](SqliteOutbox::drain) and read what was published, typed.
 ///
-/// Feature `sea-orm` (the facade's `testing` with `sqlite`).
+/// Feature `sea-orm` (the facade's `testing` with `sea-orm`, which any
+/// database feature turns on).
 ///
 /// ```
 /// # use serde::{Deserialize, Serialize};
@@ -155,7 +156,9 @@ impl SqliteOutbox {
                     left: usize::try_from(due).unwrap_or(usize::MAX),
                 });
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            // Each look is a query on the processor's own one-connection
+            // pool: not too often.
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         finish_drain(handle, &before, || self.publisher.messages()).await
     }

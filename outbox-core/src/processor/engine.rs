@@ -92,6 +92,9 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         health,
         cleanup: _, // run beside the engine (`Processor::run`)
     } = processor;
+    // Running (alive) from here: a database that cannot answer the schema
+    // check yet is an outage the probe reports as such, not a dead task.
+    let _running = health.started();
     if let Err(missing) = check_schema(&*store, &shutdown).await {
         tracing::error!(
             error = %missing,
@@ -100,7 +103,6 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         health.failed(format!("the processor could not start: {missing}"));
         return Err(ProcessorError::MissingSchema(missing));
     }
-    let _running = health.started();
     // Sources may now offer leases at commit; whatever way this task ends,
     // no writer enters an offer afterwards.
     wake.serve(config.lease);

@@ -195,12 +195,12 @@ impl HealthProbe {
         RunningGuard(self.clone())
     }
 
-    /// A claim (or a hand-over) succeeded.
     /// The processor stopped on its own, for `reason`.
     pub(super) fn failed(&self, reason: String) {
         self.progress().failure = Some(reason);
     }
 
+    /// A claim (or a hand-over) succeeded.
     pub(super) fn claimed(&self) {
         self.progress().last_claim = Some(Instant::now());
     }

@@ -275,7 +275,7 @@ impl SubscriberBuilder {
     }
 
     /// Dead-letters, instead of acknowledging, well-formed messages whose
-    /// event no handler takes (kind `no_handler`, or `unknown_event` when no
+    /// event no handler takes (kind `no-handler`, or `unknown-event` when no
     /// type in the registry has the name): for a consumer whose filter
     /// subject should capture only the events it handles, where any other
     /// is a mistake to look at.
@@ -484,7 +484,7 @@ impl SubscriberBuilder {
             };
             let ensured = consumer::ensure(&stream, config).await?;
             if keeps_order {
-                consumer::check_not_in_use(&ensured).await?;
+                consumer::check_not_in_use(&ensured)?;
             }
             consumers.push(ensured);
         }
@@ -517,7 +517,17 @@ impl SubscriberBuilder {
         let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
-        let inbox = self.inbox.or(handlers.inbox()?);
+        let inbox = match (self.inbox, handlers.inbox()?) {
+            (Some(given), Some(theirs)) if given.consumer() != theirs.consumer() => {
+                return Err(SubscriberBuildError::InvalidConfig(format!(
+                    "keep_order was given the inbox of consumer `{}`, but the handlers apply \
+                     through the inbox of `{}`: one subscriber, one inbox",
+                    given.consumer(),
+                    theirs.consumer()
+                )));
+            }
+            (given, theirs) => given.or(theirs),
+        };
         let inbox = match (inbox, self.unordered) {
             (None, false) => {
                 return Err(SubscriberBuildError::NoInbox {

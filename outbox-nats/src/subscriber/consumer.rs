@@ -46,18 +46,12 @@ pub(crate) async fn ensure(
 /// cut off without its connection closing (a network partition) holds its
 /// requests until they expire (within 30 s, the fetch loop's request
 /// expiry).
-pub(crate) async fn check_not_in_use(consumer: &PullConsumer) -> Result<(), SubscriberBuildError> {
-    let name = consumer.cached_info().name.clone();
-    let info = consumer
-        .get_info()
-        .await
-        .map_err(|err| SubscriberBuildError::Consumer {
-            consumer: name.clone(),
-            source: err.into(),
-        })?;
+pub(crate) fn check_not_in_use(consumer: &PullConsumer) -> Result<(), SubscriberBuildError> {
+    // `ensure` has just read the consumer's info from the server.
+    let info = consumer.cached_info();
     if info.num_waiting > 0 {
         return Err(SubscriberBuildError::DurableInUse {
-            consumer: name,
+            consumer: info.name.clone(),
             waiting: info.num_waiting,
         });
     }

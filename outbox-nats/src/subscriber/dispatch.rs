@@ -201,14 +201,17 @@ pub(crate) async fn decide_delivered(
 
 fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
     let (name, version) = (&envelope.event_name, envelope.event_version);
-    let registered = known(&shared.registry, name);
     if !shared.dead_letter_unhandled {
-        let first = shared
-            .unhandled_seen
-            .lock()
-            .map(|mut seen| seen.insert(name.clone()))
-            .unwrap_or(false);
+        // Logged once per name, for the first names only: names come off
+        // the wire, the set must not grow with them.
+        let first = shared.unhandled_seen.lock().is_ok_and(|mut seen| {
+            !seen.contains(name.as_str()) && seen.len() < UNHANDLED_NAMES_LOGGED && {
+                seen.insert(name.clone());
+                true
+            }
+        });
         if first {
+            let registered = known(&shared.registry, name);
             tracing::info!(
                 consumer = %shared.consumer,
                 event = %name,
@@ -222,7 +225,7 @@ fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
             event: UNKNOWN_EVENT,
         };
     }
-    let (kind, reason) = if registered {
+    let (kind, reason) = if known(&shared.registry, name) {
         (
             DeadLetterKind::NoHandler,
             format!(
@@ -238,6 +241,9 @@ fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
     };
     dead(kind, reason, None)
 }
+
+/// How many distinct unhandled event names a subscriber logs (once each).
+const UNHANDLED_NAMES_LOGGED: usize = 1_000;
 
 fn known(registry: &EventRegistry, name: &str) -> bool {
     !registry.versions(name).is_empty()

@@ -29,6 +29,7 @@
 //!         }
 //!         Ok(())
 //!     })
+//!     .unordered()              // plain handlers, no inbox: effects at least once
 //!     .build()                  // creates or verifies the durable consumer
 //!     .await?;
 //! let running = subscriber.spawn();
@@ -56,7 +57,8 @@
 //! | retryable error (or a panic) | naks with the [`Backoff`] delay for its delivery count |
 //! | retryable error on delivery `max_deliver` | dead-letters it, with the last error (kind `exhausted`) |
 //! | [permanent](txoutbox_core::HandlerError::permanent) error | dead-letters it (kind `rejected`) |
-//! | invalid envelope, unknown event, no handler, payload that does not fit | dead-letters it, with the reason |
+//! | no handler takes its event (registered or not) | acks it, counted `ignored` (dead-letters it with [`dead_letter_unhandled`](SubscriberBuilder::dead_letter_unhandled)) |
+//! | invalid envelope, payload that does not fit the handler's type | dead-letters it, with the reason |
 //!
 //! "Dead-letters" follows the [`DeadLetterPolicy`]: by default a copy with
 //! the reason is published to `dlq.<durable>` and the original terminated
@@ -232,8 +234,9 @@ impl std::fmt::Debug for Subscriber {
 impl Subscriber {
     /// A builder for a subscriber of the durable consumer `durable`.
     ///
-    /// With a typed handler, dead letters to their own subject, run until a
-    /// token is cancelled:
+    /// With a typed handler without an inbox (so `unordered()`: effects at
+    /// least once), dead letters to their own subject, run until a token is
+    /// cancelled:
     ///
     /// ```no_run
     /// # use txoutbox_core::IntegrationEvent;
@@ -254,6 +257,7 @@ impl Subscriber {
     ///     .filter_subject("events.payment.>")
     ///     .dead_letter(DeadLetterPolicy::publish_to("dlq.billing"))
     ///     .on(on_payment)
+    ///     .unordered()
     ///     .build()
     ///     .await?;
     /// let shutdown = CancellationToken::new(); // cancel it on SIGTERM
@@ -262,9 +266,9 @@ impl Subscriber {
     /// ```
     ///
     /// Effects applied exactly once, in per-aggregate order across crashes
-    /// and behind dead letters: `txoutbox_sea_orm::Inbox::handler(on_payment)`
-    /// for a handler that also takes the message's unit of work, and
-    /// [`keep_order(inbox)`](SubscriberBuilder::keep_order).
+    /// and behind dead letters: `.on(inbox.handler(on_payment))` with
+    /// `txoutbox_sea_orm::Inbox`, for a handler that also takes the
+    /// message's unit of work (then no `unordered()`).
     ///
     /// `jetstream` is the service's NATS [`Client`](async_nats::Client) (the
     /// one its publisher uses) or a `jetstream::Context`.

@@ -68,7 +68,7 @@ async fn both_tables_are_cleaned_while_traffic_flows(backend: Backend) {
         .expect("subscriber")
         .spawn();
 
-    // 4 s of writes, 25 a second; the tables never hold all of them.
+    // 4 s of writes, about 100 a second.
     let table = setup.table.clone();
     let inbox_table = setup.outbox.config().inbox_table().as_str().to_owned();
     let mut written = 0_u64;

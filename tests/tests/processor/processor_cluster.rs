@@ -165,7 +165,6 @@ async fn spawn_subscriber(
             Duration::from_secs(1),
         ))
         .dead_letter_stream(dead_letters)
-        .keep_order(inbox.clone())
         .on(inbox.handler_boxed(|_: OrderPlaced, delivery, uow| {
             Box::pin(async move { effects::apply(uow, &delivery).await })
         }))

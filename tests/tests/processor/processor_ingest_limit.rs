@@ -85,6 +85,10 @@ async fn a_full_ingest_buffer_spends_no_attempt(backend: Backend) {
         "{total} events drained in {:.1} s through a 20-message ingest buffer: {report:?}",
         started.elapsed().as_secs_f64()
     );
+    assert!(
+        report.released > 0,
+        "the processor never met the limit (no batch released as unavailable): {report:?}"
+    );
     assert_eq!(report.failed, 0, "no publish counted as a rejection");
     assert_eq!(report.dead, 0);
     assert_all_published_cleanly(&setup.test, &setup.table).await;
