@@ -9,7 +9,9 @@ use std::time::Duration;
 use txoutbox_core::consumer::{BoxError, ParkedMessage, Unpark};
 use txoutbox_core::{MessageId, OutboxMessage, wire};
 use txoutbox_nats::async_nats::{self, jetstream};
-use txoutbox_nats::subscriber::__in_process::{InProcess, InProcessMessage, InProcessOutcome};
+use txoutbox_nats::subscriber::__in_process::{
+    Acked, InProcess, InProcessMessage, InProcessOutcome,
+};
 use txoutbox_nats::subscriber::{DeadLetterKind, SubscriberBuildError, SubscriberBuilder};
 
 /// The `ce-source` the test stream's messages carry.
@@ -340,10 +342,10 @@ impl TestSubscriber {
             })
             .await;
         let outcome = match outcome {
-            InProcessOutcome::Acked("handled") if applied_before => DeliveryOutcome::Duplicate,
-            InProcessOutcome::Acked("ignored") => DeliveryOutcome::Ignored,
-            InProcessOutcome::Acked("held") => DeliveryOutcome::Held,
-            InProcessOutcome::Acked(_) => DeliveryOutcome::Handled,
+            InProcessOutcome::Acked(Acked::Handled) if applied_before => DeliveryOutcome::Duplicate,
+            InProcessOutcome::Acked(Acked::Handled) => DeliveryOutcome::Handled,
+            InProcessOutcome::Acked(Acked::Ignored) => DeliveryOutcome::Ignored,
+            InProcessOutcome::Acked(Acked::Held) => DeliveryOutcome::Held,
             InProcessOutcome::Retried { delay, reason } => {
                 DeliveryOutcome::Retried { delay, reason }
             }
@@ -367,7 +369,6 @@ impl TestSubscriber {
                     holds_aggregate: held,
                 }
             }
-            _ => DeliveryOutcome::Handled,
         };
         Ok(Settled {
             message_id: message.id,

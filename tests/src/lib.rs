@@ -7,6 +7,7 @@ pub mod effects;
 pub mod private_mariadb;
 pub mod private_postgres;
 pub mod process;
+pub mod steps;
 
 // The fixtures the command's tests and the benchmarks share with the suite.
 pub use txoutbox_fixtures::{

@@ -25,11 +25,35 @@ pub(crate) struct Incoming {
     pub(crate) stream_sequence: u64,
 }
 
+/// Why a message is acked.
+// Exhaustive: only the hidden in-process harness sees it, and its match
+// must break when an outcome is added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// Its handler returned `Ok`.
+    Handled,
+    /// No handler takes its event.
+    Ignored,
+    /// Its aggregate is held: parked behind the hold.
+    Held,
+}
+
+impl Acked {
+    /// The `outcome` label of the consumer's metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Acked::Handled => "handled",
+            Acked::Ignored => "ignored",
+            Acked::Held => "held",
+        }
+    }
+}
+
 /// What to do with a message.
 #[derive(Debug)]
 pub(crate) enum Decision {
-    /// Ack it; `outcome` is the metrics label (`handled`, `ignored`).
-    Ack { outcome: &'static str },
+    /// Ack it.
+    Ack { outcome: Acked },
     /// Nak it for redelivery after `delay`.
     Retry { delay: Duration, reason: String },
     /// It can never be handled here.
@@ -173,7 +197,9 @@ pub(crate) async fn decide_delivered(
     let error = match result {
         Ok(Ok(())) => {
             return Verdict {
-                decision: Decision::Ack { outcome: "handled" },
+                decision: Decision::Ack {
+                    outcome: Acked::Handled,
+                },
                 event,
             };
         }
@@ -221,7 +247,9 @@ fn unhandled(shared: &Shared, envelope: &OutboxMessage) -> Verdict {
             );
         }
         return Verdict {
-            decision: Decision::Ack { outcome: "ignored" },
+            decision: Decision::Ack {
+                outcome: Acked::Ignored,
+            },
             event: UNKNOWN_EVENT,
         };
     }

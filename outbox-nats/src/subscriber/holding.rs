@@ -9,7 +9,7 @@
 use txoutbox_core::consumer::ParkedMessage;
 use txoutbox_core::{MessageId, wire};
 
-use super::dispatch::{Decision, Delivered, Verdict, header};
+use super::dispatch::{Acked, Decision, Delivered, Verdict, header};
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::LaneKey;
 use super::shared::Shared;
@@ -30,7 +30,9 @@ pub(crate) async fn park_if_held(
     let message = parked(delivered, None)?;
     let decision = match holds.park_if_held(message, key).await {
         Ok(false) => return None,
-        Ok(true) => Decision::Ack { outcome: "held" },
+        Ok(true) => Decision::Ack {
+            outcome: Acked::Held,
+        },
         Err(err) => Decision::Retry {
             delay: shared.backoff.jittered_delay(delivered.deliveries),
             reason: format!(

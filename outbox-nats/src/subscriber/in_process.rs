@@ -22,7 +22,7 @@ use tracing::Instrument;
 use txoutbox_core::consumer::{BoxError, ConsumerInbox, ParkedMessage, Unpark};
 
 use super::dead_lettering::DeadLetterKind;
-use super::dispatch::{self, Decision, Delivered, Verdict};
+use super::dispatch::{self, Acked, Decision, Delivered, Verdict};
 use super::holding;
 use super::ordering::lane_of;
 use super::release;
@@ -60,14 +60,12 @@ pub struct InProcessMessage<'a> {
     pub deliveries: u64,
 }
 
-/// What the subscriber decided for one delivery.
+/// What the subscriber decided for one delivery. Exhaustive (a hidden API):
+/// the testing kit's match breaks when an outcome is added.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum InProcessOutcome {
-    /// Acked: `"handled"` (its handler returned `Ok`), `"ignored"` (no
-    /// handler takes its event) or `"held"` (its aggregate is held: parked
-    /// behind the hold).
-    Acked(&'static str),
+    /// Acked, and why.
+    Acked(Acked),
     /// Nakked, to be delivered again after `delay`.
     Retried {
         /// The backoff delay for this delivery count.
@@ -190,7 +188,7 @@ fn outcome(
     span: &tracing::Span,
 ) -> InProcessOutcome {
     let (outcome, label) = match verdict.decision {
-        Decision::Ack { outcome } => (InProcessOutcome::Acked(outcome), outcome),
+        Decision::Ack { outcome } => (InProcessOutcome::Acked(outcome), outcome.label()),
         Decision::Retry { delay, reason } => {
             tracing::warn!(parent: span, error = %reason, retry_in = ?delay, "handler failed; the message will be delivered again");
             (InProcessOutcome::Retried { delay, reason }, "retried")

@@ -210,6 +210,7 @@ use shared::Shared;
 /// outside semver, it may change in any release.
 #[doc(hidden)]
 pub mod __in_process {
+    pub use super::dispatch::Acked;
     pub use super::in_process::{InProcess, InProcessMessage, InProcessOutcome};
 }
 

@@ -13,7 +13,7 @@ use super::shared::Shared;
 /// Settles a message as `verdict` says and counts the outcome.
 pub(crate) async fn settle(shared: &Shared, incoming: &Incoming, verdict: Verdict, span: &Span) {
     let (ack, outcome) = match verdict.decision {
-        Decision::Ack { outcome } => (AckKind::Ack, outcome),
+        Decision::Ack { outcome } => (AckKind::Ack, outcome.label()),
         Decision::Retry { delay, reason } => {
             tracing::warn!(
                 parent: span,

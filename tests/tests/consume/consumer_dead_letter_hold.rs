@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use txoutbox_core::consumer::Release;
 use txoutbox_core::{HandlerError, IntegrationEvent, OutboxMessage};
 use txoutbox_nats::subscriber::RunningSubscriber;
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::TestDb;
+use txoutbox_suite::steps::{self, applied};
 use txoutbox_suite::subscriber::{StartSubscriber, SubscriberFixture, eventually};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
@@ -40,13 +40,7 @@ struct World {
 }
 
 async fn setup(test: &TestDb) -> (SubscriberFixture, Inbox) {
-    test.db
-        .execute_unprepared(
-            "CREATE TABLE steps (aggregate_id VARCHAR(64) NOT NULL, step BIGINT NOT NULL, \
-             position BIGINT NOT NULL)",
-        )
-        .await
-        .unwrap();
+    steps::create_table(test).await;
     let fixture = SubscriberFixture::shared().await;
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
     let inbox = Inbox::new(&outbox, fixture.durable.clone()).unwrap();
@@ -66,15 +60,7 @@ async fn subscribe(fixture: &SubscriberFixture, inbox: &Inbox, world: &World) ->
                         return Err(HandlerError::permanent("poison step"));
                     }
                     let position = world.position.fetch_add(1, Ordering::SeqCst);
-                    uow.connection()
-                        .await?
-                        .execute_unprepared(&format!(
-                            "INSERT INTO steps (aggregate_id, step, position) VALUES ('{}', {}, {position})",
-                            delivery.aggregate_id(),
-                            event.step
-                        ))
-                        .await?;
-                    Ok(())
+                    steps::record(uow, delivery.aggregate_id(), event.step, position).await
                 })
             }),
         )
@@ -93,22 +79,10 @@ async fn publish(
     message
 }
 
-/// The steps applied for `aggregate`, in the order they were applied.
 /// Publishes `A/1` (a good step), then `A/2`, a poison step: returns `A/2`.
 async fn publish_good_then_poison(fixture: &SubscriberFixture) -> OutboxMessage {
     publish(fixture, "A", 1, false).await;
     publish(fixture, "A", 2, true).await
-}
-
-async fn applied(test: &TestDb, aggregate: &str) -> Vec<i64> {
-    let rows = test
-        .rows(&format!(
-            "SELECT step FROM steps WHERE aggregate_id = '{aggregate}' ORDER BY position"
-        ))
-        .await;
-    rows.iter()
-        .map(|row| row.try_get::<i64>("", "step").unwrap())
-        .collect()
 }
 
 async fn wait_applied(test: &TestDb, aggregate: &str, expected: &[i64]) {

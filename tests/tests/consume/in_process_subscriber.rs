@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use txoutbox_core::consumer::Release;
 use txoutbox_core::{
@@ -25,6 +24,7 @@ use txoutbox_nats::subscriber::{DeadLetterKind, SubscriberBuildError};
 use txoutbox_nats::{IntoJetStream, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::TestDb;
+use txoutbox_suite::steps::{self, applied};
 use txoutbox_testing::{DeliveryOutcome, Settled, TestSubscriber, TestSubscriberError};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntegrationEvent)]
@@ -74,28 +74,14 @@ fn steps_subscriber(nats: impl IntoJetStream, inbox: &Inbox, world: &World) -> S
                         return Err(HandlerError::retry("the ledger is busy"));
                     }
                     let position = world.position.fetch_add(1, Ordering::SeqCst);
-                    uow.connection()
-                        .await?
-                        .execute_unprepared(&format!(
-                            "INSERT INTO steps (aggregate_id, step, position) VALUES ('{}', {}, {position})",
-                            delivery.aggregate_id(),
-                            event.step
-                        ))
-                        .await?;
-                    Ok(())
+                    steps::record(uow, delivery.aggregate_id(), event.step, position).await
                 })
             }),
         )
 }
 
 async fn setup(test: &TestDb) -> Inbox {
-    test.db
-        .execute_unprepared(
-            "CREATE TABLE steps (aggregate_id VARCHAR(64) NOT NULL, step BIGINT NOT NULL, \
-             position BIGINT NOT NULL)",
-        )
-        .await
-        .unwrap();
+    steps::create_table(test).await;
     let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
     Inbox::new(&outbox, CONSUMER).unwrap()
 }
@@ -147,18 +133,6 @@ fn outcomes(settled: &[Settled]) -> Vec<(String, u64, &'static str)> {
 fn expected(rows: &[(&str, u64, &'static str)]) -> Vec<(String, u64, &'static str)> {
     rows.iter()
         .map(|(id, sequence, outcome)| ((*id).to_owned(), *sequence, *outcome))
-        .collect()
-}
-
-/// The steps applied for `aggregate`, in the order they were applied.
-async fn applied(test: &TestDb, aggregate: &str) -> Vec<i64> {
-    let rows = test
-        .rows(&format!(
-            "SELECT step FROM steps WHERE aggregate_id = '{aggregate}' ORDER BY position"
-        ))
-        .await;
-    rows.iter()
-        .map(|row| row.try_get::<i64>("", "step").unwrap())
         .collect()
 }
 
