@@ -1,9 +1,12 @@
 //! After a restart: the messages delivered before this process started and
-//! not acknowledged (a crashed process held them) come back only after
-//! their ack wait, while later messages of their aggregates arrive at once.
-//! With [`keep_order`](super::SubscriberBuilder::keep_order),
+//! not acknowledged (a crashed process held them) would come back only
+//! after their ack wait, while later messages of their aggregates arrive at
+//! once. With [`keep_order`](super::SubscriberBuilder::keep_order),
 //! the subscriber reads them first and marks those not applied as away in
-//! their lanes, so what follows them waits for them.
+//! their lanes, so what follows them waits for them; and it hands them
+//! back ([`hand_back`]): JetStream redelivers them at once instead of after
+//! the ack wait, so a crash costs the time of a restart, not the ack wait,
+//! and the dead process's messages do not fill `max_ack_pending` meanwhile.
 //!
 //! After a reconnect the same holds for messages the server delivered while
 //! the connection was going down and this process never received (lost in
@@ -14,7 +17,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::consumer::{self, PullConsumer};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -39,7 +42,7 @@ pub(crate) async fn expect_outstanding<T>(
     consumer: &PullConsumer,
     lanes: &Lanes<T>,
 ) {
-    if let Err(err) = expect_after(shared, consumer, lanes, 0).await {
+    if let Err(err) = expect_after(shared, consumer, lanes, 0, HandBack::Yes).await {
         tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "order across the restart is not kept");
     }
 }
@@ -59,7 +62,7 @@ pub(crate) async fn expect_lost_in_transit<T>(
 ) {
     let deadline = Instant::now() + patience;
     loop {
-        match expect_after(shared, consumer, lanes, received).await {
+        match expect_after(shared, consumer, lanes, received, HandBack::No).await {
             Ok(()) => return,
             Err(err) if Instant::now() >= deadline => {
                 tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot tell what was lost in transit at the reconnect; order across it is not kept");
@@ -86,13 +89,25 @@ enum Unreadable {
     Applied(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// Whether the outstanding messages found are handed back to the server
+/// for an immediate redelivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HandBack {
+    /// At a start: a process that is gone held them.
+    Yes,
+    /// After a reconnect: they may still be on their way to this process.
+    No,
+}
+
 /// Marks the messages delivered past both the consumer's ack floor and
-/// `after`, not applied, as away in `lanes`.
+/// `after`, not applied, as away in `lanes`; with [`HandBack::Yes`], hands
+/// every one of them back (see [`hand_back`]).
 async fn expect_after<T>(
     shared: &Shared,
     consumer: &PullConsumer,
     lanes: &Lanes<T>,
     after: u64,
+    back: HandBack,
 ) -> Result<(), Unreadable> {
     let Some(applied) = &shared.applied else {
         return Ok(());
@@ -118,6 +133,9 @@ async fn expect_after<T>(
         .map(|sequence| stream.get_raw_message(sequence))
         .buffer_unordered(READS_IN_FLIGHT);
     let mut candidates: HashMap<MessageId, (u64, LaneKey)> = HashMap::new();
+    // Every outstanding message of this consumer, whatever becomes of it
+    // here: all of them are handed back.
+    let mut outstanding: Vec<u64> = Vec::new();
     while let Some(read) = messages.next().await {
         let message = match read {
             Ok(message) => message,
@@ -128,6 +146,7 @@ async fn expect_after<T>(
         if !filter.is_empty() && !subject_matches(&filter, &message.subject) {
             continue; // never delivered to this consumer
         }
+        outstanding.push(message.sequence);
         let pairs = header_pairs_of(&message.headers);
         let (Some(id), Some(event), Some(aggregate_type), Some(aggregate_id)) = (
             header(&pairs, wire::ID).and_then(|id| id.parse::<MessageId>().ok()),
@@ -151,6 +170,9 @@ async fn expect_after<T>(
         candidates.insert(id, (message.sequence, key));
     }
     if candidates.is_empty() {
+        if back == HandBack::Yes {
+            hand_back(shared, &info, outstanding).await;
+        }
         return Ok(());
     }
     let done = applied
@@ -171,5 +193,64 @@ async fn expect_after<T>(
              of their aggregates wait for them (at most the ack wait and 1 s)"
         );
     }
+    if back == HandBack::Yes {
+        hand_back(shared, &info, outstanding).await;
+    }
     Ok(())
 }
+
+/// Asks JetStream to redeliver at once the messages `sequences` (stream
+/// sequences) that a process which is gone received and did not
+/// acknowledge, instead of after their ack wait: a negative
+/// acknowledgement (`-NAK`) of each, in stream order, on the consumer's
+/// acknowledgement subject in its first form,
+/// `$JS.ACK.<stream>.<consumer>.<deliveries>.<stream seq>.<delivery seq>.<time>.<pending>`,
+/// which every server version from 2.9 on listens to (2.14 and later also
+/// listen to the second form, with a domain and an account hash).
+///
+/// The server takes a nak for a message that is still pending on the
+/// consumer and whose delivery sequence lies between the consumer's ack
+/// floor and its last delivery; it reads nothing else from the subject but
+/// the delivery count (for its advisory). So each nak names the last
+/// delivery sequence `info` shows. A message no longer pending (acked
+/// meanwhile) is left alone by the server; a nak that does not arrive
+/// leaves its message to its ack wait, as without this step. A message a
+/// live process still holds (one cut off from the server) is redelivered
+/// here too: the inbox makes its second handling a duplicate.
+async fn hand_back(shared: &Shared, info: &consumer::Info, mut sequences: Vec<u64>) {
+    if sequences.is_empty() {
+        return;
+    }
+    sequences.sort_unstable();
+    match send_naks(shared, info, &sequences).await {
+        Ok(()) => tracing::info!(
+            consumer = %shared.consumer, handed_back = sequences.len(),
+            "messages a previous process received and did not acknowledge: handed back for \
+             redelivery now rather than after the ack wait"
+        ),
+        Err(err) => tracing::warn!(
+            consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err),
+            "cannot hand back what a previous process held; it comes back after its ack wait"
+        ),
+    }
+}
+
+/// Publishes a nak of each of `sequences`, naming the last delivery
+/// sequence `info` shows (see [`hand_back`]), and flushes them.
+async fn send_naks(
+    shared: &Shared,
+    info: &consumer::Info,
+    sequences: &[u64],
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let delivery = info.delivered.consumer_sequence;
+    let prefix = format!("$JS.ACK.{}.{}", info.stream_name, info.name);
+    for sequence in sequences {
+        let subject = format!("{prefix}.1.{sequence}.{delivery}.0.0");
+        shared.client.publish(subject, NAK.into()).await?;
+    }
+    shared.client.flush().await?;
+    Ok(())
+}
+
+/// A negative acknowledgement: redeliver now.
+const NAK: &str = "-NAK";

@@ -6,12 +6,13 @@
 //!
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
-//!     --subject-prefix PREFIX --stream NAME --durable NAME --ack-wait-ms N [--unordered] \
+//!     --subject-prefix PREFIX --stream NAME --durable NAME [--ack-wait-ms N] [--unordered] \
 //!     [--only-amended] [--partitions N --own K,K,..]
 //! ```
 //!
 //! The subscriber is wired the default way (inbox handlers, no order-specific
-//! call), so it keeps order; `--unordered` turns that off (`unordered()`);
+//! call), so it keeps order; without `--ack-wait-ms` it has the library's
+//! default ack wait; `--unordered` turns that off (`unordered()`);
 //! `--only-amended` handles `OrderAmended` only (`OrderPlaced` is acked
 //! unhandled: a handler with gaps in each aggregate's sequences);
 //! `--partitions N --own 0,3` consumes only partitions 0 and 3 of a stream
@@ -37,7 +38,7 @@ use txoutbox_suite::process::{ChildArgs, number, until_stdin_closes};
 struct Args {
     stream: String,
     durable: String,
-    ack_wait: Duration,
+    ack_wait: Option<Duration>,
     unordered: bool,
     only_amended: bool,
     partitions: Option<u32>,
@@ -50,7 +51,9 @@ fn parse() -> Result<(ChildArgs, Args), String> {
         match flag {
             "--stream" => args.stream = value()?,
             "--durable" => args.durable = value()?,
-            "--ack-wait-ms" => args.ack_wait = Duration::from_millis(number(flag, &value()?)?),
+            "--ack-wait-ms" => {
+                args.ack_wait = Some(Duration::from_millis(number(flag, &value()?)?));
+            }
             "--unordered" => args.unordered = true,
             "--only-amended" => args.only_amended = true,
             "--partitions" => args.partitions = Some(number(flag, &value()?)?),
@@ -104,7 +107,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .stream(&args.stream)
         .dead_letter(DeadLetterPolicy::publish_to(dead_letter_subject))
         .dead_letter_stream(dead_letters)
-        .ack_wait(args.ack_wait)
         .on(inbox.handler_boxed(move |_: OrderAmended, delivery, uow| {
             Box::pin(async move { apply(uow, &delivery, process).await })
         }));
@@ -116,6 +118,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let (Some(count), Some(own)) = (args.partitions, &args.own) {
         builder = builder.partitions(&common.subject_prefix, Partitions::new(count)?, owned(own)?);
+    }
+    if let Some(ack_wait) = args.ack_wait {
+        builder = builder.ack_wait(ack_wait);
     }
     if args.unordered {
         builder = builder.unordered();

@@ -1,10 +1,12 @@
 //! A consumer process killed (SIGKILL) mid-burst, with messages in flight,
-//! and another started at once: what the dead process held comes back only
-//! after the ack wait, while the new one receives later messages of the same
-//! aggregates at once. With `keep_order` (and its inbox), every
-//! aggregate's events are still applied in sequence order, each once; also
-//! by a handler that takes only some of an aggregate's events (the gaps it
-//! never sees do not hold it up).
+//! and another started at once: what the dead process held would come back
+//! only after the ack wait, while the new one receives later messages of the
+//! same aggregates at once. An ordered subscriber (inbox handlers) hands
+//! the dead process's messages back at its start, so they come back at
+//! once; every aggregate's events are applied in sequence order, each once;
+//! also by a handler that takes only some of an aggregate's events (the
+//! gaps it never sees do not hold it up). With the library's default ack
+//! wait (30 s), every aggregate moves again within seconds of the restart.
 
 #[path = "../processor/processor_support/mod.rs"]
 mod processor_support;
@@ -13,24 +15,62 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use processor_support::{
-    Setup, ordered_consumer, shared_setup, spawn_processor, try_consumer, wait_all_published,
-    wait_until, write_orders,
+    Setup, default_consumer, ordered_consumer, shared_setup, spawn_processor, try_consumer,
+    wait_all_published, wait_until, write_orders,
 };
 use txoutbox_suite::Backend;
 
 const ORDERS: usize = 200;
 const EVENTS: usize = 8;
+const BURST: Burst = Burst {
+    orders: ORDERS,
+    events: EVENTS,
+};
 
-/// Writes and publishes the burst, then runs a consumer process with
-/// `extra` arguments, kills it once a fifth of `expected_effects` are
-/// applied, starts another, and waits until every effect is applied.
-/// Returns the effects' `(aggregate, sequence)` in the order they were
-/// applied, per aggregate.
+/// A burst: `orders` aggregates with `events` events each.
+#[derive(Debug, Clone, Copy)]
+struct Burst {
+    orders: usize,
+    events: usize,
+}
+
+/// How the consumer processes run.
+#[derive(Debug, Clone, Copy)]
+enum Consumer<'a> {
+    /// Ack wait 3 s, with these extra arguments.
+    Short(&'a [&'a str]),
+    /// Every setting the library's default (ack wait 30 s).
+    Default,
+}
+
+impl Consumer<'_> {
+    async fn start(self, setup: &Setup) -> txoutbox_suite::process::ProcessorProcess {
+        match self {
+            Consumer::Short(extra) => ordered_consumer(setup, extra).await,
+            Consumer::Default => default_consumer(setup).await,
+        }
+    }
+}
+
+/// What a crash mid-burst left.
+struct AfterCrash {
+    /// The effects' sequences in the order they were applied, per aggregate.
+    applied: HashMap<String, Vec<i64>>,
+    /// From the second process's start until every aggregate the dead
+    /// process was in the middle of (some events applied, not all) had
+    /// applied one more event.
+    moving_in: Duration,
+}
+
+/// Writes and publishes `burst`, then runs a consumer process, kills it
+/// once a fifth of `expected_effects` are applied, starts another at once,
+/// and waits until every effect is applied.
 async fn crash_mid_burst(
     setup: &Setup,
-    extra: &[&str],
+    burst: Burst,
+    consumer: Consumer<'_>,
     expected_effects: i64,
-) -> HashMap<String, Vec<i64>> {
+) -> AfterCrash {
     let Setup {
         test,
         stream,
@@ -38,13 +78,13 @@ async fn crash_mid_burst(
         table,
     } = setup;
     txoutbox_suite::effects::create_table(test).await;
-    let total = write_orders(outbox, "c", ORDERS, EVENTS, 50).await as i64;
+    let total = write_orders(outbox, "c", burst.orders, burst.events, 50).await as i64;
     let processor = spawn_processor(outbox, stream.jetstream.client(), "/consumer-crash");
     wait_all_published(test, table, total).await;
     processor.shutdown().await.expect("clean shutdown");
 
     // The first consumer dies with messages in flight.
-    let mut first = ordered_consumer(setup, extra).await;
+    let mut first = consumer.start(setup).await;
     wait_until(
         Duration::from_secs(30),
         "the burst is being applied",
@@ -53,25 +93,52 @@ async fn crash_mid_burst(
     .await;
     first.kill();
     let at_kill = test.count("effects", "1=1").await;
-    let second = ordered_consumer(setup, extra).await;
+    // The aggregates the dead process was in the middle of: some of their
+    // events applied, not all.
+    let unfinished: HashMap<String, usize> = txoutbox_suite::effects::applied(test)
+        .await
+        .into_iter()
+        .map(|(aggregate, sequences)| (aggregate, sequences.len()))
+        .filter(|(_, applied)| *applied < burst.events)
+        .collect();
+    let restarted = std::time::Instant::now();
+    let second = consumer.start(setup).await;
+    wait_until(
+        Duration::from_secs(60),
+        "every aggregate the dead process was in the middle of moves again",
+        || async {
+            let now = txoutbox_suite::effects::applied(test).await;
+            unfinished
+                .iter()
+                .all(|(aggregate, before)| now.get(aggregate).map_or(0, Vec::len) > *before)
+        },
+    )
+    .await;
+    let moving_in = restarted.elapsed();
     wait_until(
         Duration::from_secs(60),
         "every event is applied",
         || async { test.count("effects", "1=1").await >= expected_effects },
     )
     .await;
+    let recovered_in = restarted.elapsed();
     println!(
-        "killed after {at_kill} of {expected_effects} effects; the second consumer applied the rest"
+        "killed after {at_kill} of {expected_effects} effects; after the second consumer's \
+         start the {} aggregates it was in the middle of moved again within {:.2} s, and every effect was \
+         applied within {:.2} s",
+        unfinished.len(),
+        moving_in.as_secs_f64(),
+        recovered_in.as_secs_f64()
     );
     let applied = txoutbox_suite::effects::applied(test).await;
     let rows: usize = applied.values().map(Vec::len).sum();
     assert_eq!(rows as i64, expected_effects, "every effect once");
     second.stop();
-    applied
+    AfterCrash { applied, moving_in }
 }
 
 /// Asserts that every aggregate's effects are `expected`, in that order.
-fn assert_in_order(applied: &HashMap<String, Vec<i64>>, expected: &[i64]) {
+fn assert_in_order(applied: &HashMap<String, Vec<i64>>, orders: usize, expected: &[i64]) {
     let out_of_order: Vec<(&String, &Vec<i64>)> = applied
         .iter()
         .filter(|(_, sequences)| sequences.as_slice() != expected)
@@ -82,16 +149,45 @@ fn assert_in_order(applied: &HashMap<String, Vec<i64>>, expected: &[i64]) {
         out_of_order.len(),
         out_of_order.first()
     );
-    assert_eq!(applied.len(), ORDERS);
+    assert_eq!(applied.len(), orders);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_restart() {
     let setup = shared_setup(Backend::Postgres).await;
     let total = (ORDERS * EVENTS) as i64;
-    let applied = crash_mid_burst(&setup, &[], total).await;
+    let after = crash_mid_burst(&setup, BURST, Consumer::Short(&[]), total).await;
     delete_dead_letters(&setup).await;
-    assert_in_order(&applied, &(1..=EVENTS as i64).collect::<Vec<_>>());
+    assert_in_order(
+        &after.applied,
+        ORDERS,
+        &(1..=EVENTS as i64).collect::<Vec<_>>(),
+    );
+}
+
+/// With every setting the library's default (ack wait 30 s) and 2,000
+/// aggregates, nearly every one of them with a message the dead process
+/// held: the restarted process hands those back at once, so everything is
+/// applied, in order and once, within seconds, not after the ack wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_killed_mid_burst_moves_every_aggregate_again_well_before_the_ack_wait() {
+    const WIDE: Burst = Burst {
+        orders: 2_000,
+        events: 3,
+    };
+    let setup = shared_setup(Backend::Postgres).await;
+    let total = (WIDE.orders * WIDE.events) as i64;
+    let after = crash_mid_burst(&setup, WIDE, Consumer::Default, total).await;
+    delete_dead_letters(&setup).await;
+    assert_in_order(&after.applied, WIDE.orders, &[1, 2, 3]);
+    // Without the hand-back the messages the dead process held come back
+    // after the 30 s ack wait, and their aggregates wait for them.
+    assert!(
+        after.moving_in < Duration::from_secs(15),
+        "the aggregates the dead process was in the middle of moved again only {:?} after \
+         the restart: the consumer waited for the ack wait",
+        after.moving_in
+    );
 }
 
 /// Deletes the dead-letter stream the consumer processes created.
@@ -107,9 +203,13 @@ async fn a_handler_of_some_events_is_not_held_up_by_the_gaps_it_never_sees() {
     // acked unhandled, never applied.
     let total = (ORDERS * (EVENTS - 1)) as i64;
     let started = std::time::Instant::now();
-    let applied = crash_mid_burst(&setup, &["--only-amended"], total).await;
+    let after = crash_mid_burst(&setup, BURST, Consumer::Short(&["--only-amended"]), total).await;
     delete_dead_letters(&setup).await;
-    assert_in_order(&applied, &(2..=EVENTS as i64).collect::<Vec<_>>());
+    assert_in_order(
+        &after.applied,
+        ORDERS,
+        &(2..=EVENTS as i64).collect::<Vec<_>>(),
+    );
     println!("done in {:?}", started.elapsed());
 }
 

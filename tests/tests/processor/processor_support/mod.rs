@@ -567,14 +567,29 @@ pub(crate) async fn try_consumer(
     setup: &Setup,
     extra: &[&str],
 ) -> Result<txoutbox_suite::process::ProcessorProcess, String> {
-    let mut args = vec![
-        "--stream",
-        &setup.stream.name,
-        "--durable",
-        "effects",
-        "--ack-wait-ms",
-        "3000",
-    ];
+    start_consumer(setup, Some("3000"), extra).await
+}
+
+/// [`ordered_consumer`] with the library's default ack wait (30 s), as a
+/// service that sets nothing has it.
+pub(crate) async fn default_consumer(setup: &Setup) -> txoutbox_suite::process::ProcessorProcess {
+    match start_consumer(setup, None, &[]).await {
+        Ok(started) => started,
+        Err(output) => panic!("the consumer did not start: {output}"),
+    }
+}
+
+/// Starts the consumer binary with `ack_wait_ms` (the library's default
+/// when `None`) and `extra` arguments.
+async fn start_consumer(
+    setup: &Setup,
+    ack_wait_ms: Option<&str>,
+    extra: &[&str],
+) -> Result<txoutbox_suite::process::ProcessorProcess, String> {
+    let mut args = vec!["--stream", &setup.stream.name, "--durable", "effects"];
+    if let Some(ms) = ack_wait_ms {
+        args.extend(["--ack-wait-ms", ms]);
+    }
     args.extend_from_slice(extra);
     txoutbox_suite::process::ProcessorProcess::try_start(
         env!("CARGO_BIN_EXE_outbox-test-consumer"),
