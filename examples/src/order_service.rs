@@ -161,8 +161,8 @@ fn read_model(nats: async_nats::Client, inbox: &Inbox, names: &ServiceNames) -> 
             [format!("dlq.{}", names.durable)],
         ))
         .shutdown_timeout(Duration::from_secs(5))
-        // After a restart, a message the server left to its ack wait comes
-        // back within this (nats-server 2.9; see the subscriber's docs).
+        // A message whose hand-back at a restart is lost comes back within
+        // this (see the subscriber's docs).
         .ack_wait(Duration::from_secs(10))
         .on(inbox.handler(on_placed))
         .on(inbox.handler(on_paid))

@@ -321,15 +321,19 @@ impl SubscriberBuilder {
     /// that use the inbox some other way (`Inbox::process`).
     ///
     /// **Across restarts.** What a process that died had received and not
-    /// acknowledged comes back only after `ack_wait`, while the process
-    /// that takes over receives the later messages at once. A subscriber
-    /// starting up reads the messages delivered before it and not yet
-    /// acknowledged (between the consumer's ack floor and its last
+    /// acknowledged would come back only after `ack_wait`, while the
+    /// process that takes over receives the later messages at once. A
+    /// subscriber starting up reads the messages delivered before it and
+    /// not yet acknowledged (between the consumer's ack floor and its last
     /// delivered sequence, as far as its filter subject captures them),
     /// leaves out those the inbox applied and those whose event no handler
     /// takes, and marks the rest as away in their aggregates' lanes: later
     /// messages of those aggregates wait for them (in memory, spending no
-    /// delivery, other aggregates unaffected) until they come back, at most
+    /// delivery, other aggregates unaffected) until they come back. It then
+    /// hands all of them back to JetStream (a `-NAK` each, on the
+    /// consumer's ack subject), which redelivers them at once: a crash
+    /// costs a restart, not the ack wait. A hand-back that does not arrive
+    /// leaves its message to `ack_wait`, and its aggregate waits at most
     /// `ack_wait` plus 1 s.
     ///
     /// **Behind a dead message.** A message its handler rejected

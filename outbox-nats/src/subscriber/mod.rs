@@ -115,11 +115,14 @@
 //!   lost) after later messages of its aggregate were handled, is handled
 //!   when it arrives;
 //! - after a restart, what a crashed process had received and not
-//!   acknowledged comes back only after its ack wait, while later messages
-//!   arrive at once: with
+//!   acknowledged would come back only after its ack wait, while later
+//!   messages arrive at once: with
 //!   [`keep_order`](SubscriberBuilder::keep_order)
-//!   (given the consumer's inbox) the new process waits for those it has not
-//!   applied, so the guarantee above holds across the crash too; see also
+//!   (given the consumer's inbox; handlers made by the inbox bring it) the
+//!   new process waits for those it has not applied and hands them back to
+//!   JetStream, which redelivers them at once, so the guarantee above holds
+//!   across the crash too and the crash costs a restart, not the ack wait;
+//!   see also
 //!   [Shutdown](#shutdown).
 //!
 //! A message whose JetStream metadata (stream sequence, delivery count)
