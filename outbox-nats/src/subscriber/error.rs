@@ -76,6 +76,23 @@ pub enum SubscriberBuildError {
         /// Pull requests of other clients the server holds.
         waiting: usize,
     },
+    /// [`failover`](super::SubscriberBuilder::failover) was asked of a
+    /// server without pinned-client priority groups (before nats-server
+    /// 2.11), which would ignore the consumer's priority settings and
+    /// spread messages over every process.
+    #[error(
+        "consumer `{consumer}`: failover needs nats-server 2.11 or later (a priority group with \
+         a pinned client), but the server is {server_version}. Upgrade the server; or, to \
+         consume on several processes, give each its own partitions (`partitions(prefix, \
+         partitions, owned)`, each partition read by one process); or run one process on the \
+         durable without `failover()`"
+    )]
+    FailoverUnsupported {
+        /// The durable name.
+        consumer: String,
+        /// The version the server reported when the client connected.
+        server_version: String,
+    },
     /// The stream does not exist.
     #[error(
         "stream `{stream}` does not exist: create it (`outbox stream ensure --stream {stream} \

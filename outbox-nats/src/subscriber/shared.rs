@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) unhandled_seen: Mutex<HashSet<String>>,
     /// How long shutdown waits for running handlers.
     pub(crate) shutdown_timeout: Duration,
+    /// With failover, the pin timeout (see `SubscriberBuilder::failover`).
+    pub(crate) failover: Option<Duration>,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
     pub(crate) applied: Option<Arc<dyn txoutbox_core::consumer::AppliedMessages>>,

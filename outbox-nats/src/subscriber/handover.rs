@@ -1,0 +1,74 @@
+//! Failover: the messages of a pinned process that is gone, handed back.
+//!
+//! The server moves the pin only when it delivers a message: after the pin
+//! timeout it unpins the silent process and pins the next one whose pull
+//! meets a deliverable message. A pinned process that died mid-burst held
+//! up to `max_ack_pending` messages, and while they are pending the server
+//! delivers nothing new, so no process would be pinned until their ack
+//! wait ran out. Every process in failover mode therefore looks, every
+//! pull expiry, for "no process pinned, messages pending": the pinned one
+//! is gone (it has not pulled for the pin timeout), and what it held is
+//! handed back with a nak, so that the server redelivers it at once and,
+//! delivering, pins a standby process. That process's restart guard (run
+//! at its first message with a new pin) then waits for what was not
+//! applied, as after a restart.
+//!
+//! A pinned process that was not dead but frozen or cut off has lost its
+//! pin all the same; should it go on with what it held, the inbox applies
+//! each message once and each process applies an aggregate's messages in
+//! order.
+
+use async_nats::jetstream::consumer::PullConsumer;
+
+use super::shared::Shared;
+
+/// The most messages handed back at once (the consumer's window is usually
+/// far smaller).
+const MOST: u64 = 20_000;
+
+/// Hands back what the consumer has pending when no process is pinned (see
+/// the module docs). Failing reads and publishes are logged: the messages
+/// then come back after their ack wait.
+pub(crate) async fn hand_back_orphans(shared: &Shared, consumer: &PullConsumer) {
+    let info = match consumer.get_info().await {
+        Ok(info) => info,
+        Err(err) => {
+            tracing::debug!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot read the consumer's pin");
+            return;
+        }
+    };
+    let pinned = info
+        .priority_groups
+        .iter()
+        .any(|group| group.pinned_client_id.is_some());
+    let (floor, delivered) = (
+        info.ack_floor.stream_sequence,
+        info.delivered.stream_sequence,
+    );
+    if pinned || info.num_ack_pending == 0 || delivered <= floor {
+        return;
+    }
+    // The server takes a nak with any delivery sequence between the ack
+    // floor's and the last delivered one, for a message still pending, and
+    // ignores it for any other stream sequence (acknowledged, or not this
+    // consumer's).
+    let delivery = info.delivered.consumer_sequence;
+    let prefix = format!("$JS.ACK.{}.{}", info.stream_name, info.name);
+    let last = delivered.min(floor + MOST);
+    for sequence in (floor + 1)..=last {
+        let subject = format!("{prefix}.1.{sequence}.{delivery}.0.0");
+        if let Err(err) = shared.client.publish(subject, "-NAK".into()).await {
+            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot hand back the messages of a pinned process that is gone; they come back after their ack wait");
+            return;
+        }
+    }
+    if let Err(err) = shared.client.flush().await {
+        tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot hand back the messages of a pinned process that is gone; they come back after their ack wait");
+        return;
+    }
+    tracing::info!(
+        consumer = %shared.consumer, pending = info.num_ack_pending,
+        "no process is pinned and messages are pending: the pinned process is gone; \
+         its messages are handed back so that a standby is pinned and receives them"
+    );
+}

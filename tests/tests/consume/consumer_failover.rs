@@ -1,0 +1,345 @@
+//! Failover (`SubscriberBuilder::failover`, nats-server 2.11+): several
+//! processes run one ordered subscriber on one durable; the server pins one,
+//! which alone receives; when it dies another takes over.
+//!
+//! On a private nats-server 2.14 (`current_nats_server`, installed by
+//! `scripts/ensure-services.sh`): three consumer processes, a burst over
+//! many aggregates, the pinned process SIGKILLed mid-burst twice. Every
+//! effect is applied once and each aggregate's in order; between kills one
+//! process alone applies; effects flow again well before the ack wait.
+//! Prints, for each kill, when the server pinned another process and when
+//! that one's effects began. Also: the mode refused on a server without
+//! priority groups (the machine's 2.9.10), and a durable created without
+//! it refused rather than changed.
+
+#[path = "../processor/processor_support/mod.rs"]
+mod processor_support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::consumer::PriorityPolicy;
+use processor_support::{Setup, private_setup, spawn_processor, wait_all_published, write_orders};
+use txoutbox_core::{Delivery, HandlerError};
+use txoutbox_nats::Subscriber;
+use txoutbox_nats::subscriber::{DeadLetterPolicy, SubscriberBuildError};
+use txoutbox_suite::Backend;
+use txoutbox_suite::jetstream::{TestStream, nats_url};
+use txoutbox_suite::nats::{NatsServer, current_nats_server};
+use txoutbox_suite::orders::OrderPlaced;
+use txoutbox_suite::process::ProcessorProcess;
+
+const ORDERS: usize = 600;
+const EVENTS: usize = 10;
+/// The consumers' ack wait: what a takeover must beat by far.
+const ACK_WAIT: Duration = Duration::from_secs(15);
+const DURABLE: &str = "effects";
+
+/// A private nats-server 2.14.
+async fn current_server() -> NatsServer {
+    NatsServer::builder()
+        .binary(current_nats_server().display().to_string())
+        .start()
+        .await
+        .expect("a private nats-server 2.14")
+}
+
+/// Starts an `outbox-test-consumer` in failover mode on `server`, recording
+/// `label` with its effects.
+async fn replica(setup: &Setup, server: &NatsServer, label: &str) -> ProcessorProcess {
+    let ack_wait = ACK_WAIT.as_millis().to_string();
+    let args = [
+        "--stream",
+        &setup.stream.name,
+        "--durable",
+        DURABLE,
+        "--ack-wait-ms",
+        &ack_wait,
+        "--failover",
+        "--label",
+        label,
+    ];
+    ProcessorProcess::try_start_on(
+        env!("CARGO_BIN_EXE_outbox-test-consumer"),
+        &setup.test,
+        &server.url(),
+        &setup.stream.prefix,
+        &args,
+    )
+    .await
+    .unwrap_or_else(|output| panic!("replica {label} did not start: {output}"))
+}
+
+/// The highest effect id so far (0 without effects).
+async fn last_effect(setup: &Setup) -> i64 {
+    let rows = setup
+        .test
+        .rows("SELECT COALESCE(MAX(id), 0) AS last FROM effects")
+        .await;
+    rows[0].try_get("", "last").expect("last id")
+}
+
+/// The processes that applied the effects after id `after`, but `except`.
+async fn appliers(setup: &Setup, after: i64, except: &str) -> Vec<String> {
+    setup
+        .test
+        .rows(&format!(
+            "SELECT DISTINCT process FROM effects WHERE id > {after} AND process <> '{except}' \
+             ORDER BY process"
+        ))
+        .await
+        .iter()
+        .map(|row| row.try_get("", "process").expect("process"))
+        .collect()
+}
+
+/// The pin id of the durable's priority group, as the server reports it.
+async fn pin_of(setup: &Setup) -> Option<String> {
+    let stream = setup
+        .stream
+        .jetstream
+        .get_stream(&setup.stream.name)
+        .await
+        .expect("the stream");
+    let info = stream.consumer_info(DURABLE).await.expect("consumer info");
+    info.priority_groups
+        .first()
+        .and_then(|group| group.pinned_client_id.clone())
+}
+
+/// After the pinned process `dead` was killed at `killed`, with effects up
+/// to id `before` applied: polls every 20 ms until the server pins another
+/// process and an effect of another process is applied. Returns the times
+/// from the kill to each, and the new pinned process.
+async fn takeover(
+    setup: &Setup,
+    dead: &str,
+    old_pin: Option<String>,
+    killed: Instant,
+    before: i64,
+) -> (Duration, Duration, String) {
+    let (mut pinned, mut flowing) = (None, None);
+    loop {
+        if pinned.is_none() && pin_of(setup).await.is_some_and(|pin| Some(pin) != old_pin) {
+            pinned = Some(killed.elapsed());
+        }
+        if flowing.is_none() {
+            let others = appliers(setup, before, dead).await;
+            if let Some(next) = others.first() {
+                assert_eq!(others.len(), 1, "one process took over: {others:?}");
+                flowing = Some((killed.elapsed(), next.clone()));
+            }
+        }
+        if let (Some(pinned), Some((flowing, next))) = (pinned, flowing.clone()) {
+            return (pinned, flowing, next);
+        }
+        assert!(
+            killed.elapsed() < 2 * ACK_WAIT,
+            "no takeover within {:?} of killing {dead} (pinned again: {pinned:?})",
+            2 * ACK_WAIT
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `count` effects are applied (up to `timeout`).
+async fn wait_for_effects(setup: &Setup, count: i64, timeout: Duration, what: &str) {
+    processor_support::wait_until(timeout, what, || async {
+        setup.test.count("effects", "1=1").await >= count
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
+    let server = current_server().await;
+    let setup = private_setup(&server, Backend::Postgres, "failover").await;
+    txoutbox_suite::effects::create_table(&setup.test).await;
+    let total = write_orders(&setup.outbox, "f", ORDERS, EVENTS, 50).await as i64;
+    let processor = spawn_processor(
+        &setup.outbox,
+        setup.stream.jetstream.client(),
+        "/consumer-failover",
+    );
+    wait_all_published(&setup.test, &setup.table, total).await;
+    processor.shutdown().await.expect("clean shutdown");
+
+    let started = Instant::now();
+    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
+    for label in ["a", "b", "c"] {
+        replicas.insert(label.to_owned(), replica(&setup, &server, label).await);
+    }
+    wait_for_effects(
+        &setup,
+        total / 10,
+        Duration::from_secs(30),
+        "the burst is being applied",
+    )
+    .await;
+    let mut phase_start = 0;
+    let mut last_dead = String::new();
+    for kill in 1..=2 {
+        let before = last_effect(&setup).await;
+        let pinned = appliers(&setup, phase_start, &last_dead).await;
+        assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
+        let dead = pinned[0].clone();
+        let old_pin = pin_of(&setup).await;
+        replicas.remove(&dead).expect("a live replica").kill();
+        let killed = Instant::now();
+        let done = setup.test.count("effects", "1=1").await;
+        let (pinned_after, flowing_after, next) =
+            takeover(&setup, &dead, old_pin, killed, before).await;
+        println!(
+            "kill {kill}: {dead} killed after {done} of {total} effects; the server pinned \
+             another process after {:.2} s; {next}'s effects flowed {:.2} s after the kill",
+            pinned_after.as_secs_f64(),
+            flowing_after.as_secs_f64()
+        );
+        assert!(
+            flowing_after < ACK_WAIT * 2 / 3,
+            "effects flowed again {flowing_after:?} after the kill: not well before the ack \
+             wait ({ACK_WAIT:?})"
+        );
+        (phase_start, last_dead) = (before, dead);
+        if kill == 1 {
+            // The new pinned process applies a share of the burst before it dies too.
+            let now = setup.test.count("effects", "1=1").await;
+            wait_for_effects(
+                &setup,
+                now + total / 10,
+                Duration::from_secs(30),
+                "the second pinned process applies",
+            )
+            .await;
+            assert!(
+                setup.test.count("effects", "1=1").await < total,
+                "the burst ended before the second kill"
+            );
+        }
+    }
+    wait_for_effects(
+        &setup,
+        total,
+        Duration::from_secs(60),
+        "every event is applied",
+    )
+    .await;
+    println!(
+        "all {total} effects applied {:.1} s after the replicas started",
+        started.elapsed().as_secs_f64()
+    );
+    let survivors = appliers(&setup, phase_start, &last_dead).await;
+    assert_eq!(
+        survivors.len(),
+        1,
+        "one process applies at a time: {survivors:?}"
+    );
+    txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
+    for (_, replica) in replicas {
+        replica.stop();
+    }
+}
+
+/// A subscriber on `stream` without an inbox (`unordered`), in failover mode
+/// when `failover`; what `build` answers.
+async fn build(stream: &TestStream, failover: bool) -> Result<Subscriber, SubscriberBuildError> {
+    let mut builder = Subscriber::builder(stream.jetstream.clone(), DURABLE)
+        .stream(&stream.name)
+        .dead_letter(DeadLetterPolicy::terminate())
+        .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
+        .unordered();
+    if failover {
+        builder = builder.failover();
+    }
+    builder.build().await
+}
+
+/// The shared server is Debian's 2.9.10, which has no priority groups: the
+/// mode is refused at build, naming the version and partitions. (Should the
+/// shared server be 2.11 or later, the mode must build instead.)
+#[tokio::test]
+async fn failover_is_refused_by_a_server_without_priority_groups() {
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let version = client.server_info().version;
+    let stream = TestStream::new(client).await;
+    let supported = version
+        .split('.')
+        .take(2)
+        .map(|part| part.parse::<u64>().unwrap_or(0))
+        .collect::<Vec<_>>()
+        >= vec![2, 11];
+    match build(&stream, true).await {
+        Err(SubscriberBuildError::FailoverUnsupported {
+            server_version,
+            consumer,
+        }) if !supported => {
+            assert_eq!(server_version, version);
+            assert_eq!(consumer, DURABLE);
+            let message = SubscriberBuildError::FailoverUnsupported {
+                server_version,
+                consumer,
+            }
+            .to_string();
+            println!("{message}");
+            assert!(
+                message.contains("2.11") && message.contains(&version),
+                "{message}"
+            );
+            assert!(message.contains("partitions("), "{message}");
+        }
+        Ok(_) if supported => println!("server {version} has priority groups: failover builds"),
+        other => panic!("server {version}: unexpected {other:?}"),
+    }
+    let _ = stream.jetstream.delete_stream(&stream.name).await;
+}
+
+/// A durable created without failover is refused, not changed, by a
+/// failover subscriber; the one created with it has the pinned-client group.
+#[tokio::test]
+async fn a_durable_created_without_failover_is_refused_not_changed() {
+    let server = current_server().await;
+    let stream = TestStream::new(server.connect().await.expect("a client")).await;
+    build(&stream, false).await.expect("a plain durable");
+    match build(&stream, true).await {
+        Err(SubscriberBuildError::ConsumerMismatch {
+            setting,
+            existing,
+            wanted,
+            ..
+        }) => {
+            assert_eq!(setting, "priority_policy");
+            assert!(existing.starts_with("none"), "{existing}");
+            assert!(wanted.contains("failover"), "{wanted}");
+        }
+        other => panic!("expected a priority_policy mismatch, got {other:?}"),
+    }
+    let handle = stream
+        .jetstream
+        .get_stream(&stream.name)
+        .await
+        .expect("the stream");
+    let info = handle.consumer_info(DURABLE).await.expect("consumer info");
+    assert_eq!(
+        info.config.priority_policy,
+        PriorityPolicy::None,
+        "unchanged"
+    );
+
+    handle.delete_consumer(DURABLE).await.expect("deleted");
+    build(&stream, true).await.expect("a failover durable");
+    let config = handle
+        .consumer_info(DURABLE)
+        .await
+        .expect("consumer info")
+        .config
+        .clone();
+    assert_eq!(config.priority_policy, PriorityPolicy::PinnedClient);
+    assert_eq!(config.priority_groups, ["failover"]);
+    assert_eq!(config.priority_timeout, Duration::from_secs(5));
+    match build(&stream, false).await {
+        Err(SubscriberBuildError::ConsumerMismatch { setting, .. }) => {
+            assert_eq!(setting, "priority_policy");
+        }
+        other => panic!("a plain subscriber on a failover durable: {other:?}"),
+    }
+}
