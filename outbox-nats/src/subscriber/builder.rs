@@ -36,7 +36,7 @@ use crate::StreamSpec;
 /// | [`stream`](Self::stream) | required |
 /// | [`filter_subject`](Self::filter_subject) | every subject of the stream |
 /// | [`partitions`](Self::partitions) | none: one consumer, `durable` |
-/// | [`failover`](Self::failover) | off: one process per durable that keeps order; with it, any number, one receiving (pin timeout 5 s, [`failover_after`](Self::failover_after)) |
+/// | [`failover`](Self::failover) | off: one process per durable that keeps order; with it, any number, one receiving (pin timeout 4 s, [`failover_after`](Self::failover_after)) |
 /// | [`deliver_policy`](Self::deliver_policy) | `All` (from the start of the stream) |
 /// | [`max_in_flight`](Self::max_in_flight) | 64 |
 /// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
@@ -188,37 +188,52 @@ impl SubscriberBuilder {
     /// network cut) one of them takes over. For a service run in several
     /// replicas that keeps order ([`keep_order`](Self::keep_order), which
     /// otherwise allows one process per durable). Needs nats-server 2.11 or
-    /// later; the pin timeout is 5 s ([`failover_after`](Self::failover_after)
+    /// later; the pin timeout is 4 s ([`failover_after`](Self::failover_after)
     /// sets another).
     ///
-    /// The durable is created with a priority group (`failover`) whose
-    /// policy pins one client (ADR-42). The pinned process pulls every
-    /// fifth of the pin timeout; when the server has had no pull from it for
-    /// the pin timeout, it pins the next process that pulls. That process
-    /// notices at its first message (a new `Nats-Pin-Id`) and, before
-    /// handling it, runs the restart guard of [`keep_order`](Self::keep_order):
-    /// what the previous process had received and not applied is marked
-    /// away in its aggregates' lanes, so per-aggregate order, holds and
-    /// effects once hold across the takeover as across a restart. A
-    /// standby process runs no guard at start (the pinned one is alive).
+    /// **How.** The durable is created with a priority group (`failover`)
+    /// whose policy pins one client (ADR-42). Every process pulls every
+    /// fifth of the pin timeout; the server delivers to the pinned one only,
+    /// and each of its pulls renews the pin. When the server has had no
+    /// pull from it for the pin timeout, it unpins it, and pins the next
+    /// process whose pull meets a message to deliver. Since a pinned process
+    /// that died mid-burst may have left a full window pending (the server
+    /// then delivers nothing new, so would pin nobody until their ack wait),
+    /// every process checks each pull period whether no process is pinned
+    /// while messages are pending, and if so hands them back (a nak): they
+    /// are delivered at once, and a standby is pinned with them.
     ///
-    /// A SIGKILLed pinned process is replaced after about the pin timeout
-    /// (the first effects of the new one follow within a second of it);
-    /// aggregates whose messages it held move again once those come back
-    /// to the new one. See `BENCHMARKS.md`.
+    /// **What holds.** The newly pinned process notices at its first
+    /// message (a new `Nats-Pin-Id`) and, before handling it, runs the
+    /// restart guard of [`keep_order`](Self::keep_order): what was
+    /// delivered before and not applied is marked away in its aggregates'
+    /// lanes, so per-aggregate order, holds and effects once hold across
+    /// the takeover as across a restart. A process starting as a standby
+    /// runs no guard at start (the pinned one is alive), and `build` does
+    /// not refuse it ([`SubscriberBuildError::DurableInUse`] is for
+    /// subscribers without failover).
     ///
-    /// The pin timeout trades the time a crash costs against false
-    /// takeovers: a pinned process that cannot pull for that long (frozen,
-    /// cut off, starved of CPU) loses the pin though alive; effects still
-    /// apply once and in order, at the cost of work done twice.
+    /// **What it costs.** A SIGKILLed pinned process is replaced after the
+    /// pin timeout: on nats-server 2.14 with the default 4 s, the next
+    /// process's effects flowed 4.3-4.6 s after the kill (three processes,
+    /// two kills, `tests/tests/consume/consumer_failover.rs`; see
+    /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
+    /// after handing back what it held: the next one's effects flowed
+    /// 0.1-0.3 s after the stop began. The pin timeout trades what a crash
+    /// costs against false takeovers: a pinned process that cannot pull for
+    /// that long (frozen, cut off, starved of CPU) loses the pin though
+    /// alive; effects still apply once and in order, at the cost of work
+    /// done twice. The standby processes each ask for the consumer's state
+    /// once per pull period.
     ///
-    /// `build` fails with [`SubscriberBuildError::FailoverUnsupported`] on
-    /// a server older than 2.11 (they ignore priority groups: every
-    /// process would receive), and with
-    /// [`SubscriberBuildError::ConsumerMismatch`] (`priority_policy`) on a
-    /// durable created without failover (or with it, by a subscriber
-    /// without): update its priority settings (`nats consumer edit`) or
-    /// delete it. Excludes [`partitions`](Self::partitions).
+    /// **Refusals.** `build` fails with
+    /// [`SubscriberBuildError::FailoverUnsupported`] on a server older than
+    /// 2.11 (it would ignore the priority group and spread the messages over
+    /// every process), and with [`SubscriberBuildError::ConsumerMismatch`]
+    /// (`priority_policy`) on a durable created without failover (or with
+    /// it, by a subscriber without): update its priority settings
+    /// (`nats consumer edit`) or delete it. Excludes
+    /// [`partitions`](Self::partitions).
     ///
     /// ```no_run
     /// # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) {

@@ -18,7 +18,7 @@ pub(crate) const GROUP: &str = "failover";
 /// How long the pinned process may go without pulling before the server
 /// pins another, by default: a crashed pinned process is replaced after
 /// about this long.
-pub(crate) const DEFAULT_PINNED_TTL: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_PINNED_TTL: Duration = Duration::from_secs(4);
 
 /// The shortest pin timeout accepted: the pinned process pulls every fifth
 /// of it, and pulls of less than 200 ms would mostly be overhead.
@@ -37,6 +37,8 @@ pub(crate) fn configure(config: &mut pull::Config, pinned_ttl: Duration) {
 /// How long one pull request of a failover subscriber waits: a fifth of the
 /// pin timeout, so the pinned process renews its pin (every new pull does)
 /// several times before it could expire, even while it receives nothing.
+/// The pulls carry no idle heartbeat: one that comes late would count as a
+/// failed pull, and the answer to each expired pull shows the stream alive.
 pub(crate) fn pull_expiry(pinned_ttl: Duration) -> Duration {
     pinned_ttl / 5
 }
@@ -96,6 +98,11 @@ impl Pin {
         }
         self.current = Some(id.as_str().to_owned());
         true
+    }
+
+    /// The last pin id seen, if any.
+    pub(crate) fn current(&self) -> Option<&str> {
+        self.current.as_deref()
     }
 }
 

@@ -164,6 +164,11 @@ pub(crate) async fn run(
         }
     };
     drain(&shared, &stop, &mut workers, messages).await;
+    if result.is_ok()
+        && let Some(id) = pin.as_ref().and_then(failover::Pin::current)
+    {
+        handover::release_pin(&shared, &consumer, id).await;
+    }
     tracing::info!(consumer = %shared.consumer, %pull, "subscriber stopped");
     result
 }
@@ -175,11 +180,9 @@ async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, Stream
     match shared.failover {
         // Pulls of the durable's priority group, often enough to keep the pin.
         Some(pinned_ttl) => {
-            let expires = failover::pull_expiry(pinned_ttl);
             pulls
                 .group(failover::GROUP)
-                .expires(expires)
-                .heartbeat(expires / 2)
+                .expires(failover::pull_expiry(pinned_ttl))
                 .messages()
                 .await
         }

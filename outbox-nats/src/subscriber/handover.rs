@@ -13,6 +13,10 @@
 //! at its first message with a new pin) then waits for what was not
 //! applied, as after a restart.
 //!
+//! A pinned process that stops in order releases its pin instead
+//! ([`release_pin`]): a standby is pinned at the server's next delivery,
+//! without waiting for the pin timeout.
+//!
 //! A pinned process that was not dead but frozen or cut off has lost its
 //! pin all the same; should it go on with what it held, the inbox applies
 //! each message once and each process applies an aggregate's messages in
@@ -20,6 +24,7 @@
 
 use async_nats::jetstream::consumer::PullConsumer;
 
+use super::failover::GROUP;
 use super::shared::Shared;
 
 /// The most messages handed back at once (the consumer's window is usually
@@ -71,4 +76,40 @@ pub(crate) async fn hand_back_orphans(shared: &Shared, consumer: &PullConsumer) 
         "no process is pinned and messages are pending: the pinned process is gone; \
          its messages are handed back so that a standby is pinned and receives them"
     );
+}
+
+/// At the end of an orderly shutdown (what this process held is handed
+/// back): releases the pin if this process still holds it (`pin`), so the
+/// server pins a standby at its next delivery instead of after the pin
+/// timeout. Failures are logged: the pin then times out.
+pub(crate) async fn release_pin(shared: &Shared, consumer: &PullConsumer, pin: &str) {
+    let released = async {
+        let info = consumer.get_info().await.map_err(|err| err.to_string())?;
+        let ours = info
+            .priority_groups
+            .iter()
+            .any(|group| group.pinned_client_id.as_deref() == Some(pin));
+        if !ours {
+            return Ok(false);
+        }
+        let stream = shared
+            .context
+            .get_stream(shared.stream.as_ref())
+            .await
+            .map_err(|err| err.to_string())?;
+        stream
+            .unpin_consumer(&info.name, GROUP)
+            .await
+            .map_err(|err| err.to_string())?;
+        Ok::<_, String>(true)
+    };
+    match released.await {
+        Ok(true) => {
+            tracing::info!(consumer = %shared.consumer, "released the pin: a standby process takes over at once");
+        }
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(consumer = %shared.consumer, error = %err, "cannot release the pin; a standby process takes over after the pin timeout");
+        }
+    }
 }

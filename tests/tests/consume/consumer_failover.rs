@@ -150,12 +150,13 @@ async fn wait_for_effects(setup: &Setup, count: i64, timeout: Duration, what: &s
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
+/// A private 2.14 server with a stream holding a burst of `orders` orders
+/// of [`EVENTS`] events, and the `effects` table; the burst's size.
+async fn burst(orders: usize) -> (NatsServer, Setup, i64) {
     let server = current_server().await;
     let setup = private_setup(&server, Backend::Postgres, "failover").await;
     txoutbox_suite::effects::create_table(&setup.test).await;
-    let total = write_orders(&setup.outbox, "f", ORDERS, EVENTS, 50).await as i64;
+    let total = write_orders(&setup.outbox, "f", orders, EVENTS, 50).await as i64;
     let processor = spawn_processor(
         &setup.outbox,
         setup.stream.jetstream.client(),
@@ -163,6 +164,12 @@ async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
     );
     wait_all_published(&setup.test, &setup.table, total).await;
     processor.shutdown().await.expect("clean shutdown");
+    (server, setup, total)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
+    let (server, setup, total) = burst(ORDERS).await;
 
     let started = Instant::now();
     let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
@@ -234,6 +241,59 @@ async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
         1,
         "one process applies at a time: {survivors:?}"
     );
+    txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
+    for (_, replica) in replicas {
+        replica.stop();
+    }
+}
+
+/// A pinned process stopped in order (its standard input closed: a
+/// rolling deploy) releases its pin: the standby's effects flow well
+/// before the pin timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_replica_stopped_in_order_hands_over_at_once() {
+    let (server, setup, total) = burst(ORDERS / 3).await;
+    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
+    for label in ["a", "b"] {
+        replicas.insert(label.to_owned(), replica(&setup, &server, label).await);
+    }
+    wait_for_effects(
+        &setup,
+        total / 5,
+        Duration::from_secs(30),
+        "the burst is being applied",
+    )
+    .await;
+    let before = last_effect(&setup).await;
+    let pinned = appliers(&setup, 0, "").await;
+    assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
+    let old_pin = pin_of(&setup).await;
+    let stopping = Instant::now();
+    let report = replicas.remove(&pinned[0]).expect("a live replica").stop();
+    assert!(report.contains("stopped=1"), "{report}");
+    let stopped_in = stopping.elapsed();
+    let (pinned_after, flowing_after, next) =
+        takeover(&setup, &pinned[0], old_pin, stopping, before).await;
+    println!(
+        "{} stopped in order in {:.2} s; the server pinned {next} {:.2} s after the stop \
+         began; its effects flowed after {:.2} s",
+        pinned[0],
+        stopped_in.as_secs_f64(),
+        pinned_after.as_secs_f64(),
+        flowing_after.as_secs_f64()
+    );
+    assert!(
+        flowing_after < Duration::from_secs(3),
+        "effects flowed again {flowing_after:?} after an orderly stop: the pin was not released \
+         (the pin timeout is 4 s)"
+    );
+    wait_for_effects(
+        &setup,
+        total,
+        Duration::from_secs(60),
+        "every event is applied",
+    )
+    .await;
     txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
     for (_, replica) in replicas {
         replica.stop();
@@ -335,7 +395,11 @@ async fn a_durable_created_without_failover_is_refused_not_changed() {
         .clone();
     assert_eq!(config.priority_policy, PriorityPolicy::PinnedClient);
     assert_eq!(config.priority_groups, ["failover"]);
-    assert_eq!(config.priority_timeout, Duration::from_secs(5));
+    assert_eq!(
+        config.priority_timeout,
+        Duration::from_secs(4),
+        "the default"
+    );
     match build(&stream, false).await {
         Err(SubscriberBuildError::ConsumerMismatch { setting, .. }) => {
             assert_eq!(setting, "priority_policy");
