@@ -222,9 +222,13 @@ impl SubscriberBuilder {
     /// 0.3-0.4 s after the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
-    /// alive; effects still apply once and in order, at the cost of work
-    /// done twice. The standby processes each ask for the consumer's state
-    /// once per pull period.
+    /// alive, and what it held is handed to the next one. Effects still
+    /// apply once, and each process applies an aggregate's messages in
+    /// order after the earlier ones are applied; but should the frozen one
+    /// wake with a message away for a retry (nakked before the freeze,
+    /// redelivered meanwhile to the new one) past its grace, it goes on
+    /// without it, as in [Order and concurrency](super#order-and-concurrency).
+    /// Every process asks for the consumer's state once per pull period.
     ///
     /// **Refusals.** `build` fails with
     /// [`SubscriberBuildError::FailoverUnsupported`] on a server older than

@@ -66,9 +66,10 @@ pub enum SubscriberBuildError {
     #[error(
         "consumer `{consumer}` is being read by another process ({waiting} pull request(s) \
          waiting): a subscriber that keeps order must be the only reader of its durable. Stop \
-         the other process; or to consume on several processes, give each its own partitions \
-         (`partitions(prefix, partitions, owned)`, each partition read by one process), or share \
-         the durable without order keeping (`unordered()`)"
+         the other process; or to run several processes, let one receive at a time and the \
+         others stand by (`failover()` in every one of them, nats-server 2.11+), give each its \
+         own partitions (`partitions(prefix, partitions, owned)`, each partition read by one \
+         process), or share the durable without order keeping (`unordered()`)"
     )]
     DurableInUse {
         /// The JetStream consumer's name.
