@@ -215,11 +215,11 @@ impl SubscriberBuilder {
     ///
     /// **What it costs.** A SIGKILLed pinned process is replaced after the
     /// pin timeout: on nats-server 2.14 with the default 4 s, the next
-    /// process's effects flowed 4.5-4.9 s after the kill (three processes,
+    /// process's effects flowed 4.5-5.0 s after the kill (three processes,
     /// two kills, `tests/tests/consume/consumer_failover.rs`; see
     /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
     /// after handing back what it held: the next one's effects flowed
-    /// 0.3-0.4 s after the stop began. The pin timeout trades what a crash
+    /// 0.3-0.5 s after the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
     /// alive, and what it held is handed to the next one. Effects still

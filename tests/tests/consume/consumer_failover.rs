@@ -8,9 +8,11 @@
 //! effect is applied once and each aggregate's in order; between kills one
 //! process alone applies; effects flow again well before the ack wait.
 //! Prints, for each kill, when the server pinned another process and when
-//! that one's effects began. Also: the mode refused on a server without
-//! priority groups (the machine's 2.9.10), and a durable created without
-//! it refused rather than changed.
+//! that one's effects began. Also: a pinned process stopped in order
+//! hands over at once; one frozen past the pin timeout is replaced and
+//! wakes harmlessly; the mode refused on a server without priority groups
+//! (the machine's 2.9.10); a durable created without it refused rather than
+//! changed.
 
 #[path = "../processor/processor_support/mod.rs"]
 mod processor_support;
@@ -294,6 +296,66 @@ async fn a_pinned_replica_stopped_in_order_hands_over_at_once() {
         "every event is applied",
     )
     .await;
+    txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
+    for (_, replica) in replicas {
+        replica.stop();
+    }
+}
+
+/// A pinned process frozen (SIGSTOP: a VM pause, a long GC) past the pin
+/// timeout loses its pin; another takes over with what the frozen one held;
+/// woken (SIGCONT), the frozen one finds its messages applied (the inbox
+/// makes its copies duplicates) and every effect is still applied once and
+/// in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_pinned_replica_is_replaced_and_wakes_harmlessly() {
+    let (server, setup, total) = burst(ORDERS / 2).await;
+    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
+    for label in ["a", "b"] {
+        replicas.insert(label.to_owned(), replica(&setup, &server, label).await);
+    }
+    wait_for_effects(
+        &setup,
+        total / 10,
+        Duration::from_secs(30),
+        "the burst is being applied",
+    )
+    .await;
+    let before = last_effect(&setup).await;
+    let pinned = appliers(&setup, 0, "").await;
+    assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
+    let frozen = pinned[0].clone();
+    let old_pin = pin_of(&setup).await;
+    replicas.get_mut(&frozen).expect("a live replica").pause();
+    let paused = Instant::now();
+    let (pinned_after, flowing_after, next) =
+        takeover(&setup, &frozen, old_pin, paused, before).await;
+    println!(
+        "{frozen} frozen; the server pinned {next} after {:.2} s; its effects flowed after {:.2} s",
+        pinned_after.as_secs_f64(),
+        flowing_after.as_secs_f64()
+    );
+    let now = setup.test.count("effects", "1=1").await;
+    wait_for_effects(
+        &setup,
+        now + total / 10,
+        Duration::from_secs(30),
+        "the new pinned process applies",
+    )
+    .await;
+    replicas
+        .get_mut(&frozen)
+        .expect("the frozen replica")
+        .resume();
+    wait_for_effects(
+        &setup,
+        total,
+        Duration::from_secs(60),
+        "every event is applied",
+    )
+    .await;
+    // What the woken one still held settles as duplicates meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
     for (_, replica) in replicas {
         replica.stop();
