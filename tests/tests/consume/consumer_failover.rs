@@ -415,6 +415,40 @@ async fn failover_is_refused_by_a_server_without_priority_groups() {
     let _ = stream.jetstream.delete_stream(&stream.name).await;
 }
 
+/// Settings failover cannot work with are refused before the server is
+/// asked anything: a pin timeout under 1 s, and partitions.
+#[tokio::test]
+async fn failover_settings_that_cannot_work_are_refused() {
+    let client = async_nats::connect(nats_url()).await.expect("nats");
+    let builder = || {
+        Subscriber::builder(client.clone(), DURABLE)
+            .stream("NONE")
+            .dead_letter(DeadLetterPolicy::terminate())
+            .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
+            .unordered()
+    };
+    let refused = |result: Result<Subscriber, SubscriberBuildError>, words: &str| match result {
+        Err(SubscriberBuildError::InvalidConfig(what)) => assert!(what.contains(words), "{what}"),
+        other => panic!("expected InvalidConfig ({words}), got {other:?}"),
+    };
+    refused(
+        builder()
+            .failover_after(Duration::from_millis(500))
+            .build()
+            .await,
+        "at least 1s",
+    );
+    let partitions = txoutbox_core::Partitions::new(2).expect("2 partitions");
+    refused(
+        builder()
+            .failover()
+            .partitions("events", partitions, [0])
+            .build()
+            .await,
+        "exclude each other",
+    );
+}
+
 /// A durable created without failover is refused, not changed, by a
 /// failover subscriber; the one created with it has the pinned-client group.
 #[tokio::test]
