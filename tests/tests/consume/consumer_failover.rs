@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::consumer::PriorityPolicy;
 use processor_support::{Setup, private_setup, spawn_processor, wait_all_published, write_orders};
 use txoutbox_core::{Delivery, HandlerError};
-use txoutbox_nats::Subscriber;
-use txoutbox_nats::subscriber::{DeadLetterPolicy, SubscriberBuildError};
+use txoutbox_nats::subscriber::{DeadLetterPolicy, SubscriberBuildError, dead_lettering};
+use txoutbox_nats::{StreamSpec, Subscriber};
 use txoutbox_suite::Backend;
 use txoutbox_suite::jetstream::{TestStream, nats_url};
 use txoutbox_suite::nats::{NatsServer, current_nats_server};
@@ -413,6 +413,60 @@ async fn failover_is_refused_by_a_server_without_priority_groups() {
         other => panic!("server {version}: unexpected {other:?}"),
     }
     let _ = stream.jetstream.delete_stream(&stream.name).await;
+}
+
+/// A dead letter of a failover subscriber is a copy of the message as
+/// stored: without the pin id the server stamped on the delivery.
+#[tokio::test]
+async fn a_dead_letter_does_not_carry_the_pin_id() {
+    let server = current_server().await;
+    let stream = TestStream::new(server.connect().await.expect("a client")).await;
+    let running = Subscriber::builder(stream.jetstream.clone(), DURABLE)
+        .stream(&stream.name)
+        .dead_letter_stream(StreamSpec::dead_letters())
+        .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
+        .unordered()
+        .failover()
+        .build()
+        .await
+        .expect("a failover subscriber")
+        .spawn();
+    // Not an envelope: dead-lettered as `invalid-envelope`.
+    stream
+        .jetstream
+        .publish(format!("{}.order.placed", stream.prefix), "x".into())
+        .await
+        .expect("sent")
+        .await
+        .expect("stored");
+    let dead_letters = stream
+        .jetstream
+        .get_stream("DLQ")
+        .await
+        .expect("the dead-letter stream");
+    let subject = format!("dlq.{DURABLE}");
+    let subject = subject.as_str();
+    processor_support::wait_until(Duration::from_secs(10), "a dead letter", || async {
+        dead_letters
+            .get_last_raw_message_by_subject(subject)
+            .await
+            .is_ok()
+    })
+    .await;
+    let copy = dead_letters
+        .get_last_raw_message_by_subject(subject)
+        .await
+        .ok();
+    running.shutdown().await.expect("clean shutdown");
+    let headers = copy.expect("the dead letter").headers;
+    assert_eq!(
+        headers.get(dead_lettering::KIND).map(|kind| kind.as_str()),
+        Some("invalid-envelope")
+    );
+    assert!(
+        headers.get(async_nats::header::NATS_PIN_ID).is_none(),
+        "the pin id was copied: {headers:?}"
+    );
 }
 
 /// Settings failover cannot work with are refused before the server is
