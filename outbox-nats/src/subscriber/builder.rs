@@ -229,6 +229,8 @@ impl SubscriberBuilder {
     /// redelivered meanwhile to the new one) past its grace, it goes on
     /// without it, as in [Order and concurrency](super#order-and-concurrency).
     /// Every process asks for the consumer's state once per pull period.
+    /// The health probe's [`pinned`](super::SubscriberHealth::pinned) says
+    /// which process receives.
     ///
     /// **Refusals.** `build` fails with
     /// [`SubscriberBuildError::FailoverUnsupported`] on a server older than
@@ -684,6 +686,7 @@ impl SubscriberBuilder {
             unhandled_seen: Mutex::default(),
             shutdown_timeout: self.shutdown_timeout,
             failover: self.failover,
+            pin: Mutex::default(),
             applied: keeps_order
                 .then(|| inbox.clone().map(|inbox| inbox as Arc<dyn AppliedMessages>))
                 .flatten(),

@@ -9,7 +9,7 @@
 //! aggregate to go on without it. What the subscriber holds is instead
 //! bounded by the consumer's `max_ack_pending`, which the server enforces.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -136,6 +136,9 @@ pub(crate) async fn run(
                     let failed = std::mem::take(&mut pull_failed);
                     let took_over = pin.as_mut().is_some_and(|pin| pin.taken_over(&message));
                     if took_over {
+                        if let Some(id) = pin.as_ref().and_then(failover::Pin::current) {
+                            *shared.pin.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.to_owned());
+                        }
                         tracing::info!(consumer = %shared.consumer, %pull, "pinned: this process receives the durable's messages now (failover)");
                     }
                     // A takeover is a restart for the messages the previous

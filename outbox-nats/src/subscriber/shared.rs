@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     pub(crate) shutdown_timeout: Duration,
     /// With failover, the pin timeout (see `SubscriberBuilder::failover`).
     pub(crate) failover: Option<Duration>,
+    /// With failover, the last pin id this process was given: its pin while
+    /// the server still names it (for the health probe).
+    pub(crate) pin: Mutex<Option<String>>,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
     pub(crate) applied: Option<Arc<dyn txoutbox_core::consumer::AppliedMessages>>,

@@ -415,22 +415,26 @@ async fn failover_is_refused_by_a_server_without_priority_groups() {
     let _ = stream.jetstream.delete_stream(&stream.name).await;
 }
 
-/// A dead letter of a failover subscriber is a copy of the message as
-/// stored: without the pin id the server stamped on the delivery.
+/// Two failover subscribers in this process: the health probe tells the
+/// pinned one from the standby, and a dead letter is a copy of the message
+/// as stored, without the pin id the server stamped on the delivery.
 #[tokio::test]
-async fn a_dead_letter_does_not_carry_the_pin_id() {
+async fn the_probe_tells_the_pinned_one_and_dead_letters_carry_no_pin_id() {
     let server = current_server().await;
     let stream = TestStream::new(server.connect().await.expect("a client")).await;
-    let running = Subscriber::builder(stream.jetstream.clone(), DURABLE)
-        .stream(&stream.name)
-        .dead_letter_stream(StreamSpec::dead_letters())
-        .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
-        .unordered()
-        .failover()
-        .build()
-        .await
-        .expect("a failover subscriber")
-        .spawn();
+    let subscriber = || async {
+        Subscriber::builder(stream.jetstream.clone(), DURABLE)
+            .stream(&stream.name)
+            .dead_letter_stream(StreamSpec::dead_letters())
+            .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
+            .unordered()
+            .failover()
+            .build()
+            .await
+            .expect("a failover subscriber")
+            .spawn()
+    };
+    let (one, other) = (subscriber().await, subscriber().await);
     // Not an envelope: dead-lettered as `invalid-envelope`.
     stream
         .jetstream
@@ -457,7 +461,15 @@ async fn a_dead_letter_does_not_carry_the_pin_id() {
         .get_last_raw_message_by_subject(subject)
         .await
         .ok();
-    running.shutdown().await.expect("clean shutdown");
+    let timeout = Duration::from_secs(2);
+    let mut pinned = vec![
+        one.health().check(timeout).await.pinned,
+        other.health().check(timeout).await.pinned,
+    ];
+    pinned.sort();
+    assert_eq!(pinned, [Some(false), Some(true)], "one pinned, one standby");
+    one.shutdown().await.expect("clean shutdown");
+    other.shutdown().await.expect("clean shutdown");
     let headers = copy.expect("the dead letter").headers;
     assert_eq!(
         headers.get(dead_lettering::KIND).map(|kind| kind.as_str()),
