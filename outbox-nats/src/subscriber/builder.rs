@@ -215,7 +215,7 @@ impl SubscriberBuilder {
     ///
     /// **What it costs.** A SIGKILLed pinned process is replaced after the
     /// pin timeout: on nats-server 2.14 with the default 4 s, the next
-    /// process's effects flowed 4.5-5.0 s after the kill (three processes,
+    /// process's effects flowed 4.3-5.0 s after the kill (three processes,
     /// two kills, `tests/tests/consume/consumer_failover.rs`; see
     /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
     /// after handing back what it held: the next one's effects flowed
