@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::consumer::PriorityPolicy;
 use processor_support::{Setup, private_setup, spawn_processor, wait_all_published, write_orders};
 use txoutbox_core::{Delivery, HandlerError};
-use txoutbox_nats::subscriber::{DeadLetterPolicy, SubscriberBuildError, dead_lettering};
+use txoutbox_nats::subscriber::{
+    DeadLetterPolicy, SubscriberBuildError, SubscriberSettings, dead_lettering,
+};
 use txoutbox_nats::{StreamSpec, Subscriber};
 use txoutbox_suite::Backend;
 use txoutbox_suite::jetstream::{TestStream, nats_url};
@@ -479,6 +481,36 @@ async fn the_probe_tells_the_pinned_one_and_dead_letters_carry_no_pin_id() {
         headers.get(async_nats::header::NATS_PIN_ID).is_none(),
         "the pin id was copied: {headers:?}"
     );
+}
+
+/// Failover from a configuration file: `failover_after` sets the pin
+/// timeout of the durable it creates.
+#[tokio::test]
+async fn failover_from_settings() {
+    let server = current_server().await;
+    let stream = TestStream::new(server.connect().await.expect("a client")).await;
+    let settings: SubscriberSettings =
+        serde_json::from_str(r#"{ "failover_after": "6s", "unordered": true }"#).expect("settings");
+    Subscriber::builder(stream.jetstream.clone(), DURABLE)
+        .stream(&stream.name)
+        .settings(&settings)
+        .dead_letter(DeadLetterPolicy::terminate())
+        .on(|_: OrderPlaced, _: Delivery| async { Ok::<_, HandlerError>(()) })
+        .build()
+        .await
+        .expect("a failover subscriber");
+    let config = stream
+        .jetstream
+        .get_stream(&stream.name)
+        .await
+        .expect("the stream")
+        .consumer_info(DURABLE)
+        .await
+        .expect("consumer info")
+        .config
+        .clone();
+    assert_eq!(config.priority_policy, PriorityPolicy::PinnedClient);
+    assert_eq!(config.priority_timeout, Duration::from_secs(6));
 }
 
 /// Settings failover cannot work with are refused before the server is
