@@ -219,7 +219,7 @@ impl SubscriberBuilder {
     /// two kills, `tests/tests/consume/consumer_failover.rs`; see
     /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
     /// after handing back what it held: the next one's effects flowed
-    /// 0.3-0.5 s after the stop began. The pin timeout trades what a crash
+    /// 0.3-0.9 s after the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
     /// alive, and what it held is handed to the next one. Effects still

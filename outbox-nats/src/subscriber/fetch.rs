@@ -9,7 +9,7 @@
 //! aggregate to go on without it. What the subscriber holds is instead
 //! bounded by the consumer's `max_ack_pending`, which the server enforces.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -77,8 +77,7 @@ pub(crate) async fn run(
     // With failover, a process starting beside the pinned one must not take
     // its messages for a crashed one's: the guard runs when this process is
     // pinned (at its first message with a new pin id), not at start.
-    let mut pin = shared.failover.map(|_| failover::Pin::default());
-    if pin.is_none() {
+    if shared.failover.is_none() {
         restart::expect_outstanding(&shared, &consumer, &lanes).await;
     }
     // With failover: hand back what a pinned process that is gone held.
@@ -134,11 +133,8 @@ pub(crate) async fn run(
                 Some(Ok(message)) => {
                     let connects_now = connects(&client);
                     let failed = std::mem::take(&mut pull_failed);
-                    let took_over = pin.as_mut().is_some_and(|pin| pin.taken_over(&message));
+                    let took_over = shared.failover.is_some() && shared.pin().taken_over(&message);
                     if took_over {
-                        if let Some(id) = pin.as_ref().and_then(failover::Pin::current) {
-                            *shared.pin.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.to_owned());
-                        }
                         tracing::info!(consumer = %shared.consumer, %pull, "pinned: this process receives the durable's messages now (failover)");
                     }
                     // A takeover is a restart for the messages the previous
@@ -167,10 +163,11 @@ pub(crate) async fn run(
         }
     };
     drain(&shared, &stop, &mut workers, messages).await;
+    let ours = shared.pin().current().map(str::to_owned);
     if result.is_ok()
-        && let Some(id) = pin.as_ref().and_then(failover::Pin::current)
+        && let Some(id) = ours
     {
-        handover::release_pin(&shared, &consumer, id).await;
+        handover::release_pin(&shared, &consumer, &id).await;
     }
     tracing::info!(consumer = %shared.consumer, %pull, "subscriber stopped");
     result

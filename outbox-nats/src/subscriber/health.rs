@@ -7,8 +7,8 @@
 //! consumer's lag (`num_pending`, `num_ack_pending`) is the server's
 //! consumer info.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -280,12 +280,7 @@ impl SubscriberProbe {
                 lag.pending = Some(info.num_pending);
                 lag.ack_pending = Some(info.num_ack_pending as u64);
                 if self.shared.failover.is_some() {
-                    let ours = self
-                        .shared
-                        .pin
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
+                    let ours = self.shared.pin().current().map(str::to_owned);
                     lag.pinned = Some(ours.is_some_and(|ours| {
                         info.priority_groups
                             .iter()
