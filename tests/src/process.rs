@@ -43,6 +43,21 @@ impl ProcessorProcess {
         prefix: &str,
         args: &[&str],
     ) -> Result<Self, String> {
+        Self::try_start_on(binary, test, &nats_url(), prefix, args).await
+    }
+
+    /// [`try_start`](Self::try_start) on the nats-server at `nats` (a
+    /// private server of the test's own) instead of the machine's.
+    ///
+    /// # Panics
+    /// When the process cannot be started or its output read.
+    pub async fn try_start_on(
+        binary: &str,
+        test: &TestDb,
+        nats: &str,
+        prefix: &str,
+        args: &[&str],
+    ) -> Result<Self, String> {
         let schema: String = test
             .db
             .query_one_raw(sea_orm::Statement::from_string(
@@ -58,7 +73,7 @@ impl ProcessorProcess {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
         let mut child = Command::new(binary)
             .args(["--database-url", &url, "--schema", &schema])
-            .args(["--nats", &nats_url(), "--subject-prefix", prefix])
+            .args(["--nats", nats, "--subject-prefix", prefix])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -20,6 +20,7 @@ use super::backoff::Backoff;
 use super::consumer;
 use super::dead_lettering::DeadLetterPolicy;
 use super::error::SubscriberBuildError;
+use super::failover;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
 use super::in_process::InProcess;
@@ -35,6 +36,7 @@ use crate::StreamSpec;
 /// | [`stream`](Self::stream) | required |
 /// | [`filter_subject`](Self::filter_subject) | every subject of the stream |
 /// | [`partitions`](Self::partitions) | none: one consumer, `durable` |
+/// | [`failover`](Self::failover) | off: one process per durable that keeps order; with it, any number, one receiving (pin timeout 4 s, [`failover_after`](Self::failover_after)) |
 /// | [`deliver_policy`](Self::deliver_policy) | `All` (from the start of the stream) |
 /// | [`max_in_flight`](Self::max_in_flight) | 64 |
 /// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
@@ -56,6 +58,8 @@ pub struct SubscriberBuilder {
     stream: Option<String>,
     filter_subject: String,
     partitions: Option<Owned>,
+    /// The pin timeout, with failover.
+    failover: Option<Duration>,
     deliver_policy: DeliverPolicy,
     max_in_flight: usize,
     max_ack_pending: Option<usize>,
@@ -80,6 +84,7 @@ impl std::fmt::Debug for SubscriberBuilder {
             .field("stream", &self.stream)
             .field("filter_subject", &self.filter_subject)
             .field("partitions", &self.partitions)
+            .field("failover", &self.failover)
             .field("max_in_flight", &self.max_in_flight)
             .field("max_ack_pending", &self.window())
             .field("max_deliver", &self.max_deliver)
@@ -97,6 +102,7 @@ impl SubscriberBuilder {
             stream: None,
             filter_subject: String::new(),
             partitions: None,
+            failover: None,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -173,6 +179,89 @@ impl SubscriberBuilder {
             partitions,
             owned.into_iter().collect(),
         ));
+        self
+    }
+
+    /// Lets any number of processes run this subscriber on its durable,
+    /// one at a time: the one the server *pins* receives every message, the
+    /// others stand by, and when the pinned one stops (crash, shutdown,
+    /// network cut) one of them takes over. For a service run in several
+    /// replicas that keeps order ([`keep_order`](Self::keep_order), which
+    /// otherwise allows one process per durable). Needs nats-server 2.11 or
+    /// later; the pin timeout is 4 s ([`failover_after`](Self::failover_after)
+    /// sets another).
+    ///
+    /// **How.** The durable is created with a priority group (`failover`)
+    /// whose policy pins one client (ADR-42). Every process pulls every
+    /// fifth of the pin timeout; the server delivers to the pinned one only,
+    /// and each of its pulls renews the pin. When the server has had no
+    /// pull from it for the pin timeout, it unpins it, and pins the next
+    /// process whose pull meets a message to deliver. Since a pinned process
+    /// that died mid-burst may have left a full window pending (the server
+    /// then delivers nothing new, so would pin nobody until their ack wait),
+    /// every process checks each pull period whether no process is pinned
+    /// while messages are pending, and if so hands them back (a nak): they
+    /// are delivered at once, and a standby is pinned with them.
+    ///
+    /// **What holds.** The newly pinned process notices at its first
+    /// message (a new `Nats-Pin-Id`) and, before handling it, runs the
+    /// restart guard of [`keep_order`](Self::keep_order): what was
+    /// delivered before and not applied is marked away in its aggregates'
+    /// lanes, so per-aggregate order, holds and effects once hold across
+    /// the takeover as across a restart. A process starting as a standby
+    /// runs no guard at start (the pinned one is alive), and `build` does
+    /// not refuse it ([`SubscriberBuildError::DurableInUse`] is for
+    /// subscribers without failover).
+    ///
+    /// **What it costs.** A SIGKILLed pinned process is replaced after the
+    /// pin timeout: on nats-server 2.14 with the default 4 s, the next
+    /// process's effects flowed 4.3-5.0 s after the kill (three processes,
+    /// two kills, `tests/tests/consume/consumer_failover.rs`; see
+    /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
+    /// after handing back what it held: the next one's effects flowed
+    /// 0.3-0.9 s after the stop began. The pin timeout trades what a crash
+    /// costs against false takeovers: a pinned process that cannot pull for
+    /// that long (frozen, cut off, starved of CPU) loses the pin though
+    /// alive, and what it held is handed to the next one. Effects still
+    /// apply once, and each process applies an aggregate's messages in
+    /// order after the earlier ones are applied; but should the frozen one
+    /// wake with a message away for a retry (nakked before the freeze,
+    /// redelivered meanwhile to the new one) past its grace, it goes on
+    /// without it, as in [Order and concurrency](super#order-and-concurrency).
+    /// Every process asks for the consumer's state once per pull period.
+    /// The health probe's [`pinned`](super::SubscriberHealth::pinned) says
+    /// which process receives.
+    ///
+    /// **Refusals.** `build` fails with
+    /// [`SubscriberBuildError::FailoverUnsupported`] on a server older than
+    /// 2.11 (it would ignore the priority group and spread the messages over
+    /// every process), and with [`SubscriberBuildError::ConsumerMismatch`]
+    /// (`priority_policy`) on a durable created without failover (or with
+    /// it, by a subscriber without): update its priority settings
+    /// (`nats consumer edit`) or delete it. Excludes
+    /// [`partitions`](Self::partitions).
+    ///
+    /// ```no_run
+    /// # async fn run(jetstream: txoutbox_nats::async_nats::jetstream::Context) {
+    /// use txoutbox_nats::Subscriber;
+    /// // The same code in every replica of the service.
+    /// let builder = Subscriber::builder(jetstream, "billing")
+    ///     .stream("EVENTS")
+    ///     .failover();
+    /// # let _ = builder; }
+    /// ```
+    pub fn failover(mut self) -> Self {
+        self.failover = Some(self.failover.unwrap_or(super::failover::DEFAULT_PINNED_TTL));
+        self
+    }
+
+    /// [`failover`](Self::failover) with the pin timeout `pinned_ttl`
+    /// (at least 1 s; the consumer's `priority_timeout`): how long the
+    /// server waits for a pull from the pinned process before it pins
+    /// another. Only used when the consumer is created; an existing one must
+    /// agree.
+    pub fn failover_after(mut self, pinned_ttl: Duration) -> Self {
+        self.failover = Some(pinned_ttl);
         self
     }
 
@@ -355,9 +444,10 @@ impl SubscriberBuilder {
     /// one's and the two would apply one aggregate's messages side by
     /// side. So [`build`](Self::build) refuses to start while another
     /// process is reading the durable
-    /// ([`SubscriberBuildError::DurableInUse`]). To consume on several
-    /// processes, give each its own partitions
-    /// ([`partitions`](Self::partitions)), or share the durable
+    /// ([`SubscriberBuildError::DurableInUse`]). To run several processes,
+    /// let one receive at a time and the others stand by
+    /// ([`failover`](Self::failover), nats-server 2.11+), give each its own
+    /// partitions ([`partitions`](Self::partitions)), or share the durable
     /// [`unordered`](Self::unordered).
     ///
     /// [`DeadLetterKind::holds_aggregate`]: super::DeadLetterKind::holds_aggregate
@@ -473,10 +563,13 @@ impl SubscriberBuilder {
             )
             .await?;
         }
+        if shared.failover.is_some() {
+            failover::check_server(&shared.context, &shared.consumer)?;
+        }
         let max_deliver = i64::try_from(shared.max_deliver).unwrap_or(i64::MAX);
         let mut consumers = Vec::new();
         for pull in pulls {
-            let config = pull::Config {
+            let mut config = pull::Config {
                 durable_name: Some(pull.durable),
                 ack_policy: AckPolicy::Explicit,
                 ack_wait: shared.ack_wait,
@@ -486,8 +579,12 @@ impl SubscriberBuilder {
                 deliver_policy,
                 ..Default::default()
             };
+            if let Some(pinned_ttl) = shared.failover {
+                failover::configure(&mut config, pinned_ttl);
+            }
             let ensured = consumer::ensure(&stream, config).await?;
-            if keeps_order {
+            // With failover, other processes wait on the durable by design.
+            if keeps_order && shared.failover.is_none() {
                 consumer::check_not_in_use(&ensured)?;
             }
             consumers.push(ensured);
@@ -592,6 +689,8 @@ impl SubscriberBuilder {
             dead_letter_unhandled: self.dead_letter_unhandled,
             unhandled_seen: Mutex::default(),
             shutdown_timeout: self.shutdown_timeout,
+            failover: self.failover,
+            pin: Mutex::default(),
             applied: keeps_order
                 .then(|| inbox.clone().map(|inbox| inbox as Arc<dyn AppliedMessages>))
                 .flatten(),
@@ -668,6 +767,21 @@ impl SubscriberBuilder {
         }
         if let Some(owned) = &self.partitions {
             owned.check(&self.filter_subject)?;
+        }
+        if let Some(pinned_ttl) = self.failover {
+            if self.partitions.is_some() {
+                return invalid(
+                    "failover and partitions exclude each other: with failover one process \
+                     receives the whole durable; with partitions each process owns its own"
+                        .into(),
+                );
+            }
+            if pinned_ttl < failover::MIN_PINNED_TTL {
+                return invalid(format!(
+                    "the failover pin timeout ({pinned_ttl:?}) must be at least {:?}",
+                    failover::MIN_PINNED_TTL
+                ));
+            }
         }
         if let Some(subject) = self.dead_letter.subject(durable)
             && let Some(pull) = self

@@ -1,6 +1,6 @@
 //! The durable pull consumer: created if absent, verified if present.
 
-use async_nats::jetstream::consumer::{AckPolicy, Config, PullConsumer, pull};
+use async_nats::jetstream::consumer::{AckPolicy, Config, PriorityPolicy, PullConsumer, pull};
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::Stream;
 
@@ -110,6 +110,23 @@ fn verify(
             debug(&existing.deliver_policy),
             debug(&wanted.deliver_policy),
         ),
+        // Failover: a durable created without it (or with it, for a
+        // subscriber without) is refused, never silently changed.
+        (
+            "priority_policy",
+            priority(&existing.priority_policy),
+            priority(&wanted.priority_policy),
+        ),
+        (
+            "priority_groups",
+            debug(&existing.priority_groups),
+            debug(&wanted.priority_groups),
+        ),
+        (
+            "priority_timeout (the failover pin timeout)",
+            debug(&existing.priority_timeout),
+            debug(&wanted.priority_timeout),
+        ),
     ];
     match settings
         .into_iter()
@@ -117,6 +134,17 @@ fn verify(
     {
         Some((setting, existing, wanted)) => mismatch(setting, existing, wanted),
         None => Ok(()),
+    }
+}
+
+/// A priority policy as the mismatch error names it.
+fn priority(policy: &PriorityPolicy) -> String {
+    match policy {
+        PriorityPolicy::None => "none (no failover: update the consumer's priority settings, \
+                                 e.g. with `nats consumer edit`, or delete it)"
+            .into(),
+        PriorityPolicy::PinnedClient => "pinned_client (failover)".into(),
+        other => debug(other),
     }
 }
 

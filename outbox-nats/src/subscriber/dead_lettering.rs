@@ -12,7 +12,8 @@
 //! With the default policy the copy is published, through JetStream (so
 //! a stream must capture the dead-letter subject, e.g. `dlq.>`, and it must
 //! not be a subject the consumer itself reads), with the original body, the
-//! original headers (except `Nats-Expected-*`), and:
+//! original headers (except `Nats-Expected-*`, and the `Nats-Pin-Id` the
+//! server stamps on deliveries with failover), and:
 //!
 //! | header | value |
 //! |---|---|
@@ -237,7 +238,9 @@ fn headers(
             if name.eq_ignore_ascii_case(wire::ID) {
                 original_id = values.first().map(|v| v.as_str().to_owned());
             }
+            // The pin id is the server's stamp on this delivery (failover).
             let skip = name.eq_ignore_ascii_case(wire::NATS_MSG_ID)
+                || name.eq_ignore_ascii_case(async_nats::header::NATS_PIN_ID.as_ref())
                 || name
                     .get(..13)
                     .is_some_and(|head| head.eq_ignore_ascii_case("Nats-Expected"));

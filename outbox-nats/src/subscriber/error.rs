@@ -66,15 +66,33 @@ pub enum SubscriberBuildError {
     #[error(
         "consumer `{consumer}` is being read by another process ({waiting} pull request(s) \
          waiting): a subscriber that keeps order must be the only reader of its durable. Stop \
-         the other process; or to consume on several processes, give each its own partitions \
-         (`partitions(prefix, partitions, owned)`, each partition read by one process), or share \
-         the durable without order keeping (`unordered()`)"
+         the other process; or to run several processes, let one receive at a time and the \
+         others stand by (`failover()` in every one of them, nats-server 2.11+), give each its \
+         own partitions (`partitions(prefix, partitions, owned)`, each partition read by one \
+         process), or share the durable without order keeping (`unordered()`)"
     )]
     DurableInUse {
         /// The JetStream consumer's name.
         consumer: String,
         /// Pull requests of other clients the server holds.
         waiting: usize,
+    },
+    /// [`failover`](super::SubscriberBuilder::failover) was asked of a
+    /// server without pinned-client priority groups (before nats-server
+    /// 2.11), which would ignore the consumer's priority settings and
+    /// spread messages over every process.
+    #[error(
+        "consumer `{consumer}`: failover needs nats-server 2.11 or later (a priority group with \
+         a pinned client), but the server is {server_version}. Upgrade the server; or, to \
+         consume on several processes, give each its own partitions (`partitions(prefix, \
+         partitions, owned)`, each partition read by one process); or run one process on the \
+         durable without `failover()`"
+    )]
+    FailoverUnsupported {
+        /// The durable name.
+        consumer: String,
+        /// The version the server reported when the client connected.
+        server_version: String,
     },
     /// The stream does not exist.
     #[error(

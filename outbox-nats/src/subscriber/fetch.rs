@@ -23,6 +23,8 @@ use txoutbox_core::backoff::Doubling;
 
 use super::dispatch::{Incoming, header_pairs};
 use super::error::SubscriberError;
+use super::failover;
+use super::handover;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
 use super::release;
@@ -72,7 +74,18 @@ pub(crate) async fn run(
             ));
         }
     }
-    restart::expect_outstanding(&shared, &consumer, &lanes).await;
+    // With failover, a process starting beside the pinned one must not take
+    // its messages for a crashed one's: the guard runs when this process is
+    // pinned (at its first message with a new pin id), not at start.
+    if shared.failover.is_none() {
+        restart::expect_outstanding(&shared, &consumer, &lanes).await;
+    }
+    // With failover: hand back what a pinned process that is gone held.
+    let mut orphans = shared.failover.map(|pinned_ttl| {
+        let mut every = tokio::time::interval(failover::pull_expiry(pinned_ttl));
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        every
+    });
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
     let period = shared.progress_interval();
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -110,6 +123,7 @@ pub(crate) async fn run(
             () = shutdown.cancelled() => break Ok(()),
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
+            () = tick(&mut orphans) => handover::hand_back_orphans(&shared, &consumer).await,
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
                 if let Err(err) = joined {
                     tracing::error!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "lane worker failed");
@@ -119,7 +133,14 @@ pub(crate) async fn run(
                 Some(Ok(message)) => {
                     let connects_now = connects(&client);
                     let failed = std::mem::take(&mut pull_failed);
-                    if connects_now != connects_seen || failed {
+                    let took_over = shared.failover.is_some() && shared.pin().taken_over(&message);
+                    if took_over {
+                        tracing::info!(consumer = %shared.consumer, %pull, "pinned: this process receives the durable's messages now (failover)");
+                    }
+                    // A takeover is a restart for the messages the previous
+                    // pinned process held: everything delivered past what this
+                    // process received is waited for unless applied.
+                    if connects_now != connects_seen || failed || took_over {
                         connects_seen = connects_now;
                         restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, LOST_IN_TRANSIT_PATIENCE).await;
                     }
@@ -142,18 +163,47 @@ pub(crate) async fn run(
         }
     };
     drain(&shared, &stop, &mut workers, messages).await;
+    let ours = shared.pin().current().map(str::to_owned);
+    if result.is_ok()
+        && let Some(id) = ours
+    {
+        handover::release_pin(&shared, &consumer, &id).await;
+    }
     tracing::info!(consumer = %shared.consumer, %pull, "subscriber stopped");
     result
 }
 
 async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, StreamError> {
-    consumer
+    let pulls = consumer
         .stream()
-        .max_messages_per_batch(shared.max_in_flight)
-        .expires(PULL_EXPIRES)
-        .heartbeat(PULL_HEARTBEAT)
-        .messages()
-        .await
+        .max_messages_per_batch(shared.max_in_flight);
+    match shared.failover {
+        // Pulls of the durable's priority group, often enough to keep the pin.
+        Some(pinned_ttl) => {
+            pulls
+                .group(failover::GROUP)
+                .expires(failover::pull_expiry(pinned_ttl))
+                .messages()
+                .await
+        }
+        None => {
+            pulls
+                .expires(PULL_EXPIRES)
+                .heartbeat(PULL_HEARTBEAT)
+                .messages()
+                .await
+        }
+    }
+}
+
+/// The next tick of `interval`; never without one.
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// The client's connect count: it changes at every reconnect.

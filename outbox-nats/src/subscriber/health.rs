@@ -85,6 +85,10 @@ pub struct SubscriberHealth {
     /// for an operator's release; `None` without
     /// [`keep_order`](super::SubscriberBuilder::keep_order).
     pub held_aggregates: Option<usize>,
+    /// With [`failover`](super::SubscriberBuilder::failover): whether this
+    /// process is the pinned one (receiving) rather than a standby, as the
+    /// server says; `None` without failover or without the server's answer.
+    pub pinned: Option<bool>,
     /// Why it is not ready, one line each.
     pub problems: Vec<String>,
 }
@@ -103,6 +107,8 @@ pub struct ConsumerLag {
     pub pending: Option<u64>,
     /// Messages delivered and not acknowledged (`num_ack_pending`).
     pub ack_pending: Option<u64>,
+    /// With failover: whether the consumer's pin is this process's.
+    pub pinned: Option<bool>,
     /// Why the server's answer is missing, if it is.
     pub error: Option<String>,
 }
@@ -217,6 +223,7 @@ impl SubscriberProbe {
                 .filter_map(field)
                 .fold(None, |total: Option<u64>, n| Some(total.unwrap_or(0) + n))
         };
+        let pinned = consumers.iter().find_map(|consumer| consumer.pinned);
         SubscriberHealth {
             durable: self.durable().to_owned(),
             stream: self.stream().to_owned(),
@@ -228,6 +235,7 @@ impl SubscriberProbe {
             consumers,
             in_flight: self.in_flight(),
             held_aggregates: self.held_aggregates(),
+            pinned,
             problems,
         }
     }
@@ -263,6 +271,7 @@ impl SubscriberProbe {
             present: None,
             pending: None,
             ack_pending: None,
+            pinned: None,
             error: None,
         };
         match answer {
@@ -270,6 +279,14 @@ impl SubscriberProbe {
                 lag.present = Some(true);
                 lag.pending = Some(info.num_pending);
                 lag.ack_pending = Some(info.num_ack_pending as u64);
+                if self.shared.failover.is_some() {
+                    let ours = self.shared.pin().current().map(str::to_owned);
+                    lag.pinned = Some(ours.is_some_and(|ours| {
+                        info.priority_groups
+                            .iter()
+                            .any(|group| group.pinned_client_id.as_deref() == Some(ours.as_str()))
+                    }));
+                }
             }
             Err(Answer::Absent) => lag.present = Some(false),
             Err(Answer::Failed(error)) => lag.error = Some(error),
@@ -293,6 +310,7 @@ impl ConsumerLag {
             present: None,
             pending: None,
             ack_pending: None,
+            pinned: None,
             error: Some(error.into()),
         }
     }

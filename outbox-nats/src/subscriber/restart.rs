@@ -4,7 +4,7 @@
 //! once. With [`keep_order`](super::SubscriberBuilder::keep_order),
 //! the subscriber reads them first and marks those not applied as away in
 //! their lanes, so what follows them waits for them; and it hands them
-//! back ([`hand_back`]): JetStream redelivers them at once instead of after
+//! back ([`hand_back_outstanding`]): JetStream redelivers them at once instead of after
 //! the ack wait, so a crash costs the time of a restart, not the ack wait,
 //! and the dead process's messages do not fill `max_ack_pending` meanwhile.
 //!
@@ -25,12 +25,10 @@ use txoutbox_core::{MessageId, wire};
 
 use super::builder::subject_matches;
 use super::dispatch::{header, header_pairs_of};
+use super::hand_back::MOST;
 use super::ordering::{LaneKey, Lanes, lane_key};
 use super::shared::Shared;
 
-/// The most earlier deliveries read at a start (the consumer's window is
-/// usually far smaller).
-const MOST: u64 = 20_000;
 /// Reads of earlier deliveries in flight at once.
 const READS_IN_FLIGHT: usize = 32;
 
@@ -101,7 +99,7 @@ enum HandBack {
 
 /// Marks the messages delivered past both the consumer's ack floor and
 /// `after`, not applied, as away in `lanes`; with [`HandBack::Yes`], hands
-/// every one of them back (see [`hand_back`]).
+/// every one of them back (see [`hand_back_outstanding`]).
 async fn expect_after<T>(
     shared: &Shared,
     consumer: &PullConsumer,
@@ -171,7 +169,7 @@ async fn expect_after<T>(
     }
     if candidates.is_empty() {
         if back == HandBack::Yes {
-            hand_back(shared, &info, outstanding).await;
+            hand_back_outstanding(shared, &info, outstanding).await;
         }
         return Ok(());
     }
@@ -194,37 +192,26 @@ async fn expect_after<T>(
         );
     }
     if back == HandBack::Yes {
-        hand_back(shared, &info, outstanding).await;
+        hand_back_outstanding(shared, &info, outstanding).await;
     }
     Ok(())
 }
 
 /// Asks JetStream to redeliver at once the messages `sequences` (stream
 /// sequences) that a process which is gone received and did not
-/// acknowledge, instead of after their ack wait: a negative
-/// acknowledgement (`-NAK`) of each, in stream order, on the consumer's
-/// acknowledgement subject in its first form,
-/// `$JS.ACK.<stream>.<consumer>.<deliveries>.<stream seq>.<delivery seq>.<time>.<pending>`,
-/// which every server version from 2.9 on listens to (2.14 and later also
-/// listen to the second form, with a domain and an account hash).
-///
-/// The server takes a nak for a message that is still pending on the
-/// consumer and whose delivery sequence lies between the consumer's ack
-/// floor and its last delivery; it reads nothing else from the subject but
-/// the delivery count (for its advisory). So each nak names the last
-/// delivery sequence `info` shows. A message no longer pending (acked
-/// meanwhile) is left alone by the server; a nak that does not arrive
-/// leaves its message to its ack wait, as without this step. A message a
-/// live process still holds (one cut off from the server) is redelivered
-/// here too: the inbox makes its second handling a duplicate.
-async fn hand_back(shared: &Shared, info: &consumer::Info, mut sequences: Vec<u64>) {
+/// acknowledge, instead of after their ack wait, in stream order (see
+/// [`hand_back`](super::hand_back)). A message a live process still holds
+/// (one cut off from the server) is redelivered here too: the inbox makes
+/// its second handling a duplicate.
+async fn hand_back_outstanding(shared: &Shared, info: &consumer::Info, mut sequences: Vec<u64>) {
     if sequences.is_empty() {
         return;
     }
     sequences.sort_unstable();
-    match send_naks(shared, info, &sequences).await {
+    let count = sequences.len();
+    match super::hand_back::hand_back(shared, info, sequences).await {
         Ok(()) => tracing::info!(
-            consumer = %shared.consumer, handed_back = sequences.len(),
+            consumer = %shared.consumer, handed_back = count,
             "messages a previous process received and did not acknowledge: handed back for \
              redelivery now rather than after the ack wait"
         ),
@@ -234,23 +221,3 @@ async fn hand_back(shared: &Shared, info: &consumer::Info, mut sequences: Vec<u6
         ),
     }
 }
-
-/// Publishes a nak of each of `sequences`, naming the last delivery
-/// sequence `info` shows (see [`hand_back`]), and flushes them.
-async fn send_naks(
-    shared: &Shared,
-    info: &consumer::Info,
-    sequences: &[u64],
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let delivery = info.delivered.consumer_sequence;
-    let prefix = format!("$JS.ACK.{}.{}", info.stream_name, info.name);
-    for sequence in sequences {
-        let subject = format!("{prefix}.1.{sequence}.{delivery}.0.0");
-        shared.client.publish(subject, NAK.into()).await?;
-    }
-    shared.client.flush().await?;
-    Ok(())
-}
-
-/// A negative acknowledgement: redeliver now.
-const NAK: &str = "-NAK";

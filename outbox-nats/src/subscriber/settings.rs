@@ -57,6 +57,11 @@ pub struct SubscriberSettings {
     pub dead_letter_unhandled: Option<bool>,
     /// [`SubscriberBuilder::unordered`] when `true`.
     pub unordered: Option<bool>,
+    /// [`SubscriberBuilder::failover_after`]: failover with this pin
+    /// timeout (e.g. `"4s"`, the default of
+    /// [`failover`](SubscriberBuilder::failover)).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub failover_after: Option<Duration>,
 }
 
 /// An exponential [`Backoff`] as settings: `initial` doubling up to `max`.
@@ -107,6 +112,9 @@ impl SubscriberBuilder {
         }
         if settings.unordered == Some(true) {
             self = self.unordered();
+        }
+        if let Some(pinned_ttl) = settings.failover_after {
+            self = self.failover_after(pinned_ttl);
         }
         self
     }

@@ -50,6 +50,11 @@ pub(crate) struct Shared {
     pub(crate) unhandled_seen: Mutex<HashSet<String>>,
     /// How long shutdown waits for running handlers.
     pub(crate) shutdown_timeout: Duration,
+    /// With failover, the pin timeout (see `SubscriberBuilder::failover`).
+    pub(crate) failover: Option<Duration>,
+    /// With failover, the last pin id this process was given: its pin while
+    /// the server still names it.
+    pub(crate) pin: Mutex<super::failover::Pin>,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
     pub(crate) applied: Option<Arc<dyn txoutbox_core::consumer::AppliedMessages>>,
@@ -73,6 +78,14 @@ impl Shared {
         let held = self.held.load(Ordering::Relaxed);
         ::metrics::gauge!(super::metrics::IN_FLIGHT, "consumer" => Arc::clone(&self.consumer))
             .set(held as f64);
+    }
+
+    /// The pin this process was last given (with failover).
+    pub(crate) fn pin(&self) -> std::sync::MutexGuard<'_, super::failover::Pin> {
+        // No code panics while holding the lock; recover it regardless.
+        self.pin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// How long past its due time a lane waits for a message nakked for a

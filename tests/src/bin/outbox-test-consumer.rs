@@ -7,7 +7,7 @@
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
 //!     --subject-prefix PREFIX --stream NAME --durable NAME [--ack-wait-ms N] [--unordered] \
-//!     [--only-amended] [--partitions N --own K,K,..]
+//!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--label NAME]
 //! ```
 //!
 //! The subscriber is wired the default way (inbox handlers, no order-specific
@@ -17,7 +17,9 @@
 //! unhandled: a handler with gaps in each aggregate's sequences);
 //! `--partitions N --own 0,3` consumes only partitions 0 and 3 of a stream
 //! split into N under the subject prefix, and records the `--own` text in
-//! the effect's `process` column. Prints
+//! the effect's `process` column. `--failover` runs it in failover mode
+//! (`failover()`: any number of processes on the durable, one pinned);
+//! `--label NAME` records `NAME` in the `process` column. Prints
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
 
@@ -43,6 +45,8 @@ struct Args {
     only_amended: bool,
     partitions: Option<u32>,
     own: Option<String>,
+    failover: bool,
+    label: Option<String>,
 }
 
 fn parse() -> Result<(ChildArgs, Args), String> {
@@ -58,6 +62,8 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             "--only-amended" => args.only_amended = true,
             "--partitions" => args.partitions = Some(number(flag, &value()?)?),
             "--own" => args.own = Some(value()?),
+            "--failover" => args.failover = true,
+            "--label" => args.label = Some(value()?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -102,7 +108,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .storage(StorageType::Memory)
     .max_age(Duration::from_secs(600));
     // Leaked: the handlers outlive `main`'s borrows (it is one string).
-    let process: Option<&'static str> = args.own.clone().map(|own| &*own.leak());
+    let process: Option<&'static str> = args
+        .label
+        .clone()
+        .or_else(|| args.own.clone())
+        .map(|process| &*process.leak());
     let mut builder = Subscriber::builder(async_nats::jetstream::new(client), &args.durable)
         .stream(&args.stream)
         .dead_letter(DeadLetterPolicy::publish_to(dead_letter_subject))
@@ -124,6 +134,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.unordered {
         builder = builder.unordered();
+    }
+    if args.failover {
+        builder = builder.failover();
     }
     // Its message, not its Debug form, on standard error.
     let subscriber = builder
