@@ -277,6 +277,15 @@ impl Episode {
             .max();
         let peak = self.after.iter().map(|s| s.backlog).max().unwrap_or(0);
         let leased = self.after.first().map_or(0, |s| s.leased);
+        // The most pending rows of one aggregate: at the return, and each
+        // second after it (a claim takes an aggregate's run whole, or its
+        // head alone when the run is cut).
+        let deepest: Vec<String> = self
+            .after
+            .iter()
+            .step_by((Duration::from_secs(1).as_millis() / SAMPLE.as_millis()) as usize)
+            .map(|s| s.deepest.to_string())
+            .collect();
         let mut steady: Vec<Duration> = self
             .steady
             .iter()
@@ -307,7 +316,8 @@ impl Episode {
              {failed_after_reconnect} after the reconnect (last failed {}); first ack {}; rows \
              committed before the return all published {}; backlog at level {}; back to steady \
              {}; peak {peak} rows, {leased} leased at the return; store calls from the return \
-             until back: {store}",
+             until back: {store}; most pending rows of one aggregate each second from the return: \
+             {}",
             self.threshold,
             secs(start),
             at(reconnect),
@@ -316,6 +326,7 @@ impl Episode {
             dur(before),
             dur(level),
             dur(back),
+            deepest.join(" "),
         );
         let row = format!(
             "{} | {} | {} | {failed_after_reconnect} | {} | {} | {} | {peak} | {leased} |",

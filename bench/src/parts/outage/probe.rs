@@ -26,6 +26,8 @@ pub(crate) struct Sample {
     pub(crate) leased: i64,
     /// Pending rows created at or before the cut-off (0 without one).
     pub(crate) before: i64,
+    /// The most pending rows of one aggregate.
+    pub(crate) deepest: i64,
 }
 
 /// Samples every `every` until `done` says so or `longest` has passed.
@@ -87,7 +89,9 @@ async fn measure(
         "SELECT {age_ms} AS age_ms, \
            (SELECT count(*) FROM outbox_messages WHERE status = 0) AS backlog, \
            (SELECT count(*) FROM outbox_messages WHERE status = 0 AND lease_expires_at > {now}) AS leased, \
-           (SELECT count(*) FROM outbox_messages WHERE status = 0 AND {before}) AS before_cutoff \
+           (SELECT count(*) FROM outbox_messages WHERE status = 0 AND {before}) AS before_cutoff, \
+           (SELECT count(*) FROM outbox_messages WHERE status = 0 \
+             GROUP BY aggregate_type, aggregate_id ORDER BY count(*) DESC LIMIT 1) AS deepest \
          FROM outbox_messages m WHERE m.status = 0 AND m.next_attempt_at <= {now} \
          AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= {now}) \
          AND NOT EXISTS (SELECT 1 FROM outbox_messages e WHERE e.aggregate_type = m.aggregate_type \
@@ -104,5 +108,8 @@ async fn measure(
         age: Duration::from_secs_f64(age.unwrap_or(0.0).max(0.0) / 1000.0),
         leased: row.try_get("", "leased")?,
         before: row.try_get("", "before_cutoff")?,
+        deepest: row
+            .try_get::<Option<i64>>("", "deepest")?
+            .unwrap_or_default(),
     })
 }
