@@ -14,7 +14,7 @@
 //! | `drain` | one processor draining 200,000 rows: rate, statements, memory |
 //! | `latency` | commit-to-ack latency at 1,000 and 5,000 events/s, both placements |
 //! | `history` | commit-to-ack for an aggregate with a long published history |
-//! | `outage` | catch-up after a 5-s broker outage with writers in another process, on PostgreSQL, MariaDB and SQLite |
+//! | `outage` | back to steady after 2-s and 10-s broker outages with writers in another process, on PostgreSQL, MariaDB and SQLite |
 //! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |

@@ -83,6 +83,7 @@ pub struct NatsConnect {
     tls: Tls,
     connection_timeout: Option<Duration>,
     retry_initial_connect: bool,
+    max_reconnect_delay: Option<Duration>,
 }
 
 impl Tls {
@@ -117,6 +118,7 @@ impl std::fmt::Debug for NatsConnect {
             .field("tls", &self.tls)
             .field("connection_timeout", &self.connection_timeout)
             .field("retry_initial_connect", &self.retry_initial_connect)
+            .field("max_reconnect_delay", &self.max_reconnect_delay)
             .finish()
     }
 }
@@ -124,6 +126,15 @@ impl std::fmt::Debug for NatsConnect {
 /// The connection timeout [`NatsConnect::connect`] uses unless told
 /// otherwise.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest pause between two reconnect attempts [`NatsConnect::connect`]
+/// makes unless told otherwise. async-nats's own pauses double up to 4 s,
+/// so a broker back after an outage of a few seconds was noticed up to 4 s
+/// late, while the outbox waited for it (see BENCHMARKS.md, "outage").
+/// Attempts against a server that is down are refused at once and cost
+/// the server nothing; each pause is drawn from its upper half, so clients
+/// that lost the same server do not come back in lockstep.
+pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_millis(250);
 
 /// Connecting failed.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +182,7 @@ impl NatsConnect {
             tls: Tls::default(),
             connection_timeout: None,
             retry_initial_connect: false,
+            max_reconnect_delay: None,
         }
     }
 
@@ -206,10 +218,26 @@ impl NatsConnect {
         self
     }
 
-    /// Connects. Reconnects afterwards are async-nats's, logged here and
+    /// The longest pause between two reconnect attempts after the
+    /// connection was lost (default [`DEFAULT_MAX_RECONNECT_DELAY`], 250 ms,
+    /// with [`connect`](Self::connect)): the pauses double from nothing up
+    /// to it, each drawn from its upper half. A broker that comes back is
+    /// noticed at most this long after it accepts connections.
+    pub fn max_reconnect_delay(mut self, max: Duration) -> Self {
+        self.max_reconnect_delay = Some(max);
+        self
+    }
+
+    /// Connects. Reconnects afterwards are async-nats's, paced by
+    /// [`max_reconnect_delay`](Self::max_reconnect_delay), logged here and
     /// observed by the processor through the connection state.
     pub async fn connect(self) -> Result<Client, ConnectError> {
-        let base = ConnectOptions::new().connection_timeout(DEFAULT_CONNECTION_TIMEOUT);
+        let max = self
+            .max_reconnect_delay
+            .unwrap_or(DEFAULT_MAX_RECONNECT_DELAY);
+        let base = ConnectOptions::new()
+            .connection_timeout(DEFAULT_CONNECTION_TIMEOUT)
+            .reconnect_delay_callback(move |attempts| reconnect_delay(attempts, max));
         self.connect_with(base).await
     }
 
@@ -218,8 +246,10 @@ impl NatsConnect {
     /// callback, a custom inbox prefix, ...). What was set on this builder
     /// applies on top: its name, its [`Auth`] unless `Auth::None`, its TLS
     /// settings where given, its connection timeout and initial-connect
-    /// retry if set. The event callback is this crate's: it logs connection
-    /// events (`tracing`).
+    /// retry if set, its [`max_reconnect_delay`](Self::max_reconnect_delay)
+    /// if set (otherwise the pauses are those of `options`: async-nats's
+    /// default doubles up to 4 s). The event callback is this crate's: it
+    /// logs connection events (`tracing`).
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -272,6 +302,10 @@ impl NatsConnect {
         if self.retry_initial_connect {
             options = options.retry_on_initial_connect();
         }
+        if let Some(max) = self.max_reconnect_delay {
+            options =
+                options.reconnect_delay_callback(move |attempts| reconnect_delay(attempts, max));
+        }
         options
             .connect(server_addrs(&self.url)?)
             .await
@@ -280,6 +314,18 @@ impl NatsConnect {
                 source,
             })
     }
+}
+
+/// The pause before reconnect attempt `attempts` (counted by async-nats from
+/// 1 since the connection was lost, one per server tried): none for the
+/// first, then 2, 4, 8, … ms up to `max`, each drawn from its upper half.
+fn reconnect_delay(attempts: usize, max: Duration) -> Duration {
+    if attempts <= 1 {
+        return Duration::ZERO;
+    }
+    let doublings = u32::try_from(attempts - 1).unwrap_or(u32::MAX).min(32);
+    let step = Duration::from_millis(1_u64 << doublings).min(max);
+    txoutbox_core::backoff::jittered(step)
 }
 
 /// The servers of `urls`, a comma-separated list (async-nats parses one
@@ -336,6 +382,19 @@ mod tests {
             server_addrs(" , "),
             Err(ConnectError::InvalidUrl { .. })
         ));
+    }
+
+    #[test]
+    fn reconnects_start_at_once_and_pause_at_most_the_maximum() {
+        let max = Duration::from_millis(250);
+        assert_eq!(reconnect_delay(0, max), Duration::ZERO);
+        assert_eq!(reconnect_delay(1, max), Duration::ZERO);
+        let second = reconnect_delay(2, max);
+        assert!(second <= Duration::from_millis(2), "{second:?}");
+        for attempts in [10, 100, usize::MAX] {
+            let pause = reconnect_delay(attempts, max);
+            assert!(pause >= max / 2 && pause <= max, "{attempts}: {pause:?}");
+        }
     }
 
     const SECRETS: [&str; 4] = ["pass-1", "tok-2", "SUSEED3", "urlpass-4"];

@@ -61,7 +61,9 @@ mod stream;
 pub mod stream_read;
 pub mod subscriber;
 
-pub use connect::{Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, NatsConnect, Tls};
+pub use connect::{
+    Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_RECONNECT_DELAY, NatsConnect, Tls,
+};
 pub use jetstream_of::IntoJetStream;
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{

@@ -71,7 +71,8 @@ struct Engine<S, P> {
     /// and by a reconnect.
     broker_backoff: Doubling,
     /// The publisher reported the broker disconnected at the last
-    /// unavailability: seeing it connected at the next one is a reconnect.
+    /// unavailability or during the pause after it: seeing it connected
+    /// again is a reconnect (the pause ends at once).
     broker_disconnected: bool,
     store_backoff: Doubling,
     /// Lease offers are paused (the broker was away).
@@ -509,7 +510,12 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         self.release_handed(wake).await;
         let until = Instant::now() + pause;
         while Instant::now() < until && !shutdown.is_cancelled() {
-            if self.broker_disconnected && self.ctx.publisher.is_available() {
+            // Also a connection lost only during the pause (a failure seen
+            // while the client still counted as connected, e.g. an ack
+            // timeout before the client noticed the broker gone).
+            if !self.ctx.publisher.is_available() {
+                self.broker_disconnected = true;
+            } else if self.broker_disconnected {
                 break; // reconnected: try at once (see `broker_unavailable`)
             }
             tokio::select! {
