@@ -231,7 +231,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         let ratio = best(rates) / pipelined;
         let estimate = 1.0 / (database_part + publishing / ratio);
         println!(
-            "if publishing cost the drain x{:.2} less, as {} against pipelined: ~{} events/s (x{:.2})",
+            "with publishing x{:.2} as fast as today's (as {} against pipelined): ~{} events/s (x{:.2})",
             ratio,
             way.name(),
             thousands(estimate),
