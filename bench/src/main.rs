@@ -18,6 +18,7 @@
 //! | `crash` | a processor process killed holding 1,000+ leased rows: time until its aggregates move again; an idle processor's database cost |
 //! | `drain-1m` | memory while 1,000,000 rows drain (not in the default run) |
 //! | `drain-tune` | the drain with several settings (not in the default run) |
+//! | `ingest` | on a private nats-server 2.14: pipelined publishing vs a fast-ingest (ADR-50) prototype, and the drain beside both and beside a drain whose publishes cost nothing (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
 //! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `parts/soak/mod.rs`) |
 //!
@@ -39,12 +40,12 @@ use crate::harness::report::{self, Check};
 use crate::harness::{fixture, machine, stats};
 use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
-    crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, jetstream, latency, naive,
-    outage, save_cost, soak, writers,
+    crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, ingest, jetstream, latency,
+    naive, outage, save_cost, soak, writers,
 };
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 14] = [
+const PARTS: [(&str, bool); 15] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -58,6 +59,7 @@ const PARTS: [(&str, bool); 14] = [
     ("drain-1m", false),
     ("drain-tune", false),
     ("drain-cluster", false),
+    ("ingest", false),
     ("soak", false),
 ];
 
@@ -152,6 +154,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("drain-cluster") {
         drain_cluster::run().await?;
+    }
+    if wants("ingest") {
+        ingest::run().await?;
     }
     if wants("soak") {
         soak::run(&soak_flags).await?;

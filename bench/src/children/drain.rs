@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use txoutbox_core::processor::ProcessorReport;
+use txoutbox_core::publisher::PublishAck;
+use txoutbox_core::{OutboxMessage, PublishError, Publisher};
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, Retention};
 
@@ -42,6 +44,9 @@ pub(crate) struct Settings {
     pub(crate) delete_published: bool,
     /// Processors side by side in the one process (1 but in `drain-tune`).
     pub(crate) processors: usize,
+    /// Every publish acked at once without a broker ([`InstantAcks`]): the
+    /// drain with publishing free, to tell its database share (`ingest`).
+    pub(crate) instant_acks: bool,
 }
 
 impl Default for Settings {
@@ -54,6 +59,7 @@ impl Default for Settings {
             max_in_flight: defaults.max_in_flight(),
             delete_published: false,
             processors: 1,
+            instant_acks: false,
         }
     }
 }
@@ -70,6 +76,9 @@ impl std::fmt::Display for Settings {
         }
         if self.processors > 1 {
             write!(f, ", {} processors", self.processors)?;
+        }
+        if self.instant_acks {
+            write!(f, ", acks at once (no broker)")?;
         }
         Ok(())
     }
@@ -127,6 +136,12 @@ pub(crate) fn args(
         } else {
             "keep"
         },
+        "--acks",
+        if settings.instant_acks {
+            "instant"
+        } else {
+            "broker"
+        },
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -144,6 +159,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         max_in_flight: value("--max")?.parse()?,
         delete_published: value("--retention")? == "delete",
         processors: value("--processors")?.parse()?,
+        instant_acks: value("--acks")? == "instant",
     };
     let sample_every = Duration::from_millis(value("--sample-ms")?.parse()?);
 
@@ -158,7 +174,14 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let client = fixture::connect(&fixture::nats_url()).await?;
     let mut processors = Vec::new();
     for _ in 0..settings.processors.max(1) {
-        let publisher = JetStreamPublisher::new(client.clone(), "/txoutbox-bench");
+        let publisher = if settings.instant_acks {
+            DrainPublisher::Instant(InstantAcks)
+        } else {
+            DrainPublisher::JetStream(Box::new(JetStreamPublisher::new(
+                client.clone(),
+                "/txoutbox-bench",
+            )))
+        };
         let builder = counted_processor(&outbox, publisher, Arc::clone(&counts));
         processors.push(
             builder
@@ -308,4 +331,53 @@ pub(crate) fn parse(text: &str) -> Result<Output, BoxError> {
         return Err("the drain child did not finish its report".into());
     }
     Ok(output)
+}
+
+/// A publisher that acks every message at once and sends nothing: a drain
+/// through it costs only the database and the processor, so comparing it
+/// with a real drain tells how much of the drain's time publishing takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstantAcks;
+
+impl Publisher for InstantAcks {
+    async fn publish(&self, _message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        Ok(PublishAck::default())
+    }
+}
+
+/// The drain child's publisher: JetStream, or [`InstantAcks`].
+#[derive(Debug, Clone)]
+enum DrainPublisher {
+    JetStream(Box<JetStreamPublisher>),
+    Instant(InstantAcks),
+}
+
+impl Publisher for DrainPublisher {
+    async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        match self {
+            Self::JetStream(publisher) => publisher.publish(message).await,
+            Self::Instant(publisher) => publisher.publish(message).await,
+        }
+    }
+
+    async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
+        match self {
+            Self::JetStream(publisher) => publisher.publish_run(run).await,
+            Self::Instant(publisher) => publisher.publish_run(run).await,
+        }
+    }
+
+    fn is_available(&self) -> bool {
+        match self {
+            Self::JetStream(publisher) => publisher.is_available(),
+            Self::Instant(publisher) => publisher.is_available(),
+        }
+    }
+
+    fn ack_timeout(&self) -> Option<Duration> {
+        match self {
+            Self::JetStream(publisher) => publisher.ack_timeout(),
+            Self::Instant(publisher) => publisher.ack_timeout(),
+        }
+    }
 }

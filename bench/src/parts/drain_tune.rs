@@ -37,6 +37,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
                 max_in_flight,
                 delete_published,
                 processors,
+                instant_acks: false,
             },
             ROWS,
             ROWS,

@@ -8,6 +8,7 @@ pub(crate) mod drain_cluster;
 pub(crate) mod drain_skew;
 pub(crate) mod drain_tune;
 pub(crate) mod history;
+pub(crate) mod ingest;
 pub(crate) mod jetstream;
 pub(crate) mod latency;
 pub(crate) mod naive;
