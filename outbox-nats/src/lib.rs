@@ -37,9 +37,10 @@
 //!
 //! # Durability of an ack
 //!
-//! A JetStream ack means the server has the message. On nats-server 2.9 a
-//! file stream is fsynced every 2 minutes by default (`sync_interval` in the
-//! server's `jetstream` block), so an ack means the OS page cache has it: a
+//! A JetStream ack means the server has the message. A file stream is
+//! fsynced every 60 s on nats-server 2.9 and every 2 minutes by default from
+//! 2.10 on (`sync_interval` in the server's `jetstream` block, 2.10+), so an
+//! ack means the OS page cache has it: a
 //! power loss of a single server can lose acknowledged messages whose rows
 //! are already marked published. For an ack that means "on disk", run a
 //! cluster with `replicas(3)` (an ack then means a quorum stored it) and/or
@@ -57,6 +58,7 @@ mod jetstream_of;
 mod publisher;
 mod reconnects;
 mod run_window;
+mod server_version;
 mod stream;
 pub mod stream_read;
 pub mod subscriber;

