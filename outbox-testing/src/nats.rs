@@ -180,8 +180,29 @@ impl NatsServerBuilder {
             token: self.token,
             child: None,
         };
-        server.spawn().await?;
-        Ok(server)
+        // The free port may be taken between choosing it and the server
+        // binding it (tests run at once): choose another.
+        let mut attempts = 1;
+        loop {
+            match server.spawn().await {
+                Err(err) if err.port_taken() && attempts < PORT_ATTEMPTS => {
+                    attempts += 1;
+                    server.port = free_port()?;
+                }
+                spawned => return spawned.map(|()| server),
+            }
+        }
+    }
+}
+
+/// How many ports a server start tries when the chosen one is taken.
+pub(crate) const PORT_ATTEMPTS: u32 = 3;
+
+impl NatsServerError {
+    /// Whether the server exited because a port it was to listen on was
+    /// taken (chosen free, then bound by another process first).
+    pub fn port_taken(&self) -> bool {
+        matches!(self, Self::NotReady { log, .. } if log.contains("address already in use"))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::nats::{NatsServer, NatsServerError, free_port, jetstream_ready};
+use crate::nats::{NatsServer, NatsServerError, PORT_ATTEMPTS, free_port, jetstream_ready};
 
 /// How long the cluster may take to elect its JetStream meta leader.
 const QUORUM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,8 +33,19 @@ pub struct NatsCluster {
 
 impl NatsCluster {
     /// Starts `size` nodes (3 for a replicated stream) and waits until
-    /// JetStream answers on each.
+    /// JetStream answers on each. Should a port chosen free be taken before
+    /// its node binds it, starts them all again on other ports.
     pub async fn start(size: usize) -> Result<Self, NatsServerError> {
+        let mut attempts = 1;
+        loop {
+            match Self::start_once(size).await {
+                Err(err) if err.port_taken() && attempts < PORT_ATTEMPTS => attempts += 1,
+                started => return started,
+            }
+        }
+    }
+
+    async fn start_once(size: usize) -> Result<Self, NatsServerError> {
         let route_ports = (0..size)
             .map(|_| free_port())
             .collect::<Result<Vec<_>, _>>()?;
