@@ -1,4 +1,5 @@
-//! What the connected nats-server's version changes for the publisher.
+//! What the connected nats-server's version changes: for the publisher,
+//! and the reading of a version (the subscriber's failover checks it too).
 
 use async_nats::ServerInfo;
 
@@ -21,11 +22,12 @@ const FIRST_AFFECTED: (u64, u64) = (2, 14);
 /// (where streams may be replicated) from 2.14 on.
 pub(crate) fn refused_chain_stops_replicated_streams(info: &ServerInfo) -> bool {
     let clustered = info.cluster.as_deref().is_some_and(|name| !name.is_empty());
-    clustered && version(&info.version).is_some_and(|version| version >= FIRST_AFFECTED)
+    clustered && major_minor(&info.version).is_some_and(|version| version >= FIRST_AFFECTED)
 }
 
-/// `(major, minor)` of a version such as `2.14.0` or `2.15.0-dev`.
-fn version(text: &str) -> Option<(u64, u64)> {
+/// `(major, minor)` of a server version such as `2.14.0`, `v2.10.22` or
+/// `2.15.0-dev`.
+pub(crate) fn major_minor(text: &str) -> Option<(u64, u64)> {
     let mut parts = text.trim_start_matches('v').split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts

@@ -11,6 +11,7 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::{PriorityPolicy, pull};
 
 use super::error::SubscriberBuildError;
+use crate::server_version::major_minor;
 
 /// The durable's one priority group.
 pub(crate) const GROUP: &str = "failover";
@@ -58,19 +59,6 @@ pub(crate) fn check_server(
             server_version: version,
         }),
     }
-}
-
-/// `(major, minor)` of a server version such as `2.10.22` or `2.14.0-beta`.
-fn major_minor(version: &str) -> Option<(u64, u64)> {
-    let mut parts = version.trim_start_matches('v').split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts
-        .next()?
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()?;
-    Some((major, minor))
 }
 
 /// The pin this process holds, as the messages it receives tell it: the
