@@ -156,12 +156,7 @@ async fn crash_mid_burst(setup: &Setup, burst: Burst, consumer: Consumer<'_>) ->
 /// ack floor and its last delivery whose sequence it `applies`, less those
 /// applied.
 async fn held_by_the_dead(setup: &Setup, applies: &[i64]) -> Vec<(String, i64)> {
-    let stream = setup
-        .stream
-        .jetstream
-        .get_stream(&setup.stream.name)
-        .await
-        .expect("the stream");
+    let stream = setup.jetstream_stream().await;
     let info = stream.consumer_info("effects").await.expect("the consumer");
     let applied = txoutbox_suite::effects::applied(&setup.test).await;
     let mut held = Vec::new();
@@ -265,12 +260,7 @@ async fn a_second_ordered_process_on_one_durable_is_refused_a_replacement_is_not
     let setup = shared_setup(Backend::Postgres).await;
     txoutbox_suite::effects::create_table(&setup.test).await;
     let mut first = ordered_consumer(&setup, &[]).await;
-    let stream = setup
-        .stream
-        .jetstream
-        .get_stream(&setup.stream.name)
-        .await
-        .expect("the stream");
+    let stream = setup.jetstream_stream().await;
     wait_until(Duration::from_secs(5), "the first one pulls", || async {
         stream
             .consumer_info("effects")

@@ -97,14 +97,34 @@ async fn appliers(setup: &Setup, after: i64, except: &str) -> Vec<String> {
         .collect()
 }
 
+/// Starts replicas `a` and `b`, waits until `at_least` effects are
+/// applied, and asserts one process applies them. Returns the replicas by
+/// label, the last effect's id then, and the label of the one applying.
+async fn two_replicas_applying(
+    setup: &Setup,
+    server: &NatsServer,
+    at_least: i64,
+) -> (HashMap<String, ProcessorProcess>, i64, String) {
+    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
+    for label in ["a", "b"] {
+        replicas.insert(label.to_owned(), replica(setup, server, label).await);
+    }
+    wait_for_effects(
+        setup,
+        at_least,
+        Duration::from_secs(30),
+        "the burst is being applied",
+    )
+    .await;
+    let before = last_effect(setup).await;
+    let pinned = appliers(setup, 0, "").await;
+    assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
+    (replicas, before, pinned[0].clone())
+}
+
 /// The pin id of the durable's priority group, as the server reports it.
 async fn pin_of(setup: &Setup) -> Option<String> {
-    let stream = setup
-        .stream
-        .jetstream
-        .get_stream(&setup.stream.name)
-        .await
-        .expect("the stream");
+    let stream = setup.jetstream_stream().await;
     let info = stream.consumer_info(DURABLE).await.expect("consumer info");
     info.priority_groups
         .first()
@@ -257,31 +277,18 @@ async fn three_replicas_on_one_durable_survive_two_kills_of_the_pinned_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_replica_stopped_in_order_hands_over_at_once() {
     let (server, setup, total) = burst(ORDERS / 3).await;
-    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
-    for label in ["a", "b"] {
-        replicas.insert(label.to_owned(), replica(&setup, &server, label).await);
-    }
-    wait_for_effects(
-        &setup,
-        total / 5,
-        Duration::from_secs(30),
-        "the burst is being applied",
-    )
-    .await;
-    let before = last_effect(&setup).await;
-    let pinned = appliers(&setup, 0, "").await;
-    assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
+    let (mut replicas, before, pinned) = two_replicas_applying(&setup, &server, total / 5).await;
     let old_pin = pin_of(&setup).await;
     let stopping = Instant::now();
-    let report = replicas.remove(&pinned[0]).expect("a live replica").stop();
+    let report = replicas.remove(&pinned).expect("a live replica").stop();
     assert!(report.contains("stopped=1"), "{report}");
     let stopped_in = stopping.elapsed();
     let (pinned_after, flowing_after, next) =
-        takeover(&setup, &pinned[0], old_pin, stopping, before).await;
+        takeover(&setup, &pinned, old_pin, stopping, before).await;
     println!(
         "{} stopped in order in {:.2} s; the server pinned {next} {:.2} s after the stop \
          began; its effects flowed after {:.2} s",
-        pinned[0],
+        pinned,
         stopped_in.as_secs_f64(),
         pinned_after.as_secs_f64(),
         flowing_after.as_secs_f64()
@@ -312,21 +319,8 @@ async fn a_pinned_replica_stopped_in_order_hands_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_pinned_replica_is_replaced_and_wakes_harmlessly() {
     let (server, setup, total) = burst(ORDERS / 2).await;
-    let mut replicas: HashMap<String, ProcessorProcess> = HashMap::new();
-    for label in ["a", "b"] {
-        replicas.insert(label.to_owned(), replica(&setup, &server, label).await);
-    }
-    wait_for_effects(
-        &setup,
-        total / 10,
-        Duration::from_secs(30),
-        "the burst is being applied",
-    )
-    .await;
-    let before = last_effect(&setup).await;
-    let pinned = appliers(&setup, 0, "").await;
-    assert_eq!(pinned.len(), 1, "one process applies at a time: {pinned:?}");
-    let frozen = pinned[0].clone();
+    let (mut replicas, before, pinned) = two_replicas_applying(&setup, &server, total / 10).await;
+    let frozen = pinned;
     let old_pin = pin_of(&setup).await;
     replicas.get_mut(&frozen).expect("a live replica").pause();
     let paused = Instant::now();

@@ -113,6 +113,15 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
+    /// The JetStream stream the setup's outbox publishes to.
+    pub(crate) async fn jetstream_stream(&self) -> jetstream::stream::Stream {
+        self.stream
+            .jetstream
+            .get_stream(&self.stream.name)
+            .await
+            .expect("the stream")
+    }
+
     /// `test` and `stream` with an outbox on `test`'s database publishing
     /// under the stream's prefix.
     fn new(test: TestDb, stream: TestStream) -> Self {
