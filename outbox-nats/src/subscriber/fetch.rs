@@ -46,6 +46,11 @@ const LANE_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// delivering again, so it normally answers at once).
 const LOST_IN_TRANSIT_PATIENCE: Duration = Duration::from_secs(5);
 
+/// How long a start keeps asking for what a previous process held before
+/// it gives up keeping order across the restart (see
+/// `restart::expect_outstanding`): no message is pulled meanwhile.
+const OUTSTANDING_PATIENCE: Duration = Duration::from_secs(10);
+
 /// How long abandoned handlers get to hand their messages back.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -78,7 +83,7 @@ pub(crate) async fn run(
     // its messages for a crashed one's: the guard runs when this process is
     // pinned (at its first message with a new pin id), not at start.
     if shared.failover.is_none() {
-        restart::expect_outstanding(&shared, &consumer, &lanes).await;
+        restart::expect_outstanding(&shared, &consumer, &lanes, OUTSTANDING_PATIENCE).await;
     }
     // With failover: hand back what a pinned process that is gone held.
     let mut orphans = shared.failover.map(|pinned_ttl| {

@@ -33,16 +33,23 @@ use super::shared::Shared;
 const READS_IN_FLIGHT: usize = 32;
 
 /// Marks what was outstanding before this process started as away in
-/// `lanes` (see the module docs). Failing reads are logged: order then holds
-/// per process only, as without the setting.
+/// `lanes` and hands it back (see the module docs). The server may be slow
+/// to answer (a busy or restarting server): asks again every 250 ms for up
+/// to `patience`, then logs that order across the restart is not kept
+/// (order then holds per process only, and what the gone process held comes
+/// back after its ack wait).
 pub(crate) async fn expect_outstanding<T>(
     shared: &Shared,
     consumer: &PullConsumer,
     lanes: &Lanes<T>,
+    patience: Duration,
 ) {
-    if let Err(err) = expect_after(shared, consumer, lanes, 0, HandBack::Yes).await {
-        tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "order across the restart is not kept");
-    }
+    let gave_up = "cannot read what a previous process held; order across the restart is not \
+                   kept, and its messages come back after their ack wait";
+    patiently(patience, gave_up, shared, || {
+        expect_after(shared, consumer, lanes, 0, HandBack::Yes)
+    })
+    .await;
 }
 
 /// After a reconnect: marks the messages delivered past `received` (the
@@ -58,20 +65,38 @@ pub(crate) async fn expect_lost_in_transit<T>(
     received: u64,
     patience: Duration,
 ) {
+    let gave_up =
+        "cannot tell what was lost in transit at the reconnect; order across it is not kept";
+    patiently(patience, gave_up, shared, || {
+        expect_after(shared, consumer, lanes, received, HandBack::No)
+    })
+    .await;
+}
+
+/// Runs `attempt` until it succeeds, again every [`RETRY`] for up to
+/// `patience`; then logs `gave_up` with the last error.
+async fn patiently<F, Fut>(patience: Duration, gave_up: &str, shared: &Shared, mut attempt: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Unreadable>>,
+{
     let deadline = Instant::now() + patience;
     loop {
-        match expect_after(shared, consumer, lanes, received, HandBack::No).await {
+        match attempt().await {
             Ok(()) => return,
             Err(err) if Instant::now() >= deadline => {
-                tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "cannot tell what was lost in transit at the reconnect; order across it is not kept");
+                tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "{gave_up}");
                 return;
             }
-            Err(_) => tokio::time::sleep(RETRY).await,
+            Err(err) => {
+                tracing::debug!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "reading what is outstanding failed; asking again");
+                tokio::time::sleep(RETRY).await;
+            }
         }
     }
 }
 
-/// How often [`expect_lost_in_transit`] asks again.
+/// How often [`expect_outstanding`] and [`expect_lost_in_transit`] ask again.
 const RETRY: Duration = Duration::from_millis(250);
 
 /// What could not be read to find the outstanding messages.
