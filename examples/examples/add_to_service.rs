@@ -128,7 +128,8 @@ pub async fn run(
     let publisher = JetStreamPublisher::new(nats.clone(), "/orders-service"); // ce-source
     let lease = DEFAULT_LEASE; // 3 s: the stream's dedup window (2 min) must outlast it
     StreamSpec::new("SHOP", ["shop.>"])
-        .ensure(publisher.jetstream(), lease)
+        .processor_lease(lease)
+        .ensure(publisher.jetstream())
         .await?;
 
     // 2. Next to the service: the processor (woken by this process's commits,

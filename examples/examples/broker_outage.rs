@@ -40,7 +40,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     nats.start()?;
     let jetstream = async_nats::jetstream::new(async_nats::connect(nats.url()).await?);
     StreamSpec::new("OUTAGE", ["outage.>"])
-        .ensure(&jetstream, LEASE)
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
         .await?;
     nats.stop();
     println!("nats-server on {} is DOWN", nats.url());

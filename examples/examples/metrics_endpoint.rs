@@ -52,10 +52,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         support::EXAMPLE_STREAM,
         [format!("{}.>", support::EXAMPLE_PREFIX)],
     )
-    .ensure(
-        &async_nats::jetstream::new(client.clone()),
-        txoutbox::processor::DEFAULT_LEASE,
-    )
+    .ensure(&async_nats::jetstream::new(client.clone()))
     .await?;
     let processor = outbox
         .processor(JetStreamPublisher::new(client, "/metrics-example"))

@@ -37,7 +37,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
         support::EXAMPLE_STREAM,
         [format!("{}.>", support::EXAMPLE_PREFIX)],
     )
-    .ensure(&jetstream, LEASE)
+    .processor_lease(LEASE)
+    .ensure(&jetstream)
     .await?;
 
     // The processor: claims batches under a lease, publishes with the

@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         support::EXAMPLE_STREAM,
         [format!("{}.>", support::EXAMPLE_PREFIX)],
     )
-    .ensure(&jetstream, Duration::from_secs(30))
+    .ensure(&jetstream)
     .await?;
 
     // A durable pull consumer: it remembers where it is between runs.

@@ -130,7 +130,7 @@ pub async fn start(
     );
     let publisher = JetStreamPublisher::new(nats.clone(), "/order-service");
     StreamSpec::new(&names.stream, [format!("{}.>", names.prefix)])
-        .ensure(publisher.jetstream(), Duration::from_secs(30))
+        .ensure(publisher.jetstream())
         .await?;
     let inbox = Inbox::new(&outbox, &names.durable)?;
     let runtime = Runtime::builder()

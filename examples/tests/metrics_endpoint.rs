@@ -62,7 +62,8 @@ async fn metrics_and_health_over_http() {
     let jetstream = async_nats::jetstream::new(client.clone());
     StreamSpec::new(&stream, [format!("{prefix}.>")])
         .storage(async_nats::jetstream::stream::StorageType::Memory)
-        .ensure(&jetstream, Duration::from_secs(3))
+        .processor_lease(Duration::from_secs(3))
+        .ensure(&jetstream)
         .await
         .unwrap();
     let processor = outbox

@@ -8,7 +8,7 @@
 //! - no Rust block in the README or a chapter is `ignore`d (a block rustdoc
 //!   skips can rot), and every chapter file is a module of `txoutbox::guide`
 //!   (a file no module includes is never compiled);
-//! - no SQL in them is built by formatting values into it.
+//! - no SQL in them, nor in any example, is built by formatting values into it.
 
 use std::path::{Path, PathBuf};
 
@@ -214,6 +214,20 @@ fn every_chapter_is_a_module_of_the_guide_and_the_readme_links_it() {
     }
 }
 
+/// The `.rs` files under `dir`, its subfolders included.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("a folder of examples") {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[test]
 fn no_sql_in_the_docs_is_built_by_formatting() {
     let mut formatted = Vec::new();
@@ -222,10 +236,21 @@ fn no_sql_in_the_docs_is_built_by_formatting() {
         "outbox/guide/shop.rs".to_owned(),
         read("outbox/guide/shop.rs"),
     ));
-    documents.push((
-        "examples/examples/add_to_service.rs".to_owned(),
-        read("examples/examples/add_to_service.rs"),
-    ));
+    // Every example a user may copy from, not only the README's.
+    for folder in [
+        "examples/examples",
+        "examples/src",
+        "examples/readme-service/src",
+    ] {
+        for file in rust_files(&root().join(folder)) {
+            let relative = file
+                .strip_prefix(root())
+                .expect("under the root")
+                .display()
+                .to_string();
+            documents.push((relative.clone(), read(&relative)));
+        }
+    }
     for (path, text) in documents {
         for (number, line) in text.lines().enumerate() {
             let upper = line.to_uppercase();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, Either};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
-use txoutbox_core::processor::{HealthThresholds, ProcessorBuildError, ProcessorHandle};
+use txoutbox_core::processor::{HealthThresholds, ProcessorHandle};
 use txoutbox_nats::subscriber::{RunningSubscriber, Subscriber, SubscriberBuildError};
 
 use crate::health::RuntimeHealth;
@@ -16,7 +16,7 @@ use crate::{RuntimeError, metrics};
 /// The longest a readiness check waits for the NATS server by default.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-type SpawnProcessor = Box<dyn FnOnce() -> Result<ProcessorHandle, ProcessorBuildError> + Send>;
+type SpawnProcessor = BoxFuture<'static, Result<ProcessorHandle, RuntimeError>>;
 type BuildSubscriber =
     BoxFuture<'static, Result<Either<Subscriber, RunningSubscriber>, SubscriberBuildError>>;
 
@@ -83,7 +83,7 @@ impl RuntimeBuilder {
     /// `ProcessorHandle`. One per runtime; a second call replaces the
     /// first.
     pub fn processor(mut self, processor: impl ProcessorSource) -> Self {
-        self.processor = Some(Box::new(move || processor.spawn_processor()));
+        self.processor = Some(processor.spawn_processor());
         self
     }
 
@@ -140,7 +140,9 @@ impl RuntimeBuilder {
     }
 
     /// Builds the subscribers (creating or verifying their consumers) and
-    /// the processor, installs the Prometheus recorder (unless given one),
+    /// the processor (checking its table: a missing migration is
+    /// `RuntimeError::Processor(ProcessorError::MissingSchema)`, naming what
+    /// to run), installs the Prometheus recorder (unless given one),
     /// and spawns them all.
     ///
     /// On an error nothing of the runtime runs: what it had built is
@@ -158,7 +160,10 @@ impl RuntimeBuilder {
         for subscriber in self.subscribers {
             built.push(subscriber.await?);
         }
-        let processor = self.processor.map(|spawn| spawn()).transpose()?;
+        let processor = match self.processor {
+            Some(spawn) => Some(spawn.await?),
+            None => None,
+        };
         let subscribers: Vec<RunningSubscriber> = built
             .into_iter()
             .map(|subscriber| match subscriber {

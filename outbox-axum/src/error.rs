@@ -41,4 +41,8 @@ pub enum RuntimeError {
     /// runs out).
     #[error("the processor failed")]
     Processor(#[from] ProcessorError),
+    /// The HTTP server of [`Runtime::serve`](crate::Runtime::serve) failed
+    /// (the runtime was still shut down in order).
+    #[error("serving HTTP")]
+    Serve(#[source] std::io::Error),
 }

@@ -123,6 +123,37 @@ impl Runtime {
         self.shutdown.clone()
     }
 
+    /// Serves `app`, with the runtime's [routes](Self::router) merged into
+    /// it, on `listener` until the [shutdown signal](Self::shutdown_signal)
+    /// (SIGTERM, Ctrl-C or the token), lets requests in flight finish, then
+    /// [shuts the runtime down](Self::shutdown) in order: the three calls
+    /// of a service's usual ending in one.
+    ///
+    /// ```no_run
+    /// # async fn run(runtime: txoutbox_axum::Runtime, app: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    /// runtime.serve(listener, app).await?; // until SIGTERM; then subscribers, then the processor
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// `app` must not have the runtime's routes merged already (axum
+    /// refuses a route twice); to nest them under a prefix, write the three
+    /// calls out (the [`shutdown_signal`](Self::shutdown_signal) example).
+    /// The runtime is shut down even when the server fails
+    /// ([`RuntimeError::Serve`], returned after the shutdown).
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        app: Router,
+    ) -> Result<Option<ProcessorReport>, RuntimeError> {
+        let served = axum::serve(listener, app.merge(self.router()))
+            .with_graceful_shutdown(self.shutdown_signal())
+            .await;
+        let stopped = self.shutdown().await;
+        served.map_err(RuntimeError::Serve)?;
+        stopped
+    }
+
     /// Stops every part, in order, and waits until they have stopped. Call
     /// it once the server has stopped (no request can record events any
     /// more):
@@ -178,5 +209,58 @@ impl Drop for Runtime {
         if let Some(upkeep) = self.upkeep.take() {
             upkeep.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// One `GET` on a connection of its own: the response's status line.
+    async fn status_of(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        response.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn serve_merges_the_routes_and_ends_with_the_shutdown() {
+        let runtime = Runtime::builder()
+            .handle_signals(false)
+            .start()
+            .await
+            .expect("an empty runtime starts");
+        let token = runtime.shutdown_token();
+        let health = runtime.health();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let addr = listener.local_addr().expect("its address");
+        let app = Router::new().route("/hello", get(|| async { "hello" }));
+        let serving = tokio::spawn(runtime.serve(listener, app));
+
+        assert_eq!(status_of(addr, "/hello").await, "HTTP/1.1 200 OK");
+        assert_eq!(status_of(addr, "/health/live").await, "HTTP/1.1 200 OK");
+        assert_eq!(status_of(addr, "/health/ready").await, "HTTP/1.1 200 OK");
+
+        token.cancel();
+        let report = serving
+            .await
+            .expect("the serving task")
+            .expect("served and shut down cleanly");
+        assert!(report.is_none(), "no processor, no report");
+        assert!(health.liveness().shutting_down, "shut down");
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the listener is closed"
+        );
     }
 }

@@ -2,12 +2,14 @@
 //! and its subscribers: built or not, running or not.
 
 use futures::future::{BoxFuture, Either};
-use txoutbox_core::processor::{Processor, ProcessorBuildError, ProcessorBuilder, ProcessorHandle};
+use txoutbox_core::processor::{Processor, ProcessorBuilder, ProcessorHandle};
 use txoutbox_core::publisher::Publisher;
 use txoutbox_core::store::OutboxStore;
 use txoutbox_nats::subscriber::{
     RunningSubscriber, Subscriber, SubscriberBuildError, SubscriberBuilder,
 };
+
+use crate::RuntimeError;
 
 mod sealed {
     pub trait Sealed {}
@@ -16,32 +18,39 @@ mod sealed {
 /// A processor for [`RuntimeBuilder::processor`](crate::RuntimeBuilder::processor):
 /// a [`ProcessorBuilder`] (from `txoutbox_sea_orm::Outbox::processor`), a
 /// built [`Processor`], or a [`ProcessorHandle`] already running. The
-/// runtime builds and spawns it in
+/// runtime builds it, checks its table
+/// ([`Processor::check_schema`]) and spawns it in
 /// [`start`](crate::RuntimeBuilder::start). Sealed.
 pub trait ProcessorSource: sealed::Sealed + Send + 'static {
-    /// Builds and spawns it (or takes it as it runs).
+    /// Builds it, checks its table and spawns it (or takes it as it runs).
     #[doc(hidden)]
-    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError>;
+    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>>;
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for ProcessorBuilder<S, P> {}
 impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for ProcessorBuilder<S, P> {
-    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
-        Ok(self.build()?.spawn())
+    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
+        match self.build() {
+            Ok(processor) => processor.spawn_processor(),
+            Err(err) => Box::pin(std::future::ready(Err(err.into()))),
+        }
     }
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for Processor<S, P> {}
 impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for Processor<S, P> {
-    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
-        Ok(self.spawn())
+    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
+        Box::pin(async move {
+            self.check_schema().await?;
+            Ok(self.spawn())
+        })
     }
 }
 
 impl sealed::Sealed for ProcessorHandle {}
 impl ProcessorSource for ProcessorHandle {
-    fn spawn_processor(self) -> Result<ProcessorHandle, ProcessorBuildError> {
-        Ok(self)
+    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
+        Box::pin(std::future::ready(Ok(self)))
     }
 }
 

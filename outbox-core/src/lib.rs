@@ -223,7 +223,7 @@ pub use txoutbox_macros::IntegrationEvent;
 /// |---|---|---|---|
 /// | `#[aggregate(type = "order")]` | the struct | [`AggregateRoot::AGGREGATE_TYPE`], stored on every message: not empty, at most 128 bytes, no control characters | required: it must not follow a Rust rename |
 /// | `#[aggregate(crate = "my_crate::txoutbox_core")]` | the struct | path to `txoutbox_core` as a string, for re-exports | `"::txoutbox_core"` |
-/// | `#[aggregate(id)]` | one field | the id; any type that implements `Display`, e.g. `String`, `u64`, `uuid::Uuid` or a newtype | required |
+/// | `#[aggregate(id)]` | one field | the id; any type that implements `Display`, e.g. `String`, `u64`, `uuid::Uuid` or a newtype | required, unless one field is marked `#[sea_orm(primary_key)]` (a SeaORM model): that field is the id |
 /// | `#[aggregate(events)]` | one field | the [`EventBuffer`] | the one field whose type is named `EventBuffer` |
 /// | `#[aggregate(entity = "Entity", version_column = "Column::Version")]` | the struct | the struct is a SeaORM model that is its own aggregate: also implements `txoutbox_sea_orm::AggregateEntity` (`from_model` keeps the row and takes the buffer, `to_active_model` is `self.clone().into_active_model()`); needs a dependency on `outbox-sea-orm` and a `Clone` model | none: `AggregateEntity` is written by hand |
 ///

@@ -30,7 +30,8 @@ pub fn derive_integration_event(input: TokenStream) -> TokenStream {
 }
 
 /// Implements `txoutbox::AggregateRoot` for a struct with named fields: its
-/// `#[aggregate(type = "...")]`, the field marked `#[aggregate(id)]` and its
+/// `#[aggregate(type = "...")]`, the field marked `#[aggregate(id)]` (or a
+/// SeaORM model's one `#[sea_orm(primary_key)]` field) and its
 /// `EventBuffer` field. See `txoutbox::AggregateRoot` for the attributes.
 #[proc_macro_derive(AggregateRoot, attributes(aggregate))]
 pub fn derive_aggregate_root(input: TokenStream) -> TokenStream {

@@ -7,6 +7,7 @@ use async_nats::jetstream::{
     context::{CreateStreamErrorKind, GetStreamErrorKind},
     stream::{Config, StorageType},
 };
+use txoutbox_core::processor::DEFAULT_LEASE;
 
 /// The name of [`StreamSpec::dead_letters`].
 pub const DEAD_LETTER_STREAM: &str = "DLQ";
@@ -20,7 +21,8 @@ pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// use txoutbox_nats::StreamSpec;
 /// use std::time::Duration;
 /// let spec = StreamSpec::new("EVENTS", ["events.>"])
-///     .duplicate_window(Duration::from_secs(300));
+///     .duplicate_window(Duration::from_secs(300))
+///     .processor_lease(Duration::from_secs(10)); // the processor's, if not the default 3 s
 /// assert_eq!(spec.name(), "EVENTS");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +33,7 @@ pub struct StreamSpec {
     storage: StorageType,
     replicas: usize,
     max_age: Duration,
+    processor_lease: Duration,
 }
 
 impl StreamSpec {
@@ -47,6 +50,7 @@ impl StreamSpec {
             storage: StorageType::File,
             replicas: 1,
             max_age: Duration::ZERO,
+            processor_lease: DEFAULT_LEASE,
         }
     }
 
@@ -54,6 +58,18 @@ impl StreamSpec {
     /// (default 2 min). Must exceed the processor's lease.
     pub fn duplicate_window(mut self, window: Duration) -> Self {
         self.duplicate_window = window;
+        self
+    }
+
+    /// The lease of the processor that publishes into the stream (default
+    /// [`DEFAULT_LEASE`], the processor's own default, 3 s): the duplicate
+    /// window must outlast it, so a batch re-published after a crashed
+    /// processor's lease ran out is still deduplicated;
+    /// [`ensure`](Self::ensure) refuses a window that does not
+    /// ([`StreamError::WindowTooShort`]). `Duration::ZERO` for a stream
+    /// no processor publishes into (dead letters).
+    pub fn processor_lease(mut self, lease: Duration) -> Self {
+        self.processor_lease = lease;
         self
     }
 
@@ -79,7 +95,10 @@ impl StreamSpec {
     /// `dlq.>` (the default dead-letter subjects are `dlq.<durable>`),
     /// file-backed, messages kept 30 days.
     pub fn dead_letters() -> Self {
-        Self::new(DEAD_LETTER_STREAM, ["dlq.>"]).max_age(Duration::from_secs(30 * 24 * 3600))
+        // Dead letters are published once each: no lease to outlast.
+        Self::new(DEAD_LETTER_STREAM, ["dlq.>"])
+            .max_age(Duration::from_secs(30 * 24 * 3600))
+            .processor_lease(Duration::ZERO)
     }
 
     /// The stream's name.
@@ -106,15 +125,15 @@ impl StreamSpec {
 
     /// Creates the stream, or checks that the existing one fits: it must
     /// capture every configured subject and keep message ids for longer than
-    /// `lease` (so a batch re-published after a crashed processor's lease ran
-    /// out is still deduplicated). A different storage type or replica count
-    /// is logged as a warning, not changed.
+    /// the [processor's lease](Self::processor_lease) (so a batch
+    /// re-published after a crashed processor's lease ran out is still
+    /// deduplicated). A different storage type or replica count is logged as
+    /// a warning, not changed.
     pub async fn ensure(
         &self,
         jetstream: &jetstream::Context,
-        lease: Duration,
     ) -> Result<jetstream::stream::Info, StreamError> {
-        Ok(self.ensure_reporting(jetstream, lease).await?.info)
+        Ok(self.ensure_reporting(jetstream).await?.info)
     }
 
     /// [`ensure`](Self::ensure), telling what it did: whether it created
@@ -123,8 +142,8 @@ impl StreamSpec {
     pub async fn ensure_reporting(
         &self,
         jetstream: &jetstream::Context,
-        lease: Duration,
     ) -> Result<Ensured, StreamError> {
+        let lease = self.processor_lease;
         if self.duplicate_window <= lease {
             return Err(StreamError::WindowTooShort {
                 stream: self.name.clone(),

@@ -20,7 +20,8 @@ async fn a_broker_crash_while_writes_go_on_loses_nothing_and_keeps_order() {
     let client = server.connect().await.unwrap();
     let jetstream = async_nats::jetstream::new(client.clone());
     StreamSpec::new("KIT", ["events.>"])
-        .ensure(&jetstream, Duration::from_secs(3))
+        .processor_lease(Duration::from_secs(3))
+        .ensure(&jetstream)
         .await
         .unwrap();
     let publisher = JetStreamPublisher::new(client, "/kit");

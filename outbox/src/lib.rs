@@ -165,6 +165,53 @@ pub use txoutbox_testing as testing;
 
 pub use txoutbox_core::{chrono, uuid};
 
+/// What a service's files need, in one import: the everyday names of the
+/// features it turned on, the error recording an event can fail with,
+/// the migrator (with the trait its `up` comes from) and the axum
+/// runtime.
+///
+/// ```
+/// use txoutbox::prelude::*;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+/// #[event(name = "order.placed")]
+/// struct OrderPlaced { order_id: u64 }
+///
+/// #[derive(AggregateRoot)]
+/// #[aggregate(type = "order")]
+/// struct Order { #[aggregate(id)] id: u64, events: EventBuffer }
+///
+/// impl Order {
+///     fn place(id: u64) -> Result<Self, RecordError> {
+///         let mut order = Order { id, events: EventBuffer::new() };
+///         order.record(OrderPlaced { order_id: id })?;
+///         Ok(order)
+///     }
+/// }
+/// # assert_eq!(Order::place(7).unwrap().events.pending().len(), 1);
+/// ```
+pub mod prelude {
+    pub use crate::events::RecordError;
+    pub use txoutbox_core::{
+        AggregateRoot, Delivery, EventBuffer, HandlerError, IntegrationEvent, MessageContext,
+    };
+
+    #[cfg(feature = "processor")]
+    pub use txoutbox_core::Processor;
+
+    #[cfg(feature = "sea-orm")]
+    pub use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, Repository, UnitOfWork};
+
+    #[cfg(feature = "migration")]
+    pub use txoutbox_sea_orm::migration::{MigratorTrait as _, OutboxMigrator};
+
+    #[cfg(any(feature = "nats", feature = "nats-aws-lc-rs"))]
+    pub use txoutbox_nats::{JetStreamPublisher, NatsConnect, StreamSpec, Subscriber};
+
+    #[cfg(feature = "axum")]
+    pub use txoutbox_axum::{HttpError, Runtime};
+}
+
 /// Re-exports used by the code `#[derive(IntegrationEvent)]` and
 /// `#[derive(AggregateRoot)]` generate, so a service needs no dependency on
 /// the crates behind them. Not a public API.

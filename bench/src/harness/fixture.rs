@@ -245,7 +245,8 @@ impl BenchStream {
             .replicas(broker.replicas)
             // Leftovers of a run that could not delete its stream expire.
             .max_age(Duration::from_secs(3600))
-            .ensure(&jetstream::new(client.clone()), LEASE)
+            .processor_lease(LEASE)
+            .ensure(&jetstream::new(client.clone()))
             .await?;
         Ok(Self {
             client,

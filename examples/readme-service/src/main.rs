@@ -4,14 +4,7 @@ use axum::{Json, Router};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{ConnectionTrait, Schema};
 use serde::{Deserialize, Serialize};
-use txoutbox::axum::{HttpError, Runtime};
-use txoutbox::events::RecordError;
-use txoutbox::processor::DEFAULT_LEASE; // 3 s: the stream's dedup window (2 min) must outlast it
-use txoutbox::sea_orm::migration::{MigratorTrait, OutboxMigrator};
-use txoutbox::{AggregateRoot, Delivery, HandlerError, IntegrationEvent, UnitOfWork};
-use txoutbox::{
-    Inbox, JetStreamPublisher, NatsConnect, Outbox, OutboxConfig, StreamSpec, Subscriber,
-};
+use txoutbox::prelude::*;
 
 #[derive(Serialize, Deserialize, IntegrationEvent)]
 #[event(name = "order.placed")] // subject `shop.order.placed` (prefix below), version 1
@@ -34,8 +27,7 @@ pub mod order {
     #[sea_orm(table_name = "shop_orders")]
     #[aggregate(type = "order", entity = "Entity", version_column = "Column::Version")]
     pub struct Model {
-        #[sea_orm(primary_key, auto_increment = false)]
-        #[aggregate(id)]
+        #[sea_orm(primary_key, auto_increment = false)] // the aggregate's id too
         pub id: String,
         pub total_cents: i64,
         pub paid: bool,
@@ -176,7 +168,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let publisher = JetStreamPublisher::new(nats.clone(), "/shop"); // ce-source
     StreamSpec::new("SHOP", ["shop.>"])
-        .ensure(publisher.jetstream(), DEFAULT_LEASE)
+        .ensure(publisher.jetstream())
         .await?;
 
     // The processor and the read model's subscriber, with health, metrics and shutdown.
@@ -196,12 +188,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/orders", post(place_order))
         .route("/orders/{id}/pay", post(pay_order))
         .route("/orders/{id}", get(get_order))
-        .with_state(outbox)
-        .merge(runtime.router()); // /health/live, /health/ready, /metrics
+        .with_state(outbox);
     let listener = tokio::net::TcpListener::bind(env("LISTEN", "127.0.0.1:3000")).await?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(runtime.shutdown_signal())
-        .await?;
-    runtime.shutdown().await?; // handlers finish, then the processor publishes what it holds
+    // Merges /health/live, /health/ready and /metrics; on SIGTERM, requests finish, then
+    // the subscribers' handlers, then the processor publishes what it holds.
+    runtime.serve(listener, app).await?;
     Ok(())
 }

@@ -187,7 +187,8 @@ async fn produce(settings: &Settings, options: &Options) -> Result<(), BoxError>
     let client = nats.connect().await?;
     let jetstream = async_nats::jetstream::new(client.clone());
     StreamSpec::new(&settings.stream, [format!("{}.>", settings.prefix)])
-        .ensure(&jetstream, LEASE)
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
         .await?;
     println!("stream    {} <- {}.>", settings.stream, settings.prefix);
 

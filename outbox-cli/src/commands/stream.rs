@@ -16,12 +16,13 @@ pub(super) async fn run(context: &Context, command: StreamCommand) -> Result<(),
         .replicas(args.replicas)
         .duplicate_window(args.duplicate_window)
         .max_age(args.max_age)
+        .processor_lease(args.lease)
         .storage(match args.storage {
             Storage::File => StorageType::File,
             Storage::Memory => StorageType::Memory,
         });
     let jetstream = context.jetstream(&args.nats).await?;
-    let ensured = spec.ensure_reporting(&jetstream, args.lease).await?;
+    let ensured = spec.ensure_reporting(&jetstream).await?;
     print!("{}", render::stream::ensured(&ensured, context.json()));
     Ok(())
 }

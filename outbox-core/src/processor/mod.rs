@@ -169,6 +169,26 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         self.health.clone()
     }
 
+    /// Checks the store's table once ([`OutboxStore::check_schema`]), for a
+    /// start that should fail at once on a missing migration rather than
+    /// when the processor runs: [`ProcessorError::MissingSchema`] names
+    /// what to run. A database that cannot answer is not an error here
+    /// (logged): [`run`](Self::run) checks again, retrying until it
+    /// answers.
+    ///
+    /// ```no_run
+    /// # async fn run(processor: txoutbox_core::Processor<impl txoutbox_core::OutboxStore + 'static, impl txoutbox_core::Publisher>) -> Result<(), Box<dyn std::error::Error>> {
+    /// processor.check_schema().await?; // `outbox migrate` not run: fails here, naming it
+    /// let running = processor.spawn();
+    /// # Ok(()) }
+    /// ```
+    pub fn check_schema(
+        &self,
+    ) -> impl Future<Output = Result<(), ProcessorError>> + Send + 'static {
+        let store = Arc::clone(&self.store);
+        async move { check_schema_once(&*store).await }
+    }
+
     /// Runs until `shutdown` is cancelled, then stops gracefully (see the
     /// [module docs](self)). It first checks the store's table
     /// ([`OutboxStore::check_schema`], retried while the database cannot
@@ -274,5 +294,22 @@ impl Drop for ProcessorHandle {
         if self.task.is_some() {
             self.shutdown.cancel();
         }
+    }
+}
+
+/// One schema check (see [`Processor::check_schema`]).
+async fn check_schema_once<S: OutboxStore>(store: &S) -> Result<(), ProcessorError> {
+    match store.check_schema().await {
+        Ok(()) => Ok(()),
+        Err(err) => match err.missing_schema() {
+            Some(missing) => Err(ProcessorError::MissingSchema(missing.clone())),
+            None => {
+                tracing::warn!(
+                    error = %crate::ErrorChain(&err),
+                    "outbox processor could not check its table yet; it checks again as it runs"
+                );
+                Ok(())
+            }
+        },
     }
 }

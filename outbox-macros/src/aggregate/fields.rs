@@ -11,7 +11,8 @@ const KEYS: &str = "`id`, `events`";
 
 /// The two fields the generated impl reads.
 pub(crate) struct AggregateFields<'a> {
-    /// The field marked `#[aggregate(id)]`.
+    /// The field marked `#[aggregate(id)]`, or else the one field marked
+    /// `#[sea_orm(primary_key)]` (a SeaORM model).
     pub(crate) id: &'a Field,
     /// The field marked `#[aggregate(events)]`, or else the one field whose
     /// type is an `EventBuffer`.
@@ -30,10 +31,14 @@ pub(crate) fn find<'a>(
     fields: &'a FieldsNamed,
 ) -> syn::Result<AggregateFields<'a>> {
     let mut id: Option<&Field> = None;
+    let mut primary_keys: Vec<&Field> = Vec::new();
     let mut marked_events: Option<&Field> = None;
     let mut typed_events: Vec<&Field> = Vec::new();
     for field in &fields.named {
         let marks = parse_marks(field)?;
+        if is_sea_orm_primary_key(field) {
+            primary_keys.push(field);
+        }
         if marks.id.is_some() && marks.events.is_some() {
             return Err(syn::Error::new_spanned(
                 field,
@@ -69,12 +74,27 @@ pub(crate) fn find<'a>(
             typed_events.push(field);
         }
     }
-    let Some(id) = id else {
-        return Err(syn::Error::new_spanned(
-            &input.ident,
-            "missing `#[aggregate(id)]`: mark the field holding the aggregate's id \
-             (any type that implements `Display`)",
-        ));
+    let id = match (id, primary_keys.as_slice()) {
+        (Some(marked), _) => marked,
+        (None, [one]) => one,
+        (None, []) => {
+            return Err(syn::Error::new_spanned(
+                &input.ident,
+                "missing `#[aggregate(id)]`: mark the field holding the aggregate's id \
+                 (any type that implements `Display`)",
+            ));
+        }
+        (None, [first, second, ..]) => {
+            return Err(syn::Error::new_spanned(
+                *second,
+                format!(
+                    "a composite primary key (`{}`, `{}`, ...): mark the field whose \
+                     `Display` is the aggregate's id with `#[aggregate(id)]`",
+                    name(first),
+                    name(second)
+                ),
+            ));
+        }
     };
     let events = match (marked_events, typed_events.as_slice()) {
         (Some(marked), _) => marked,
@@ -99,6 +119,32 @@ pub(crate) fn find<'a>(
         }
     };
     Ok(AggregateFields { id, events })
+}
+
+/// Whether `field` carries `#[sea_orm(primary_key ...)]`: a SeaORM model's
+/// key, the aggregate's id when no field is marked `#[aggregate(id)]`.
+fn is_sea_orm_primary_key(field: &Field) -> bool {
+    field
+        .attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("sea_orm"))
+        .any(|attr| {
+            let mut found = false;
+            // Other keys (`auto_increment = false`, `column_name = ".."`)
+            // are skipped, values and all.
+            let _ = attr.parse_nested_meta(|meta| {
+                if meta.path.is_ident("primary_key") {
+                    found = true;
+                }
+                if meta.input.peek(syn::Token![=]) {
+                    let _: syn::Expr = meta.value()?.parse()?;
+                } else if meta.input.peek(syn::token::Paren) {
+                    let _ = meta.parse_nested_meta(|_| Ok(()));
+                }
+                Ok(())
+            });
+            found
+        })
 }
 
 fn parse_marks(field: &Field) -> syn::Result<Marks> {
@@ -157,4 +203,78 @@ fn name(field: &Field) -> String {
         .as_ref()
         .map(ToString::to_string)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id_of(input: DeriveInput) -> syn::Result<String> {
+        let syn::Data::Struct(syn::DataStruct {
+            fields: syn::Fields::Named(fields),
+            ..
+        }) = &input.data
+        else {
+            unreachable!("the cases are structs with named fields")
+        };
+        find(&input, fields).map(|found| name(found.id))
+    }
+
+    #[test]
+    fn a_sea_orm_primary_key_is_the_id_when_none_is_marked() {
+        let model: DeriveInput = syn::parse_quote! {
+            struct Model {
+                #[sea_orm(column_type = "Text", primary_key, auto_increment = false)]
+                key: String,
+                total: i64,
+                events: EventBuffer,
+            }
+        };
+        assert_eq!(id_of(model).expect("an id"), "key");
+    }
+
+    #[test]
+    fn a_marked_id_wins_over_the_primary_key() {
+        let model: DeriveInput = syn::parse_quote! {
+            struct Model {
+                #[sea_orm(primary_key)]
+                row: i64,
+                #[aggregate(id)]
+                number: String,
+                events: EventBuffer,
+            }
+        };
+        assert_eq!(id_of(model).expect("an id"), "number");
+    }
+
+    #[test]
+    fn a_composite_primary_key_asks_for_a_mark() {
+        let model: DeriveInput = syn::parse_quote! {
+            struct Model {
+                #[sea_orm(primary_key)]
+                tenant: String,
+                #[sea_orm(primary_key)]
+                number: String,
+                events: EventBuffer,
+            }
+        };
+        let err = id_of(model).expect_err("ambiguous");
+        assert!(err.to_string().contains("composite primary key"), "{err}");
+    }
+
+    #[test]
+    fn no_id_and_no_primary_key_is_refused() {
+        let model: DeriveInput = syn::parse_quote! {
+            struct Model {
+                #[sea_orm(column_name = "n")]
+                number: String,
+                events: EventBuffer,
+            }
+        };
+        let err = id_of(model).expect_err("no id");
+        assert!(
+            err.to_string().contains("missing `#[aggregate(id)]`"),
+            "{err}"
+        );
+    }
 }

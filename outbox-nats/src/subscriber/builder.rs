@@ -837,7 +837,10 @@ async fn ensure_dead_letters_stored(
             )));
         }
         // Dead letters are published once each: no lease to outlast.
-        spec.ensure(context, Duration::ZERO).await?;
+        spec.clone()
+            .processor_lease(Duration::ZERO)
+            .ensure(context)
+            .await?;
         return Ok(());
     }
     match context.stream_by_subject(subject).await {

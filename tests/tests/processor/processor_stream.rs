@@ -55,14 +55,12 @@ async fn ensure_creates_the_stream_then_accepts_it() {
     let spec = StreamSpec::new(format!("E_{t}"), [format!("e{t}.>")])
         .storage(StorageType::Memory)
         .duplicate_window(Duration::from_secs(90))
-        .max_age(Duration::from_secs(600));
-    let created = spec.ensure(&jetstream, LEASE).await.expect("created");
+        .max_age(Duration::from_secs(600))
+        .processor_lease(LEASE);
+    let created = spec.ensure(&jetstream).await.expect("created");
     assert_eq!(created.config.subjects, [format!("e{t}.>")]);
     assert_eq!(created.config.duplicate_window, Duration::from_secs(90));
-    let again = spec
-        .ensure(&jetstream, LEASE)
-        .await
-        .expect("accepted as is");
+    let again = spec.ensure(&jetstream).await.expect("accepted as is");
     assert_eq!(
         again.created, created.created,
         "the same stream, not a new one"
@@ -77,7 +75,8 @@ async fn ensure_refuses_a_stream_without_the_subjects() {
     let name = format!("E_{t}");
     raw_stream(&jetstream, &name, &format!("e{t}.orders.>"), WINDOW).await;
     let result = StreamSpec::new(&name, [format!("e{t}.orders.>"), format!("e{t}.>")])
-        .ensure(&jetstream, LEASE)
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
         .await;
     jetstream.delete_stream(&name).await.expect("delete");
     match result {
@@ -104,7 +103,8 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
     // Configured too short: refused before asking the server.
     match StreamSpec::new(&name, subjects.clone())
         .duplicate_window(LEASE)
-        .ensure(&jetstream, LEASE)
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
         .await
     {
         Err(StreamError::WindowTooShort { window, lease, .. }) => {
@@ -120,7 +120,8 @@ async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
     // An existing stream with a short window: refused, left as it is.
     raw_stream(&jetstream, &name, &subjects[0], Duration::from_secs(10)).await;
     let result = StreamSpec::new(&name, subjects)
-        .ensure(&jetstream, LEASE)
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
         .await;
     let kept = jetstream
         .get_stream(&name)

@@ -3,7 +3,9 @@
 //! `ProcessorError::MissingSchema` (in its health, in `shutdown()`'s
 //! result); on a table of an older schema (the first migration only) the
 //! error names the migrations that have not run; `Inbox::check_table`
-//! names the inbox's. On PostgreSQL, MariaDB and SQLite.
+//! names the inbox's; `Processor::check_schema` and the axum `Runtime`'s
+//! `start` fail with it before anything runs. On PostgreSQL, MariaDB and
+//! SQLite.
 
 use std::time::{Duration, Instant};
 
@@ -55,6 +57,28 @@ async fn a_processor_without_its_table_fails_at_once(backend: Backend) {
         assert!(remedy.contains(what), "{what} in {missing}");
     }
     assert!(!outbox.processor_takes_commits());
+
+    // Checked before it runs: by the processor itself, and by a runtime's start.
+    let processor = outbox
+        .processor(MemoryPublisher::new())
+        .build()
+        .expect("settings");
+    match processor.check_schema().await {
+        Err(ProcessorError::MissingSchema(checked)) => assert_eq!(checked, missing),
+        other => panic!("expected MissingSchema, got {other:?}"),
+    }
+    let started = txoutbox::axum::Runtime::builder()
+        .processor(outbox.processor(MemoryPublisher::new()))
+        .handle_signals(false)
+        .start()
+        .await;
+    match started {
+        Err(txoutbox::axum::RuntimeError::Processor(ProcessorError::MissingSchema(refused))) => {
+            assert_eq!(refused, missing);
+        }
+        Err(other) => panic!("expected MissingSchema, got {other:?}"),
+        Ok(_) => panic!("a runtime started without the outbox table"),
+    }
 }
 
 async fn an_old_schema_names_the_migrations_to_run(backend: Backend) {

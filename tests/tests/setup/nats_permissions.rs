@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
-use txoutbox_core::processor::DEFAULT_LEASE;
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::subscriber::{RunningSubscriber, Subscriber};
 use txoutbox_nats::{Auth, JetStreamPublisher, NatsConnect, StreamSpec};
@@ -161,7 +160,7 @@ async fn a_service_runs_on_the_documented_permissions(server: NatsServer) {
     );
     let nats = as_orders(&server).await;
     StreamSpec::new("SHOP", ["shop.>"])
-        .ensure(&jetstream::new(nats.clone()), DEFAULT_LEASE)
+        .ensure(&jetstream::new(nats.clone()))
         .await
         .expect("the service creates its stream");
     let processor = outbox

@@ -93,15 +93,12 @@ async fn one(backend: Backend) -> Result<(Vec<Check>, Vec<String>), BoxError> {
     let mut server = NatsServer::start().await.expect("a private nats-server");
     let prefix = format!("outage{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     StreamSpec::new(format!("OUTAGE_{prefix}"), [format!("{prefix}.>")])
-        .ensure(
-            &async_nats::jetstream::new(
-                server
-                    .connect()
-                    .await
-                    .expect("a client of the private nats-server"),
-            ),
-            txoutbox_core::processor::DEFAULT_LEASE,
-        )
+        .ensure(&async_nats::jetstream::new(
+            server
+                .connect()
+                .await
+                .expect("a client of the private nats-server"),
+        ))
         .await?;
     // Connected as a service connects: the library's settings.
     let client = NatsConnect::new(server.url()).connect().await?;

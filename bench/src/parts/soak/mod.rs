@@ -283,7 +283,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     );
     let jetstream = async_nats::jetstream::new(client);
     StreamSpec::new(&stream, [format!("{prefix}.>")])
-        .ensure(&jetstream, txoutbox_core::processor::DEFAULT_LEASE)
+        .ensure(&jetstream)
         .await?;
     let mut rig = Rig {
         bench,

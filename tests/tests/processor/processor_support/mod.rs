@@ -188,7 +188,8 @@ pub(crate) async fn cluster_setup(prefix: &str) -> (NatsCluster, Setup) {
     StreamSpec::new(&name, [format!("{prefix}.>")])
         .storage(StorageType::File)
         .replicas(3)
-        .ensure(&jetstream, Duration::from_secs(30))
+        .processor_lease(Duration::from_secs(30))
+        .ensure(&jetstream)
         .await
         .expect("create the replicated stream");
     let stream = TestStream {
@@ -666,7 +667,8 @@ pub(crate) async fn file_stream(client: async_nats::Client, prefix: &str) -> Tes
     let name = format!("P_{prefix}");
     StreamSpec::new(&name, [format!("{prefix}.>")])
         .storage(StorageType::File)
-        .ensure(&jetstream, Duration::from_secs(30))
+        .processor_lease(Duration::from_secs(30))
+        .ensure(&jetstream)
         .await
         .expect("create the stream");
     TestStream {
