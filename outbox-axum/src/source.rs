@@ -41,7 +41,7 @@ impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for Processor<S, P> 
 impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for Processor<S, P> {
     fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
         Box::pin(async move {
-            self.check_schema().await?;
+            self.check().await?;
             Ok(self.spawn())
         })
     }

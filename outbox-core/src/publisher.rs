@@ -149,6 +149,21 @@ pub trait Publisher: Send + Sync + 'static {
         }
     }
 
+    /// Checks, before the processor runs, that the broker stores what is
+    /// published under `subjects` (a subject or a wildcard such as
+    /// `shop.>`): [`Rejected`](PublishErrorKind::Rejected) with a reason
+    /// naming what to create when nothing would, so a service fails at
+    /// its start instead of sending its first messages to the dead. Any
+    /// other failure is [`Unavailable`](PublishErrorKind::Unavailable) (the
+    /// check could not be made). The default checks nothing.
+    fn check_destination(
+        &self,
+        subjects: &str,
+    ) -> impl Future<Output = Result<(), PublishError>> + Send {
+        let _ = subjects;
+        std::future::ready(Ok(()))
+    }
+
     /// Whether the broker connection is up right now. While it is not, the
     /// processor claims nothing and publishes nothing; when it comes back,
     /// the processor catches up at once. The default says always.

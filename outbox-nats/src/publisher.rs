@@ -390,6 +390,27 @@ impl Publisher for JetStreamPublisher {
         self.publish_chained(&run[..window]).await
     }
 
+    /// Asks JetStream for a stream whose subjects overlap `subjects`
+    /// (e.g. `shop.>`): none is `Rejected`, naming the commands that
+    /// create one.
+    async fn check_destination(&self, subjects: &str) -> Result<(), PublishError> {
+        match self.jetstream.stream_by_subject(subjects).await {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
+                Err(PublishError::rejected(format!(
+                    "no JetStream stream captures `{subjects}`: create one \
+                     (`outbox stream ensure --stream <NAME> --subjects '{subjects}'`, or \
+                     `StreamSpec::new(\"<NAME>\", [\"{subjects}\"]).ensure(..)` at start)"
+                ))
+                .with_source(err))
+            }
+            Err(err) => Err(PublishError::unavailable(format!(
+                "cannot ask JetStream which stream captures `{subjects}`"
+            ))
+            .with_source(err)),
+        }
+    }
+
     fn is_available(&self) -> bool {
         self.client.connection_state() == State::Connected
     }

@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::processor::ProcessorBuilder;
 use txoutbox_core::{
-    IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
+    EventSubject, IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
 };
 
 use crate::aggregate_entity::AggregateEntity;
@@ -314,6 +314,10 @@ impl Outbox {
         // `Outbox::wake`, would only make it claim twice.
         let mut builder =
             Processor::builder(store, publisher).wake_on(self.inner.wakers.listen_to_serve());
+        if publishes_under_the_prefix() {
+            let prefix = self.config().subject_prefix().as_str();
+            builder = builder.destination(format!("{prefix}.>"));
+        }
         if self.config().retention() == Retention::KeepPublished {
             builder = builder.cleanup(Cleanup::default());
         }
@@ -348,4 +352,16 @@ impl Outbox {
     pub fn store(&self) -> SeaOrmOutboxStore {
         self.inner.store()
     }
+}
+
+/// Whether an event type of this program takes its subject from the
+/// outbox's prefix (not a fixed `subject = ".."`): then the processor
+/// publishes under `<prefix>.>`, and [`Processor::check`] asks the broker
+/// whether a stream captures it.
+fn publishes_under_the_prefix() -> bool {
+    txoutbox_core::registry::EventRegistry::from_inventory().is_ok_and(|registry| {
+        registry
+            .iter()
+            .any(|registration| matches!(registration.subject(), EventSubject::Derived))
+    })
 }

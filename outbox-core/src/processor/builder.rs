@@ -21,6 +21,7 @@ pub struct ProcessorBuilder<S, P> {
     wake: WakeHandle,
     sources: Vec<SourceTask>,
     cleanup: Option<PublishedCleanup>,
+    destination: Option<String>,
 }
 
 impl<S, P> std::fmt::Debug for ProcessorBuilder<S, P> {
@@ -40,6 +41,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
             wake: WakeHandle::default(),
             sources: Vec::new(),
             cleanup: None,
+            destination: None,
         }
     }
 
@@ -150,6 +152,24 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
         self.wake.clone()
     }
 
+    /// The subjects the processor publishes under (a subject or a
+    /// wildcard, e.g. `shop.>`), for [`Processor::check`]: it asks the
+    /// publisher whether the broker stores them
+    /// ([`Publisher::check_destination`]). `txoutbox_sea_orm::Outbox::processor`
+    /// sets it to `<subject prefix>.>` when an event type of the program
+    /// derives its subject from the prefix; without it nothing is checked.
+    pub fn destination(mut self, subjects: impl Into<String>) -> Self {
+        self.destination = Some(subjects.into());
+        self
+    }
+
+    /// No [destination](Self::destination) check: for a processor whose
+    /// subjects the broker stores in a way the check cannot see.
+    pub fn without_destination_check(mut self) -> Self {
+        self.destination = None;
+        self
+    }
+
     /// Checks the settings and builds the processor.
     pub fn build(self) -> Result<Processor<S, P>, ProcessorBuildError> {
         self.config.validate(self.publisher.ack_timeout())?;
@@ -161,6 +181,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
             sources: self.sources,
             cleanup: self.cleanup,
             health: HealthProbe::default(),
+            destination: self.destination,
         })
     }
 }

@@ -91,7 +91,8 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         wake,
         sources,
         health,
-        cleanup: _, // run beside the engine (`Processor::run`)
+        cleanup: _,     // run beside the engine (`Processor::run`)
+        destination: _, // checked by `Processor::check`, before it runs
     } = processor;
     // Running (alive) from here: a database that cannot answer the schema
     // check yet is an outage the probe reports as such, not a dead task.

@@ -87,7 +87,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::publisher::Publisher;
+use crate::publisher::{PublishErrorKind, Publisher};
 use crate::store::{MissingSchema, OutboxStore};
 
 type SourceTask = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -103,6 +103,7 @@ pub struct Processor<S, P> {
     sources: Vec<SourceTask>,
     cleanup: Option<cleanup::PublishedCleanup>,
     health: HealthProbe,
+    destination: Option<String>,
 }
 
 impl<S, P> std::fmt::Debug for Processor<S, P> {
@@ -145,6 +146,11 @@ pub enum ProcessorError {
     /// what to run (a migration, a command).
     #[error("the outbox processor cannot start")]
     MissingSchema(#[source] MissingSchema),
+    /// Nothing on the broker stores what the processor would publish (no
+    /// stream captures its subjects), found by [`Processor::check`]: the
+    /// reason names what to create.
+    #[error("the outbox processor has nowhere to publish")]
+    NoDestination(#[source] crate::publisher::PublishError),
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
@@ -169,24 +175,37 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         self.health.clone()
     }
 
-    /// Checks the store's table once ([`OutboxStore::check_schema`]), for a
-    /// start that should fail at once on a missing migration rather than
-    /// when the processor runs: [`ProcessorError::MissingSchema`] names
-    /// what to run. A database that cannot answer is not an error here
-    /// (logged): [`run`](Self::run) checks again, retrying until it
-    /// answers.
+    /// Checks, once, what the processor needs before it runs, for a start
+    /// that should fail at once rather than when the processor runs:
+    ///
+    /// - the store's table ([`OutboxStore::check_schema`]): a missing table
+    ///   or column is [`ProcessorError::MissingSchema`], naming what to
+    ///   run;
+    /// - its [destination](ProcessorBuilder::destination), if set: nothing
+    ///   on the broker storing it is [`ProcessorError::NoDestination`],
+    ///   naming what to create.
+    ///
+    /// A database or broker that cannot answer is not an error here
+    /// (logged): [`run`](Self::run) checks the table again, retrying until
+    /// the database answers.
     ///
     /// ```no_run
     /// # async fn run(processor: txoutbox_core::Processor<impl txoutbox_core::OutboxStore + 'static, impl txoutbox_core::Publisher>) -> Result<(), Box<dyn std::error::Error>> {
-    /// processor.check_schema().await?; // `outbox migrate` not run: fails here, naming it
+    /// processor.check().await?; // `outbox migrate` not run, or no stream: fails here, naming it
     /// let running = processor.spawn();
     /// # Ok(()) }
     /// ```
-    pub fn check_schema(
-        &self,
-    ) -> impl Future<Output = Result<(), ProcessorError>> + Send + 'static {
+    pub fn check(&self) -> impl Future<Output = Result<(), ProcessorError>> + Send + 'static {
         let store = Arc::clone(&self.store);
-        async move { check_schema_once(&*store).await }
+        let publisher = Arc::clone(&self.publisher);
+        let destination = self.destination.clone();
+        async move {
+            check_schema_once(&*store).await?;
+            match destination {
+                Some(subjects) => check_destination_once(&*publisher, &subjects).await,
+                None => Ok(()),
+            }
+        }
     }
 
     /// Runs until `shutdown` is cancelled, then stops gracefully (see the
@@ -311,5 +330,24 @@ async fn check_schema_once<S: OutboxStore>(store: &S) -> Result<(), ProcessorErr
                 Ok(())
             }
         },
+    }
+}
+
+/// One destination check (see [`Processor::check`]).
+async fn check_destination_once<P: Publisher>(
+    publisher: &P,
+    subjects: &str,
+) -> Result<(), ProcessorError> {
+    match publisher.check_destination(subjects).await {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == PublishErrorKind::Unavailable => {
+            tracing::warn!(
+                subjects,
+                error = %crate::ErrorChain(&err),
+                "outbox processor could not check where it publishes"
+            );
+            Ok(())
+        }
+        Err(err) => Err(ProcessorError::NoDestination(err)),
     }
 }

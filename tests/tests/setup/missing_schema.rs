@@ -63,7 +63,7 @@ async fn a_processor_without_its_table_fails_at_once(backend: Backend) {
         .processor(MemoryPublisher::new())
         .build()
         .expect("settings");
-    match processor.check_schema().await {
+    match processor.check().await {
         Err(ProcessorError::MissingSchema(checked)) => assert_eq!(checked, missing),
         other => panic!("expected MissingSchema, got {other:?}"),
     }
