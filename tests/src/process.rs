@@ -9,7 +9,8 @@ use sea_orm::ConnectionTrait;
 use crate::TestDb;
 use crate::jetstream::nats_url;
 
-/// A processor child process on a PostgreSQL test schema, killed on drop.
+/// A child process (a processor or a consumer) on a test's database (its
+/// PostgreSQL schema, its MariaDB database), killed on drop.
 #[derive(Debug)]
 pub struct ProcessorProcess {
     child: Child,
@@ -18,7 +19,7 @@ pub struct ProcessorProcess {
 
 impl ProcessorProcess {
     /// Starts `binary` (pass `env!("CARGO_BIN_EXE_outbox-test-processor")`)
-    /// on `test`'s isolated schema, publishing under `prefix` to the
+    /// on `test`'s isolated schema or database, publishing under `prefix` to the
     /// machine's nats-server, with the extra arguments `args` (e.g.
     /// `--lease-ms`, `--batch-size`, `--write-orders`), and waits until it
     /// prints `started`.
@@ -58,21 +59,13 @@ impl ProcessorProcess {
         prefix: &str,
         args: &[&str],
     ) -> Result<Self, String> {
-        let schema: String = test
-            .db
-            .query_one_raw(sea_orm::Statement::from_string(
-                test.db_backend(),
-                "SELECT current_schema() AS s",
-            ))
-            .await
-            .expect("current schema")
-            .expect("a row")
-            .try_get("", "s")
-            .expect("schema name");
-        let url = std::env::var("OUTBOX_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let mut child = Command::new(binary)
-            .args(["--database-url", &url, "--schema", &schema])
+        let (url, schema) = test.location();
+        let mut command = Command::new(binary);
+        command.args(["--database-url", &url]);
+        if let Some(schema) = &schema {
+            command.args(["--schema", schema]);
+        }
+        let mut child = command
             .args(["--nats", nats, "--subject-prefix", prefix])
             .args(args)
             .stdin(Stdio::piped())

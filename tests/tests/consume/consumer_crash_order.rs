@@ -211,11 +211,22 @@ async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_r
 /// applied, in order and once, within seconds, not after the ack wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_killed_mid_burst_moves_every_aggregate_again_well_before_the_ack_wait() {
+    moves_again_well_before_the_ack_wait(Backend::Postgres).await;
+}
+
+/// The same on MariaDB: the inbox, the order bookkeeping and the hand-back
+/// do not depend on the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_killed_mid_burst_moves_every_aggregate_again_on_mariadb() {
+    moves_again_well_before_the_ack_wait(Backend::MySql).await;
+}
+
+async fn moves_again_well_before_the_ack_wait(backend: Backend) {
     const WIDE: Burst = Burst {
         orders: 2_000,
         events: 3,
     };
-    let setup = shared_setup(Backend::Postgres).await;
+    let setup = shared_setup(backend).await;
     let after = crash_mid_burst(&setup, WIDE, Consumer::Default).await;
     delete_dead_letters(&setup).await;
     assert_in_order(&after.applied, WIDE.orders, &[1, 2, 3]);
