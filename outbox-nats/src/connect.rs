@@ -159,7 +159,31 @@ pub enum ConnectError {
         #[source]
         source: std::io::Error,
     },
-    /// The server could not be reached or refused the connection.
+    /// The server refused the credentials (a wrong or missing user,
+    /// password, token, nkey or credentials file): fix them, retrying does
+    /// not help.
+    #[error("NATS at {url} refused the credentials")]
+    Unauthorized {
+        /// The server URL(s), credentials redacted.
+        url: String,
+        /// The cause.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// The TLS handshake failed: the server's certificate is not trusted
+    /// (another CA than the roots given, expired, another name), the
+    /// server wants a client certificate, or one side requires TLS and the
+    /// other does not offer it.
+    #[error("TLS with NATS at {url} failed")]
+    Tls {
+        /// The server URL(s), credentials redacted.
+        url: String,
+        /// The cause.
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// The server could not be reached (refused, timed out, unknown
+    /// host), or the connection failed otherwise.
     #[error("connecting to NATS at {url}")]
     Connect {
         /// The server URL(s), credentials redacted.
@@ -170,10 +194,51 @@ pub enum ConnectError {
     },
 }
 
+impl ConnectError {
+    /// The error for a failed connect to `url` (redacted here), by what
+    /// failed.
+    fn connecting(url: &str, source: async_nats::ConnectError) -> Self {
+        use async_nats::ConnectErrorKind as Kind;
+        let url = redact_url(url);
+        match source.kind() {
+            Kind::Authentication | Kind::AuthorizationViolation => {
+                Self::Unauthorized { url, source }
+            }
+            Kind::Tls => Self::Tls { url, source },
+            _ if failed_in_tls(&source) => Self::Tls { url, source },
+            _ => Self::Connect { url, source },
+        }
+    }
+}
+
+/// Whether `err` comes from the TLS handshake: async-nats reports a
+/// certificate it does not trust, or an alert from the server, as an I/O
+/// error carrying the rustls error.
+fn failed_in_tls(err: &async_nats::ConnectError) -> bool {
+    let mut cause = std::error::Error::source(err);
+    while let Some(current) = cause {
+        if current.is::<async_nats::rustls::Error>() {
+            return true;
+        }
+        let carried = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .is_some_and(|inner| inner.is::<async_nats::rustls::Error>());
+        if carried {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
+}
+
 impl NatsConnect {
     /// Settings for `url`: one server, or a cluster's nodes comma-separated
     /// (`nats://a:4222,nats://b:4222,nats://c:4222`): the client connects to
     /// one of them and reconnects to the others when it goes away.
+    /// Credentials in a URL (`nats://user:password@host` or
+    /// `nats://token@host`, percent-encoded; the first URL that has some)
+    /// are used unless [`auth`](Self::auth) gives others.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -267,6 +332,11 @@ impl NatsConnect {
     /// # let _ = nats; Ok(()) }
     /// ```
     pub async fn connect_with(self, options: ConnectOptions) -> Result<Client, ConnectError> {
+        let addrs = server_addrs(&self.url)?;
+        let url_credentials = credentials_in(&addrs);
+        // async-nats logs the addresses it tries (at debug level, password
+        // and all) and reads no credentials from them: they go as options.
+        let addrs = without_credentials(addrs);
         let mut options =
             match &self.auth {
                 Auth::CredentialsFile(path) => options
@@ -281,7 +351,13 @@ impl NatsConnect {
                 Auth::UserPassword { user, password } => {
                     options.user_and_password(user.clone(), password.clone())
                 }
-                Auth::None => options,
+                Auth::None => match url_credentials {
+                    Some(UrlCredentials::UserPassword(user, password)) => {
+                        options.user_and_password(user, password)
+                    }
+                    Some(UrlCredentials::Token(token)) => options.token(token),
+                    None => options,
+                },
             };
         options = options.event_callback(|event| async move { log_event(&event) });
         if let Some(timeout) = self.connection_timeout {
@@ -307,13 +383,59 @@ impl NatsConnect {
                 options.reconnect_delay_callback(move |attempts| reconnect_delay(attempts, max));
         }
         options
-            .connect(server_addrs(&self.url)?)
+            .connect(addrs)
             .await
-            .map_err(|source| ConnectError::Connect {
-                url: redact_url(&self.url),
-                source,
-            })
+            .map_err(|source| ConnectError::connecting(&self.url, source))
     }
+}
+
+/// Credentials written into a server URL.
+enum UrlCredentials {
+    /// `nats://user:password@host`.
+    UserPassword(String, String),
+    /// `nats://token@host`.
+    Token(String),
+}
+
+/// The credentials of the first URL of `addrs` that carries some
+/// (async-nats reads none from a URL): `user:password@` or `token@`.
+fn credentials_in(addrs: &[ServerAddr]) -> Option<UrlCredentials> {
+    addrs
+        .iter()
+        .find(|addr| addr.has_user_pass())
+        .and_then(|addr| match (addr.username(), addr.password()) {
+            (Some(user), Some(password)) => Some(UrlCredentials::UserPassword(
+                decoded(user),
+                decoded(password),
+            )),
+            (Some(token), None) => Some(UrlCredentials::Token(decoded(token))),
+            _ => None,
+        })
+}
+
+/// `addrs` without the user, password or token written into them.
+fn without_credentials(addrs: Vec<ServerAddr>) -> Vec<ServerAddr> {
+    addrs
+        .into_iter()
+        .map(|addr| {
+            if !addr.has_user_pass() {
+                return addr;
+            }
+            let mut url = addr.clone().into_inner();
+            let cleared = url.set_username("").is_ok() && url.set_password(None).is_ok();
+            match ServerAddr::from_url(url) {
+                Ok(bare) if cleared => bare,
+                _ => addr,
+            }
+        })
+        .collect()
+}
+
+/// A URL's percent-encoded user or password, as written before encoding.
+fn decoded(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The pause before reconnect attempt `attempts` (counted by async-nats from
@@ -382,6 +504,26 @@ mod tests {
             server_addrs(" , "),
             Err(ConnectError::InvalidUrl { .. })
         ));
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_read_decoded() {
+        let addrs = server_addrs("nats://a:4222,nats://alice:p%40ss%3Aword@b:4222").unwrap();
+        match credentials_in(&addrs) {
+            Some(UrlCredentials::UserPassword(user, password)) => {
+                assert_eq!((user.as_str(), password.as_str()), ("alice", "p@ss:word"));
+            }
+            _ => panic!("user and password expected"),
+        }
+        let addrs = server_addrs("nats://s3cret@a:4222").unwrap();
+        assert!(matches!(
+            credentials_in(&addrs),
+            Some(UrlCredentials::Token(token)) if token == "s3cret"
+        ));
+        assert!(credentials_in(&server_addrs("nats://a:4222").unwrap()).is_none());
+        let bare = without_credentials(server_addrs("nats://alice:pw@a:4222,nats://b:1").unwrap());
+        assert!(bare.iter().all(|addr| !addr.has_user_pass()));
+        assert_eq!(format!("{bare:?}").matches("pw").count(), 0, "{bare:?}");
     }
 
     #[test]

@@ -28,7 +28,7 @@ async fn the_applications_options_are_the_base() {
         .connect()
         .await;
     match refused {
-        Err(ConnectError::Connect { url, .. }) => assert_eq!(url, server.url()),
+        Err(ConnectError::Unauthorized { url, .. }) => assert_eq!(url, server.url()),
         other => panic!("expected a refused connection, got {other:?}"),
     }
 
