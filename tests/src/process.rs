@@ -4,8 +4,6 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use sea_orm::ConnectionTrait;
-
 use crate::TestDb;
 use crate::jetstream::nats_url;
 
