@@ -474,6 +474,12 @@ fn server_addrs(urls: &str) -> Result<Vec<ServerAddr>, ConnectError> {
 
 fn log_event(event: &Event) {
     match event {
+        Event::ServerError(async_nats::ServerError::Other(text)) => {
+            match crate::permissions::record(text) {
+                Some(denied) => tracing::error!(%denied, "NATS refused an operation"),
+                None => tracing::warn!(error = %text, "NATS server error"),
+            }
+        }
         Event::Connected => tracing::info!("NATS connected"),
         Event::Disconnected => tracing::warn!("NATS disconnected; reconnecting"),
         Event::Closed => tracing::warn!("NATS connection closed"),

@@ -55,6 +55,7 @@
 
 mod connect;
 mod jetstream_of;
+mod permissions;
 mod publisher;
 mod reconnects;
 mod run_window;
@@ -67,6 +68,7 @@ pub use connect::{
     Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_RECONNECT_DELAY, NatsConnect, Tls,
 };
 pub use jetstream_of::IntoJetStream;
+pub use permissions::{DeniedOperation, PermissionDenied};
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{
     DEAD_LETTER_STREAM, DEFAULT_DUPLICATE_WINDOW, Ensured, StreamDifference, StreamError,

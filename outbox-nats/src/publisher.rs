@@ -156,7 +156,12 @@ impl JetStreamPublisher {
                 self.client.server_info().max_payload
             )),
             JsErrorKind::StreamNotFound => self.no_responders(subject).await,
-            JsErrorKind::TimedOut | JsErrorKind::BrokenPipe | JsErrorKind::MaxAckPending => {
+            JsErrorKind::TimedOut => match crate::permissions::publish_denied(subject) {
+                // The server refused it: no ack comes, whatever the wait.
+                Some(denied) => PublishError::rejected(denied.to_string()),
+                None => PublishError::unavailable(format!("publishing on `{subject}`: {err}")),
+            },
+            JsErrorKind::BrokenPipe | JsErrorKind::MaxAckPending => {
                 PublishError::unavailable(format!("publishing on `{subject}`: {err}"))
             }
             JsErrorKind::WrongLastMessageId | JsErrorKind::WrongLastSequence => {

@@ -523,6 +523,13 @@ impl SubscriberBuilder {
     /// max deliver, max ack pending, filter subject, deliver policy), and returns the
     /// subscriber, ready to [`run`](Subscriber::run).
     pub async fn build(self) -> Result<Subscriber, SubscriberBuildError> {
+        self.build_on_the_server()
+            .await
+            .map_err(SubscriberBuildError::or_denied)
+    }
+
+    /// [`build`](Self::build), without telling a denied permission apart.
+    async fn build_on_the_server(self) -> Result<Subscriber, SubscriberBuildError> {
         let Checked {
             shared,
             stream_name,

@@ -127,6 +127,19 @@ pub enum SubscriberBuildError {
         /// The durable name.
         consumer: String,
     },
+    /// The server refused a JetStream API call `build` made (reading the
+    /// stream, creating or reading the consumer, the dead-letter stream)
+    /// for want of a permission: the request timed out, and the server
+    /// reported the violation. Grant it to the user (the operating
+    /// chapter's "NATS permissions").
+    #[error("{denied}")]
+    PermissionDenied {
+        /// What the server refused.
+        denied: crate::PermissionDenied,
+        /// The failure the refusal caused.
+        #[source]
+        source: Box<SubscriberBuildError>,
+    },
     /// The dead-letter stream given with `dead_letter_stream` could not be
     /// created or does not fit.
     #[error("dead-letter stream")]
@@ -161,6 +174,23 @@ pub enum SubscriberBuildError {
 impl SubscriberBuildError {
     /// The error of reading `stream`: [`StreamMissing`](Self::StreamMissing)
     /// when it does not exist.
+    /// `self`, or the permission denial that explains it: a request to the
+    /// server that failed while the server reported a JetStream API call
+    /// refused lately.
+    pub(crate) fn or_denied(self) -> Self {
+        let from_a_request = matches!(
+            self,
+            Self::Stream { .. } | Self::Consumer { .. } | Self::DeadLetterStream(_)
+        );
+        match crate::permissions::jetstream_api_denied() {
+            Some(denied) if from_a_request => Self::PermissionDenied {
+                denied,
+                source: Box::new(self),
+            },
+            _ => self,
+        }
+    }
+
     pub(crate) fn stream(stream: &str, source: GetStreamError) -> Self {
         if let GetStreamErrorKind::JetStream(js) = source.kind()
             && js.error_code() == ErrorCode::STREAM_NOT_FOUND

@@ -292,3 +292,104 @@ async fn the_documented_permissions_suffice_with_v2_ack_subjects() {
         .expect("a private nats-server 2.14");
     a_service_runs_on_the_documented_permissions(server).await;
 }
+
+/// The documented block less `lines` (each matched whole, trimmed).
+fn permissions_without(lines: &[&str]) -> String {
+    let kept: Vec<&str> = documented_permissions()
+        .lines()
+        .filter(|line| !lines.iter().any(|gone| line.trim().starts_with(gone)))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        documented_permissions().lines().count() - lines.len(),
+        "every line to remove is in the documented block"
+    );
+    format!(
+        "authorization {{\n  users: [\n    {{ user: admin, password: admin }}\n    \
+         {{ user: orders, password: orders\n{}\n    }}\n  ]\n}}\nno_auth_user: admin\n",
+        kept.join("\n")
+    )
+}
+
+/// A permission missing from the service's user ends the subscriber's
+/// `build` with `PermissionDenied` naming the JetStream call, and the
+/// processor's first publish with a rejection naming the subject (the
+/// message spends an attempt and is retried with backoff, and goes dead
+/// when its attempts run out, rather than being retried for ever as a slow
+/// broker would be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_is_a_typed_error_not_a_retry_loop() {
+    let server = NatsServer::builder()
+        .config(permissions_without(&[
+            "\"shop.>\"",
+            "\"$JS.API.CONSUMER.INFO.SHOP.order-views\"",
+        ]))
+        .start()
+        .await
+        .expect("a private nats-server");
+    let admin = server.connect().await.expect("admin");
+    for spec in [
+        StreamSpec::new("SHOP", ["shop.>"]),
+        StreamSpec::dead_letters(),
+    ] {
+        spec.ensure(&jetstream::new(admin.clone()))
+            .await
+            .expect("the streams");
+    }
+    let nats = as_orders(&server).await;
+
+    // The subscriber: its build reads the consumer, which it may not.
+    let test = TestDb::with_schema(Backend::Sqlite).await;
+    let outbox = Outbox::new(
+        test.db.clone(),
+        OutboxConfig::default()
+            .with_subject_prefix("shop")
+            .expect("prefix"),
+    );
+    let inbox = Inbox::new(&outbox, "order-views").expect("inbox");
+    let started = std::time::Instant::now();
+    let built = Subscriber::builder(nats.clone(), "order-views")
+        .stream("SHOP")
+        .dead_letter_stream(StreamSpec::dead_letters())
+        .on(inbox.handler(Handlers::amended))
+        .build()
+        .await;
+    match built {
+        Err(txoutbox_nats::subscriber::SubscriberBuildError::PermissionDenied {
+            denied, ..
+        }) => {
+            assert_eq!(denied.subject, "$JS.API.CONSUMER.INFO.SHOP.order-views");
+            assert!(denied.to_string().contains("NATS permissions"), "{denied}");
+        }
+        Err(other) => panic!("expected PermissionDenied, got {other:?}"),
+        Ok(_) => panic!("the subscriber built without its permissions"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "build failed only after {:?}",
+        started.elapsed()
+    );
+
+    // The processor: its first publish is refused, and says why.
+    let processor = outbox
+        .processor(JetStreamPublisher::new(nats.clone(), "/shop"))
+        .build()
+        .expect("the default processor builds")
+        .spawn();
+    let mut order = Order::place("o-denied", 100).expect("record");
+    save(&outbox, &mut order).await;
+    eventually(
+        "the refused publish recorded on the message",
+        Duration::from_secs(15),
+        || async {
+            test.count(
+                "outbox_messages",
+                "attempts >= 1 AND last_error LIKE '%may not publish to `shop.test.order.placed`%'",
+            )
+            .await
+                == 1
+        },
+    )
+    .await;
+    processor.shutdown().await.expect("a clean stop");
+}
