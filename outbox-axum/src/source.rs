@@ -19,7 +19,7 @@ mod sealed {
 /// a [`ProcessorBuilder`] (from `txoutbox_sea_orm::Outbox::processor`), a
 /// built [`Processor`], or a [`ProcessorHandle`] already running. The
 /// runtime builds it, checks its table
-/// ([`Processor::check_schema`]) and spawns it in
+/// ([`Processor::check`]: its table and its stream) and spawns it in
 /// [`start`](crate::RuntimeBuilder::start). Sealed.
 pub trait ProcessorSource: sealed::Sealed + Send + 'static {
     /// Builds it, checks its table and spawns it (or takes it as it runs).
