@@ -12,11 +12,11 @@ use async_nats::jetstream::Context;
 use futures::StreamExt;
 use sea_orm::DatabaseConnection;
 use txoutbox_core::SubjectPrefix;
-use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxBatches, Subscriber};
+use txoutbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 
 use crate::Result;
-use crate::paths::{Transactions, Write, inbox_handler, reset_read_model};
+use crate::paths::{Transactions, Write, batches, inbox_handler, reset_read_model};
 use crate::stream::{create, envelope, settled};
 
 const RATE: u64 = 100;
@@ -72,7 +72,7 @@ async fn one_path(
             .on(inbox_handler(&inbox, Write::ReadModel));
         builder = match transactions {
             Transactions::PerMessage => builder.inbox_per_message(),
-            Transactions::Batched => builder.inbox_batches(InboxBatches::default()),
+            Transactions::Batched => builder.inbox_batches(batches()),
         };
         let running = builder.build().await?.spawn();
         let acked: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();

@@ -15,7 +15,7 @@
 //! - typed: a `Subscriber` with a plain handler (effects at least once);
 //! - inbox per message: an `Inbox` handler, one transaction per message
 //!   (`inbox_per_message`);
-//! - inbox batched: the same in inbox groups (the default);
+//! - inbox batched: the same in inbox groups (`inbox_batches`);
 //!
 //! each handler with a no-op write and with a realistic one: an `UPDATE` of
 //! the read-model row of the message's aggregate. The exactly-once paths
@@ -25,7 +25,8 @@
 //! before the publish until the subscriber's ack is seen on the wire,
 //! per message and batched, with the realistic write.
 //!
-//! `NATS_URL` (default `nats://127.0.0.1:4222`; the latency part reads v1
+//! `INBOX_BATCH_TRANSACTIONS` sets how many groups run at once (default
+//! `InboxBatches`' 2). `NATS_URL` (default `nats://127.0.0.1:4222`; the latency part reads v1
 //! ack subjects, so a server before 2.14 or one without v2 subjects) and
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`; a
 //! schema of its own is created and dropped).

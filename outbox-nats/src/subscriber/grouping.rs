@@ -173,31 +173,89 @@ async fn apply_runs(
     let applying = apply_and_settle(&groups, runs);
     let applied = AssertUnwindSafe(applying).catch_unwind().await;
     drop(slot);
-    if applied.is_err() {
-        tracing::error!(consumer = %groups.shared.consumer, "an inbox group panicked; handing its lanes' messages back");
-        for key in &keys {
-            for waiting in groups.lanes.release(key) {
-                settle::abandon(&groups.shared, &waiting.item, UNKNOWN_EVENT).await;
+    let alone = match applied {
+        Ok(alone) => alone,
+        Err(_) => {
+            tracing::error!(consumer = %groups.shared.consumer, "an inbox group panicked; handing its lanes' messages back");
+            for key in &keys {
+                for waiting in groups.lanes.release(key) {
+                    settle::abandon(&groups.shared, &waiting.item, UNKNOWN_EVENT).await;
+                }
+            }
+            return;
+        }
+    };
+    for key in keys
+        .iter()
+        .filter(|key| !alone.iter().any(|(own, _)| own == *key))
+    {
+        let _ = groups.ready.send(Arc::clone(key));
+    }
+    // Without the group's connection slot: one that waits (a row another
+    // process's open transaction holds) holds up its own aggregate only.
+    let handling = alone
+        .into_iter()
+        .map(|(key, job)| apply_alone(&groups, key, job));
+    futures::future::join_all(handling).await;
+}
+
+/// Applies one message alone, as a lane worker does (in a handler slot,
+/// `max_in_flight`), then announces its lane again.
+async fn apply_alone(groups: &Groups, key: LaneKey, job: Queued<Incoming>) {
+    let shared = &groups.shared;
+    let slot = tokio::select! {
+        slot = Arc::clone(&shared.permits).acquire_owned() => slot.ok(),
+        () = groups.stop.draining.cancelled() => None,
+    };
+    match slot {
+        Some(_slot) => {
+            let period = shared.progress_interval();
+            let mut progress = interval_at(Instant::now() + period, period);
+            progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            let handling = handle_job(
+                shared,
+                &groups.lanes,
+                &key,
+                job,
+                &groups.stop,
+                &mut progress,
+            );
+            // Should the handling itself panic (handler panics are caught
+            // earlier; this is for bugs), the lane is released and what
+            // waited in it handed back, so the aggregate is not stuck.
+            if AssertUnwindSafe(handling).catch_unwind().await.is_err() {
+                tracing::error!(consumer = %shared.consumer, "applying a message alone panicked; handing its lane's messages back");
+                for waiting in groups.lanes.release(&key) {
+                    settle::abandon(shared, &waiting.item, UNKNOWN_EVENT).await;
+                }
+                return;
             }
         }
-        return;
+        // Shutdown: handed back.
+        None => settle::abandon(shared, &job.item, UNKNOWN_EVENT).await,
     }
-    for key in keys {
-        let _ = groups.ready.send(key);
-    }
+    let _ = groups.ready.send(key);
 }
 
 /// Where one message of a group's runs stands.
 enum Part {
     /// In the group: member number.
     Member(usize),
-    /// The first message of its lane, applied alone after the group.
+    /// The first message of its lane, applied alone after the group
+    /// (a redelivery, a handler with a transaction of its own, a held
+    /// aggregate, a message that cannot be decoded).
     Alone,
     /// Back to its lane.
     Back,
 }
 
-async fn apply_and_settle(groups: &Groups, runs: Vec<(LaneKey, Vec<Queued<Incoming>>)>) {
+/// Applies the group formed of `runs` and settles its messages; returns
+/// those to apply alone (each the first of its lane, whose lane is not
+/// announced again until it is settled).
+async fn apply_and_settle(
+    groups: &Groups,
+    runs: Vec<(LaneKey, Vec<Queued<Incoming>>)>,
+) -> Vec<(LaneKey, Queued<Incoming>)> {
     let shared = &groups.shared;
     let taken: Vec<(LaneKey, Queued<Incoming>)> = runs
         .into_iter()
@@ -257,7 +315,7 @@ async fn apply_and_settle(groups: &Groups, runs: Vec<(LaneKey, Vec<Queued<Incomi
                 for (_, job) in &taken {
                     settle::abandon(shared, &job.item, UNKNOWN_EVENT).await;
                 }
-                return;
+                return Vec::new();
             }
         }
     };
@@ -298,20 +356,7 @@ async fn apply_and_settle(groups: &Groups, runs: Vec<(LaneKey, Vec<Queued<Incomi
         // Otherwise settled: dropped here, no longer held.
     }
     shared.report_in_flight();
-    let period = shared.progress_interval();
-    for (key, job) in alone {
-        let mut progress = interval_at(Instant::now() + period, period);
-        progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        handle_job(
-            shared,
-            &groups.lanes,
-            &key,
-            job,
-            &groups.stop,
-            &mut progress,
-        )
-        .await;
-    }
+    alone
 }
 
 /// Runs `applying`, keeping the group's messages alive with progress acks

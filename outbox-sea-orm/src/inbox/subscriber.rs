@@ -19,8 +19,8 @@ use super::{Inbox, Processed};
 /// its inbox, so the subscriber also keeps each aggregate's messages in
 /// order with it ([`Handler::inbox`]).
 ///
-/// A subscriber that applies inbox handlers in groups (the default, see
-/// `txoutbox_nats::subscriber::InboxBatches`) runs it in a transaction
+/// A subscriber that applies inbox handlers in groups
+/// (`SubscriberBuilder::inbox_batches` in `txoutbox_nats`) runs it in a transaction
 /// shared with other messages: its unit of work is still its own message's
 /// (the events it records carry that message's correlation and causation),
 /// but its effects commit with the group's, and a failure elsewhere in the

@@ -1,5 +1,5 @@
-//! Inbox groups (`InboxBatches`, the default of a subscriber with inbox
-//! handlers) on PostgreSQL, MariaDB and SQLite: a handler failing in the
+//! Inbox groups (`SubscriberBuilder::inbox_batches`) on PostgreSQL,
+//! MariaDB and SQLite: a handler failing in the
 //! middle of a group costs its aggregate only (the others' effects
 //! committed once, without a redelivery; the failing aggregate retried, or
 //! held behind a rejected message); a hot aggregate among many cold ones
