@@ -13,7 +13,7 @@ use futures::StreamExt;
 use sea_orm::DatabaseConnection;
 use txoutbox_core::SubjectPrefix;
 use txoutbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
-use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, create_schema};
 
 use crate::Result;
 use crate::paths::{Transactions, Write, batches, inbox_handler, reset_read_model};
@@ -64,7 +64,9 @@ async fn one_path(
     create(js, &stream, &prefix).await?;
     let measured = async {
         reset_read_model(db, AGGREGATES).await?;
-        let outbox = Outbox::new(db.clone(), OutboxConfig::default().without_notify());
+        let config = OutboxConfig::default().without_notify();
+        create_schema(db, &config).await?;
+        let outbox = Outbox::new(db.clone(), config);
         let inbox = Inbox::new(&outbox, &durable)?;
         let mut builder = Subscriber::builder(js.clone(), &durable)
             .stream(&stream)

@@ -4,6 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release -p txoutbox-bench --example subscriber_throughput -- 20000
+//! cargo run --release -p txoutbox-bench --example subscriber_throughput -- latency  # that part only
 //! ```
 //!
 //! For each shape (100, 10,000 and 1 aggregates) it publishes N envelopes
@@ -58,11 +59,12 @@ const SHAPES: [u64; 3] = [100, 10_000, 1];
 
 #[tokio::main]
 async fn main() -> Result {
-    let count: u64 = std::env::args()
-        .nth(1)
-        .map(|n| n.parse())
-        .transpose()?
-        .unwrap_or(20_000);
+    // `latency` alone: the latency part only.
+    let latency_only = std::env::args().nth(1).as_deref() == Some("latency");
+    let count: u64 = match std::env::args().nth(1) {
+        Some(n) if !latency_only => n.parse()?,
+        _ => 20_000,
+    };
     let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned());
     let database_url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
@@ -79,8 +81,8 @@ async fn main() -> Result {
             "{count} messages per shape, memory streams, nats-server {}, PostgreSQL",
             js.client().server_info().version
         );
-        for aggregates in SHAPES {
-            paths::measure(&js, &db, &tag, count, aggregates).await?;
+        for aggregates in SHAPES.iter().filter(|_| !latency_only) {
+            paths::measure(&js, &db, &tag, count, *aggregates).await?;
         }
         latency::measure(&js, &db, &tag).await
     }
