@@ -51,6 +51,14 @@ pub enum OutboxError {
          task or returned): nothing was committed"
     )]
     UnitOfWorkKept,
+    /// A handler applied in an inbox's group transaction replaced the unit
+    /// of work it was given (`*uow = ..`), taking the group's transaction
+    /// with it: nothing of the group was committed.
+    #[error(
+        "a handler of an inbox group replaced its unit of work, and the group's transaction \
+         with it: nothing of the group was committed"
+    )]
+    GroupTransactionLost,
     /// The table is missing, or lacks columns this version needs (a
     /// migration has not run): the error names what to run. From the
     /// processor's start ([`OutboxStore::check_schema`](txoutbox_core::OutboxStore::check_schema))

@@ -8,7 +8,8 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::processor::ProcessorBuilder;
 use txoutbox_core::{
-    EventSubject, IntegrationEvent, MessageContext, MessageId, PendingMessage, Processor, Publisher,
+    EventSubject, IntegrationEvent, MessageContext, MessageId, OutboxMessage, PendingMessage,
+    Processor, Publisher,
 };
 
 use crate::aggregate_entity::AggregateEntity;
@@ -65,6 +66,22 @@ impl Outbox {
     /// Begins a unit of work whose messages carry `context`.
     pub fn begin_with(&self, context: MessageContext) -> UnitOfWork {
         UnitOfWork::new(Arc::clone(&self.inner), context)
+    }
+
+    /// A unit of work inside `txn`, a transaction opened elsewhere (an
+    /// inbox's group transaction): see [`UnitOfWork::within`].
+    pub(crate) fn begin_within(
+        &self,
+        context: MessageContext,
+        txn: sea_orm::DatabaseTransaction,
+    ) -> UnitOfWork {
+        UnitOfWork::within(Arc::clone(&self.inner), context, txn)
+    }
+
+    /// After a transaction opened elsewhere committed `messages`: wakes the
+    /// processors.
+    pub(crate) async fn committed_elsewhere(&self, messages: Vec<OutboxMessage>) {
+        self.inner.committed(messages, None).await;
     }
 
     /// Runs `work` in a unit of work and commits it, running it again from

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::delivery::Delivery;
+use super::group::{GroupHandlerFuture, InboxGroup};
 use super::handler_error::HandlerError;
 use super::inbox::ConsumerInbox;
 
@@ -48,6 +49,29 @@ pub trait Handler<E>: Send + Sync + 'static {
     /// for a plain function: effects at least once).
     fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>> {
         None
+    }
+
+    /// Whether the subscriber may apply this handler's messages inside a
+    /// group transaction of its inbox ([`call_in_group`](Handler::call_in_group)):
+    /// `true` for an inbox's handlers unless they asked for a transaction of
+    /// their own; `false` (the default) for every other handler.
+    fn applies_in_group(&self) -> bool {
+        false
+    }
+
+    /// Handles `event` inside `group`, a transaction its inbox began
+    /// ([`ConsumerInbox::begin_group`]): its effects commit with the
+    /// group's, or roll back with them. Called only when
+    /// [`applies_in_group`](Handler::applies_in_group) says so; the default
+    /// runs [`call`](Handler::call), outside the group.
+    fn call_in_group<'a>(
+        &'a self,
+        event: E,
+        delivery: Delivery,
+        group: &'a mut dyn InboxGroup,
+    ) -> GroupHandlerFuture<'a> {
+        let _ = group;
+        self.call(event, delivery)
     }
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::applied::AppliedMessages;
+use super::group::{GroupFuture, InboxGroup};
 use super::held::{HeldFuture, HeldMessages};
 
 /// A consumer's inbox as a typed subscriber uses it: the messages it
@@ -23,4 +24,11 @@ pub trait ConsumerInbox: AppliedMessages + HeldMessages {
     /// Deletes rows of messages applied more than `older_than` ago, at
     /// most `batch_size` per statement; returns how many.
     fn purge_applied(&self, older_than: Duration, batch_size: u32) -> HeldFuture<u64>;
+
+    /// Begins a transaction in which a subscriber applies a group of
+    /// messages ([`InboxGroup`]); `None` (the default) when this inbox
+    /// applies one message per transaction only.
+    fn begin_group(&self) -> Option<GroupFuture<'static, Box<dyn InboxGroup>>> {
+        None
+    }
 }

@@ -2,7 +2,8 @@
 //! ([`Delivery`], [`HandlerError`]), and what a consumer's inbox tells a
 //! subscriber that keeps per-aggregate order: the messages it already
 //! applied ([`AppliedMessages`]) and the aggregates it holds behind a
-//! message it could not apply ([`HeldMessages`], [`Hold`], [`Release`]).
+//! message it could not apply ([`HeldMessages`], [`Hold`], [`Release`]),
+//! and the transaction a group of messages is applied in ([`InboxGroup`]).
 //!
 //! Typed subscribers (`outbox-nats`) and the inbox (`outbox-sea-orm`) share
 //! these types, so neither depends on the other. [`Delivery`] and
@@ -10,6 +11,7 @@
 
 mod applied;
 mod delivery;
+mod group;
 mod handler;
 mod handler_error;
 mod held;
@@ -17,6 +19,7 @@ mod inbox;
 
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
+pub use group::{GroupEntry, GroupFuture, GroupHandlerFuture, InboxGroup};
 pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};

@@ -24,6 +24,7 @@ use super::failover;
 use super::handler::{ErasedHandler, Handlers, Typed};
 use super::hold::Holds;
 use super::in_process::InProcess;
+use super::inbox_batches::InboxBatches;
 use super::partitioned::{Owned, PullSpec};
 use super::shared::Shared;
 use crate::StreamSpec;
@@ -47,6 +48,7 @@ use crate::StreamSpec;
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
 /// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
+/// | [`inbox_batches`](Self::inbox_batches) | off: one transaction per message ([`inbox_per_message`](Self::inbox_per_message)); with it, inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once) |
 /// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
 /// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
@@ -70,6 +72,8 @@ pub struct SubscriberBuilder {
     dead_letter_stream: Option<StreamSpec>,
     dead_letter_unhandled: bool,
     unordered: bool,
+    /// `None`: one transaction per message.
+    inbox_batches: Option<InboxBatches>,
     cleanup: Option<Cleanup>,
     inbox: Option<Arc<dyn ConsumerInbox>>,
     registry: Option<Arc<EventRegistry>>,
@@ -113,6 +117,7 @@ impl SubscriberBuilder {
             dead_letter_stream: None,
             dead_letter_unhandled: false,
             unordered: false,
+            inbox_batches: None,
             cleanup: Some(Cleanup::default()),
             inbox: None,
             registry: None,
@@ -401,6 +406,30 @@ impl SubscriberBuilder {
     /// aggregate's messages may run in parallel in two of them.
     pub fn unordered(mut self) -> Self {
         self.unordered = true;
+        self
+    }
+
+    /// Applies the messages of inbox handlers in groups, one database
+    /// transaction per group, as `batches` says (see [`InboxBatches`]: how
+    /// groups form, what a failure costs, why it is not the default yet).
+    ///
+    /// ```no_run
+    /// # async fn build(nats: async_nats::Client) {
+    /// use txoutbox_nats::subscriber::{InboxBatches, Subscriber};
+    /// let builder = Subscriber::builder(nats, "billing").inbox_batches(InboxBatches::default());
+    /// # let _ = builder; }
+    /// ```
+    pub fn inbox_batches(mut self, batches: InboxBatches) -> Self {
+        self.inbox_batches = Some(batches);
+        self
+    }
+
+    /// Applies each message of an inbox handler in a transaction of its
+    /// own (inbox row, effects, commit), as `Inbox::process` does: one
+    /// commit per message, instead of one per group
+    /// ([`inbox_batches`](Self::inbox_batches)). The default.
+    pub fn inbox_per_message(mut self) -> Self {
+        self.inbox_batches = None;
         self
     }
 
@@ -709,6 +738,10 @@ impl SubscriberBuilder {
                 })
                 .flatten(),
             cleanup: inbox.clone().zip(self.cleanup),
+            batches: inbox
+                .clone()
+                .filter(|inbox| inbox.begin_group().is_some())
+                .zip(self.inbox_batches),
         };
         Ok(Checked {
             shared,

@@ -9,7 +9,9 @@ use async_nats::jetstream;
 use futures::FutureExt;
 use tracing::Span;
 use tracing::field::Empty;
-use txoutbox_core::{DecodeError, Delivery, ErrorChain, EventRegistry, OutboxMessage, wire};
+use txoutbox_core::{
+    DecodeError, Delivery, ErrorChain, EventRegistry, HandlerError, OutboxMessage, wire,
+};
 
 use super::dead_lettering::DeadLetterKind;
 use super::metrics::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};
@@ -67,6 +69,24 @@ pub(crate) enum Decision {
 pub(crate) struct Verdict {
     pub(crate) decision: Decision,
     pub(crate) event: &'static str,
+}
+
+impl Verdict {
+    /// Whether it acks the message.
+    pub(crate) fn is_ack(&self) -> bool {
+        matches!(self.decision, Decision::Ack { .. })
+    }
+}
+
+/// The verdict of a message whose effects committed with its inbox group
+/// (or that its inbox found applied before).
+pub(crate) fn handled(event: &'static str) -> Verdict {
+    Verdict {
+        decision: Decision::Ack {
+            outcome: Acked::Handled,
+        },
+        event,
+    }
 }
 
 /// The `(name, value)` pairs of a message's headers.
@@ -171,10 +191,7 @@ pub(crate) async fn decide_delivered(
         return unhandled(shared, &envelope);
     };
     let event = handler.registration().name();
-    let delivery = Delivery::new(envelope)
-        .with_consumer(Arc::clone(&shared.consumer))
-        .with_stream(Arc::clone(&shared.stream), delivered.stream_sequence)
-        .with_delivery_count(delivered.deliveries);
+    let delivery = delivery_of(shared, envelope, delivered);
     let started = Instant::now();
     // A handler may panic while creating its future, or while it runs.
     let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -188,12 +205,40 @@ pub(crate) async fn decide_delivered(
         }
         Err(panic) => Err(panic),
     };
+    record_duration(shared, event, started);
+    verdict_of(shared, delivered.deliveries, event, result)
+}
+
+/// The delivery a handler gets for `envelope`, delivered as `delivered`.
+pub(crate) fn delivery_of(
+    shared: &Shared,
+    envelope: OutboxMessage,
+    delivered: &Delivered<'_>,
+) -> Delivery {
+    Delivery::new(envelope)
+        .with_consumer(Arc::clone(&shared.consumer))
+        .with_stream(Arc::clone(&shared.stream), delivered.stream_sequence)
+        .with_delivery_count(delivered.deliveries)
+}
+
+/// Records how long a handler of `event` ran.
+pub(crate) fn record_duration(shared: &Shared, event: &'static str, started: Instant) {
     ::metrics::histogram!(
         HANDLER_DURATION_SECONDS,
         "consumer" => Arc::clone(&shared.consumer),
         "event" => event,
     )
     .record(started.elapsed().as_secs_f64());
+}
+
+/// What a handler's result (a panic caught as `Err`) means for its
+/// message, on its delivery `deliveries`.
+pub(crate) fn verdict_of(
+    shared: &Shared,
+    deliveries: u64,
+    event: &'static str,
+    result: std::thread::Result<Result<(), HandlerError>>,
+) -> Verdict {
     let error = match result {
         Ok(Ok(())) => {
             return Verdict {
@@ -209,16 +254,25 @@ pub(crate) async fn decide_delivered(
         Ok(Err(err)) => err.to_string(),
         Err(panic) => format!("handler panicked: {}", panic_message(&*panic)),
     };
-    if delivered.deliveries >= shared.max_deliver {
-        let reason = format!(
-            "handler failed on all {} deliveries; last error: {error}",
-            delivered.deliveries
-        );
+    failed(shared, deliveries, event, error)
+}
+
+/// A message whose handling failed for `error`, retryably, on its delivery
+/// `deliveries`: delivered again after its backoff, or dead-lettered on
+/// its last delivery.
+pub(crate) fn failed(
+    shared: &Shared,
+    deliveries: u64,
+    event: &'static str,
+    error: String,
+) -> Verdict {
+    if deliveries >= shared.max_deliver {
+        let reason = format!("handler failed on all {deliveries} deliveries; last error: {error}");
         return dead(DeadLetterKind::Exhausted, reason, Some(event));
     }
     Verdict {
         decision: Decision::Retry {
-            delay: shared.backoff.jittered_delay(delivered.deliveries),
+            delay: shared.backoff.jittered_delay(deliveries),
             reason: error,
         },
         event,
@@ -277,14 +331,14 @@ fn known(registry: &EventRegistry, name: &str) -> bool {
     !registry.versions(name).is_empty()
 }
 
-fn dead(kind: DeadLetterKind, reason: String, event: Option<&'static str>) -> Verdict {
+pub(crate) fn dead(kind: DeadLetterKind, reason: String, event: Option<&'static str>) -> Verdict {
     Verdict {
         decision: Decision::Dead { kind, reason },
         event: event.unwrap_or(UNKNOWN_EVENT),
     }
 }
 
-fn decode_kind(err: &DecodeError) -> DeadLetterKind {
+pub(crate) fn decode_kind(err: &DecodeError) -> DeadLetterKind {
     match err {
         DecodeError::UnknownEvent { .. } => DeadLetterKind::UnknownEvent,
         DecodeError::UnknownVersion { .. } => DeadLetterKind::UnknownVersion,
@@ -297,7 +351,7 @@ fn decode_kind(err: &DecodeError) -> DeadLetterKind {
 /// producer's trace ids as fields for any tracing layer to pick up (with
 /// the `opentelemetry` feature the span is also the OpenTelemetry child of
 /// that trace context: see `worker::continue_trace`).
-fn record(span: &Span, envelope: &OutboxMessage) {
+pub(crate) fn record(span: &Span, envelope: &OutboxMessage) {
     span.record("event", envelope.event_name.as_str());
     span.record("event_version", envelope.event_version);
     span.record("message_id", tracing::field::display(envelope.id));

@@ -24,6 +24,7 @@ use txoutbox_core::backoff::Doubling;
 use super::dispatch::{Incoming, header_pairs};
 use super::error::SubscriberError;
 use super::failover;
+use super::grouping;
 use super::handover;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
@@ -66,6 +67,24 @@ pub(crate) async fn run(
     let lanes = Lanes::<Incoming>::new(shared.away_grace());
     let stop = Stop::default();
     let mut workers = JoinSet::new();
+    // With inbox groups, one task drives every lane; without, each lane
+    // has a worker task of its own.
+    let starts = match &shared.batches {
+        Some((inbox, settings)) => {
+            let (ready, incoming) = grouping::ready_lanes();
+            workers.spawn(grouping::run(
+                Arc::clone(&shared),
+                lanes.clone(),
+                Arc::clone(inbox),
+                *settings,
+                ready.clone(),
+                incoming,
+                stop.clone(),
+            ));
+            LaneStarts::Grouped(ready)
+        }
+        None => LaneStarts::Worker,
+    };
     if let Some(holds) = &shared.holds {
         // Before the first message: one of a held aggregate must be parked.
         if let Err(err) = holds.refresh(&shared.consumer).await {
@@ -149,7 +168,7 @@ pub(crate) async fn run(
                         connects_seen = connects_now;
                         restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, LOST_IN_TRANSIT_PATIENCE).await;
                     }
-                    if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, message).await {
+                    if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
                         received = received.max(sequence);
                     }
                 }
@@ -229,6 +248,7 @@ async fn admit(
     lanes: &Lanes<Incoming>,
     stop: &Stop,
     workers: &mut JoinSet<()>,
+    starts: &LaneStarts,
     message: jetstream::Message,
 ) -> Option<u64> {
     let (stream_sequence, deliveries) = match message.info() {
@@ -252,15 +272,31 @@ async fn admit(
         held: Some(Held::new(&shared.held)),
     };
     if lanes.admit(&key, queued) == Admission::Start {
-        workers.spawn(run_lane(
-            Arc::clone(shared),
-            lanes.clone(),
-            key,
-            stop.clone(),
-        ));
+        match starts {
+            LaneStarts::Worker => {
+                workers.spawn(run_lane(
+                    Arc::clone(shared),
+                    lanes.clone(),
+                    key,
+                    stop.clone(),
+                ));
+            }
+            LaneStarts::Grouped(ready) => {
+                // The groups' task runs until the loop drains, after this.
+                let _ = ready.send(key);
+            }
+        }
     }
     shared.report_in_flight();
     Some(stream_sequence)
+}
+
+/// Who drives a lane that has a message and no worker.
+enum LaneStarts {
+    /// A worker task of its own.
+    Worker,
+    /// The inbox groups' task, told on this channel.
+    Grouped(grouping::Ready),
 }
 
 /// Sends a progress ack (`+WPI`) for every message waiting in a lane (for

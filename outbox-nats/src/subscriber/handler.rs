@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use txoutbox_core::consumer::{ConsumerInbox, Handler, HandlerFuture};
+use txoutbox_core::consumer::{
+    ConsumerInbox, GroupHandlerFuture, Handler, HandlerFuture, InboxGroup,
+};
 use txoutbox_core::registry::EventRegistration;
 use txoutbox_core::{DecodeError, Delivery, EventRegistry, IntegrationEvent};
 
@@ -25,6 +27,18 @@ pub(crate) trait ErasedHandler: Send + Sync {
 
     /// The inbox it applies its effects through, if any.
     fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>>;
+
+    /// Whether its messages may be applied in an inbox group transaction.
+    fn applies_in_group(&self) -> bool;
+
+    /// Decodes the delivered message (as [`call`](Self::call)) and starts
+    /// the handler inside `group`.
+    fn call_in_group<'a>(
+        &'a self,
+        registry: &EventRegistry,
+        delivery: Delivery,
+        group: &'a mut dyn InboxGroup,
+    ) -> Result<GroupHandlerFuture<'a>, DecodeError>;
 }
 
 /// `H`, a handler of `E`.
@@ -56,18 +70,40 @@ where
         registry: &EventRegistry,
         delivery: Delivery,
     ) -> Result<HandlerFuture, DecodeError> {
-        let message = delivery.message();
-        let event: E = registry.decode_as(
-            &message.event_name,
-            message.event_version,
-            message.payload.as_bytes(),
-        )?;
+        let event = decode::<E>(registry, &delivery)?;
         Ok(self.handler.call(event, delivery))
     }
 
     fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>> {
         self.handler.inbox()
     }
+
+    fn applies_in_group(&self) -> bool {
+        self.handler.applies_in_group()
+    }
+
+    fn call_in_group<'a>(
+        &'a self,
+        registry: &EventRegistry,
+        delivery: Delivery,
+        group: &'a mut dyn InboxGroup,
+    ) -> Result<GroupHandlerFuture<'a>, DecodeError> {
+        let event = decode::<E>(registry, &delivery)?;
+        Ok(self.handler.call_in_group(event, delivery, group))
+    }
+}
+
+/// The delivered message's payload as an `E`, upcast from older versions.
+fn decode<E: IntegrationEvent>(
+    registry: &EventRegistry,
+    delivery: &Delivery,
+) -> Result<E, DecodeError> {
+    let message = delivery.message();
+    registry.decode_as(
+        &message.event_name,
+        message.event_version,
+        message.payload.as_bytes(),
+    )
 }
 
 /// The handlers of one subscriber, by event name.

@@ -4,8 +4,9 @@
 //! per message ([`dispatch`](super::dispatch): decode, upcasts, handler,
 //! retries, dead letters), the hold logic ([`holding`](super::holding):
 //! parks behind a held aggregate, holds behind a dead message) and the
-//! application of released holds ([`release`](super::release)) are the
-//! subscriber's own; what is left out is JetStream's part: fetching, acks
+//! application of released holds ([`release`](super::release)) and of
+//! inbox groups ([`group_apply`](super::group_apply), one message per
+//! group here) are the subscriber's own; what is left out is JetStream's part: fetching, acks
 //! and naks, the dead-letter copy, progress acks, lanes across concurrent
 //! handlers, the restart guard.
 //!
@@ -23,6 +24,7 @@ use txoutbox_core::consumer::{BoxError, ConsumerInbox, ParkedMessage, Unpark};
 
 use super::dead_lettering::DeadLetterKind;
 use super::dispatch::{self, Acked, Decision, Delivered, Verdict};
+use super::group_apply::{self, GroupMember, MemberOutcome};
 use super::holding;
 use super::ordering::lane_of;
 use super::release;
@@ -155,6 +157,34 @@ impl InProcess {
         );
         if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
             return outcome(shared, parked, false, &delivered, &span);
+        }
+        if let Some((inbox, _)) = &shared.batches
+            && let Some(envelope) = group_apply::joins_group(shared, &delivered, &key, &span)
+        {
+            // As the running subscriber applies it: in an inbox group (of
+            // one message here).
+            let member = GroupMember {
+                key: key.clone(),
+                delivered,
+                envelope,
+                span: span.clone(),
+            };
+            let applied = group_apply::apply_group(shared, inbox, std::slice::from_ref(&member))
+                .await
+                .pop();
+            let verdict = match applied {
+                Some(MemberOutcome::Settle(verdict)) => verdict,
+                // Only a message behind a failed one in its group is put
+                // back; a group of one has none.
+                Some(MemberOutcome::PutBack) | None => dispatch::failed(
+                    shared,
+                    member.delivered.deliveries,
+                    super::metrics::UNKNOWN_EVENT,
+                    "not applied in its inbox group".into(),
+                ),
+            };
+            let held = holding::hold_if_dead(shared, &verdict, &member.delivered, &key).await;
+            return outcome(shared, verdict, held, &member.delivered, &span);
         }
         let verdict = dispatch::decide_delivered(shared, &delivered, &span)
             .instrument(span.clone())

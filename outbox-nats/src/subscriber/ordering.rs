@@ -264,6 +264,52 @@ impl<T> Lanes<T> {
         }
     }
 
+    /// With the lane's worker (here: the inbox groups) driving it: the run
+    /// of `key`'s messages that may run now, in stream order, at most
+    /// `most` of them (each must have no earlier message away), and where
+    /// the lane stands ([`Front::Ready`] when the run is not empty). When
+    /// the lane is empty its worker is released ([`Front::Done`]).
+    pub(crate) fn take_run(&self, key: &LaneKey, most: usize) -> (Front, Vec<Queued<T>>) {
+        let now = Instant::now();
+        let mut lanes = self.lock();
+        let Some(lane) = lanes.get_mut(key) else {
+            return (Front::Done, Vec::new());
+        };
+        lane.prune(now);
+        let Some(front) = lane.queue.front() else {
+            lane.worker = false;
+            if lane.away.is_empty() {
+                lanes.remove(key);
+            }
+            return (Front::Done, Vec::new());
+        };
+        if let Some(earlier) = lane.earlier_away(front.sequence) {
+            let wait = Front::Wait {
+                wake: Arc::clone(&lane.wake),
+                until: earlier.expires,
+            };
+            return (wait, Vec::new());
+        }
+        let mut run = Vec::new();
+        while run.len() < most
+            && let Some(next) = lane.queue.front()
+            && lane.earlier_away(next.sequence).is_none()
+            && let Some(next) = lane.queue.pop_front()
+        {
+            run.push(next);
+        }
+        (Front::Ready, run)
+    }
+
+    /// Puts messages taken from `key`'s lane back, in stream order, for
+    /// its worker to take again (they were not applied: an earlier message
+    /// of theirs failed, or they cannot join a group).
+    pub(crate) fn put_back(&self, key: &LaneKey, queued: Queued<T>) {
+        let mut lanes = self.lock();
+        let lane = lanes.entry(Arc::clone(key)).or_insert_with(Lane::new);
+        lane.queue_sorted(queued);
+    }
+
     /// Removes `key`'s lane (its worker died) and returns what waited in it.
     pub(crate) fn release(&self, key: &LaneKey) -> Vec<Queued<T>> {
         self.lock()
@@ -428,6 +474,34 @@ mod tests {
         assert_eq!(run(&lanes, &a), 2);
         assert!(matches!(lanes.front(&a, false), Front::Done));
         lanes.sweep();
+        assert_eq!(lanes.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_stops_at_a_message_behind_one_away() {
+        let lanes = Lanes::new(GRACE);
+        let a = lane_key("order", "1");
+        lanes.expect(&a, 6);
+        for sequence in [5, 4, 8, 7] {
+            let _ = lanes.admit(&a, q(sequence));
+        }
+        let (front, run) = lanes.take_run(&a, 10);
+        assert!(matches!(front, Front::Ready));
+        let taken: Vec<u64> = run.iter().map(|q| q.item).collect();
+        assert_eq!(taken, [4, 5], "7 and 8 wait for 6");
+        assert!(matches!(lanes.take_run(&a, 10).0, Front::Wait { .. }));
+        // 5 failed after all: back in the lane, first again once 6 is in.
+        lanes.put_back(&a, q(5));
+        let _ = lanes.admit(&a, q(6));
+        let (_, run) = lanes.take_run(&a, 2);
+        assert_eq!(
+            run.iter().map(|q| q.item).collect::<Vec<_>>(),
+            [5, 6],
+            "at most 2"
+        );
+        let (_, run) = lanes.take_run(&a, 10);
+        assert_eq!(run.iter().map(|q| q.item).collect::<Vec<_>>(), [7, 8]);
+        assert!(matches!(lanes.take_run(&a, 10).0, Front::Done));
         assert_eq!(lanes.len(), 0);
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::backoff::Backoff;
 use super::builder::SubscriberBuilder;
+use super::inbox_batches::InboxBatches;
 
 /// The settings of a [`SubscriberBuilder`] that are plain values; each one
 /// left `None` keeps the builder's value (its default). Handlers, the
@@ -62,6 +63,18 @@ pub struct SubscriberSettings {
     /// [`failover`](SubscriberBuilder::failover)).
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub failover_after: Option<Duration>,
+    /// [`SubscriberBuilder::inbox_per_message`] when `true`.
+    pub inbox_per_message: Option<bool>,
+    /// [`InboxBatches::max_messages`](super::InboxBatches::max_messages)
+    /// of the inbox groups (ignored with `inbox_per_message`).
+    pub inbox_batch_max_messages: Option<usize>,
+    /// [`InboxBatches::max_wait`](super::InboxBatches::max_wait) of the
+    /// inbox groups.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub inbox_batch_max_wait: Option<Duration>,
+    /// [`InboxBatches::transactions`](super::InboxBatches::transactions) of
+    /// the inbox groups.
+    pub inbox_batch_transactions: Option<usize>,
 }
 
 /// An exponential [`Backoff`] as settings: `initial` doubling up to `max`.
@@ -115,6 +128,27 @@ impl SubscriberBuilder {
         }
         if let Some(pinned_ttl) = settings.failover_after {
             self = self.failover_after(pinned_ttl);
+        }
+        let batch_settings = (
+            settings.inbox_batch_max_messages,
+            settings.inbox_batch_max_wait,
+            settings.inbox_batch_transactions,
+        );
+        if batch_settings != (None, None, None) {
+            let mut batches = InboxBatches::default();
+            if let Some(max) = settings.inbox_batch_max_messages {
+                batches = batches.max_messages(max);
+            }
+            if let Some(wait) = settings.inbox_batch_max_wait {
+                batches = batches.max_wait(wait);
+            }
+            if let Some(transactions) = settings.inbox_batch_transactions {
+                batches = batches.transactions(transactions);
+            }
+            self = self.inbox_batches(batches);
+        }
+        if settings.inbox_per_message == Some(true) {
+            self = self.inbox_per_message();
         }
         self
     }

@@ -15,6 +15,7 @@ use super::backoff::Backoff;
 use super::dead_lettering::DeadLetterPolicy;
 use super::handler::Handlers;
 use super::hold::Holds;
+use super::inbox_batches::InboxBatches;
 
 /// The settings and handles of one subscriber.
 pub(crate) struct Shared {
@@ -63,6 +64,9 @@ pub(crate) struct Shared {
     pub(crate) holds: Option<Arc<Holds>>,
     /// The inbox whose applied rows this subscriber deletes, and when.
     pub(crate) cleanup: Option<(Arc<dyn ConsumerInbox>, Cleanup)>,
+    /// The inbox that applies messages in groups, and how (`None`: one
+    /// transaction per message).
+    pub(crate) batches: Option<(Arc<dyn ConsumerInbox>, InboxBatches)>,
 }
 
 impl Shared {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -62,50 +62,65 @@ async fn drive_lane(shared: Arc<Shared>, lanes: Lanes<Incoming>, key: LaneKey, s
             settle::abandon(&shared, &job.item, UNKNOWN_EVENT).await;
             continue;
         };
-        let span = dispatch::consume_span(&shared.consumer, job.sequence, job.item.deliveries);
-        #[cfg(feature = "opentelemetry")]
-        continue_trace(&span, &job.item);
-        let delivered = job.item.delivered();
-        if let Some(parked) = holding::park_if_held(&shared, &delivered, &key).await {
-            if let Decision::Retry { delay, .. } = &parked.decision {
-                lanes.send_away(&key, job.sequence, *delay);
-            }
-            settle::settle(&shared, &job.item, parked, &span).await;
-            drop(delivered);
-            drop(job);
-            shared.report_in_flight();
-            continue;
+        handle_job(&shared, &lanes, &key, job, &stop, &mut progress).await;
+    }
+}
+
+/// Handles one message of `key`'s lane, taken from it: parks it if its
+/// aggregate is held, else runs its handler (keeping it alive with
+/// progress acks meanwhile) and settles it; a message that failed is
+/// marked away first, so what follows it waits for it.
+pub(crate) async fn handle_job(
+    shared: &Arc<Shared>,
+    lanes: &Lanes<Incoming>,
+    key: &LaneKey,
+    job: Queued<Incoming>,
+    stop: &Stop,
+    progress: &mut Interval,
+) {
+    let span = dispatch::consume_span(&shared.consumer, job.sequence, job.item.deliveries);
+    #[cfg(feature = "opentelemetry")]
+    continue_trace(&span, &job.item);
+    let delivered = job.item.delivered();
+    if let Some(parked) = holding::park_if_held(shared, &delivered, key).await {
+        if let Decision::Retry { delay, .. } = &parked.decision {
+            lanes.send_away(key, job.sequence, *delay);
         }
-        let verdict = {
-            let deciding =
-                dispatch::decide_delivered(&shared, &delivered, &span).instrument(span.clone());
-            tokio::pin!(deciding);
-            loop {
-                tokio::select! {
-                    biased;
-                    verdict = &mut deciding => break Some(verdict),
-                    () = stop.hard.cancelled() => break None,
-                    _ = progress.tick() => settle::progress(&shared, job.item.message.reply.clone()).await,
-                }
-            }
-        };
-        let Some(verdict) = verdict else {
-            // The deadline passed: the handler is dropped mid-way (a
-            // transaction it held rolls back) and the message handed back.
-            settle::abandon(&shared, &job.item, UNKNOWN_EVENT).await;
-            continue;
-        };
-        // Mark it away before the nak, so that its redelivery finds it so
-        // and what follows it waits for it.
-        if let Decision::Retry { delay, .. } = &verdict.decision {
-            lanes.send_away(&key, job.sequence, *delay);
-        }
-        holding::hold_if_dead(&shared, &verdict, &delivered, &key).await;
-        settle::settle(&shared, &job.item, verdict, &span).await;
+        settle::settle(shared, &job.item, parked, &span).await;
         drop(delivered);
         drop(job);
         shared.report_in_flight();
+        return;
     }
+    let verdict = {
+        let deciding =
+            dispatch::decide_delivered(shared, &delivered, &span).instrument(span.clone());
+        tokio::pin!(deciding);
+        loop {
+            tokio::select! {
+                biased;
+                verdict = &mut deciding => break Some(verdict),
+                () = stop.hard.cancelled() => break None,
+                _ = progress.tick() => settle::progress(shared, job.item.message.reply.clone()).await,
+            }
+        }
+    };
+    let Some(verdict) = verdict else {
+        // The deadline passed: the handler is dropped mid-way (a
+        // transaction it held rolls back) and the message handed back.
+        settle::abandon(shared, &job.item, UNKNOWN_EVENT).await;
+        return;
+    };
+    // Mark it away before the nak, so that its redelivery finds it so
+    // and what follows it waits for it.
+    if let Decision::Retry { delay, .. } = &verdict.decision {
+        lanes.send_away(key, job.sequence, *delay);
+    }
+    holding::hold_if_dead(shared, &verdict, &delivered, key).await;
+    settle::settle(shared, &job.item, verdict, &span).await;
+    drop(delivered);
+    drop(job);
+    shared.report_in_flight();
 }
 
 /// The lane's next message and the handler slot to run it in; without a
@@ -163,7 +178,7 @@ async fn next_job(
 /// A missing or unreadable `traceparent` leaves the span where it is (the
 /// envelope's own check reports an unreadable one).
 #[cfg(feature = "opentelemetry")]
-fn continue_trace(span: &tracing::Span, incoming: &Incoming) {
+pub(crate) fn continue_trace(span: &tracing::Span, incoming: &Incoming) {
     let headers = dispatch::header_pairs(&incoming.message);
     let traceparent = dispatch::header(&headers, txoutbox_core::wire::TRACEPARENT)
         .and_then(|value| value.parse::<txoutbox_core::TraceParent>().ok());

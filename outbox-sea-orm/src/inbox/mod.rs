@@ -16,6 +16,7 @@
 //! Metrics: `outbox_inbox_messages_total{consumer, outcome}`, `outcome`
 //! being `applied` or `duplicate`.
 
+mod group;
 mod handler;
 mod held;
 mod held_sql;
@@ -363,12 +364,16 @@ impl Inbox {
     }
 
     fn count(&self, outcome: &'static str) {
+        self.count_many(outcome, 1);
+    }
+
+    fn count_many(&self, outcome: &'static str, messages: u64) {
         metrics::counter!(
             "outbox_inbox_messages_total",
             "consumer" => self.consumer.to_string(),
             "outcome" => outcome,
         )
-        .increment(1);
+        .increment(messages);
     }
 }
 

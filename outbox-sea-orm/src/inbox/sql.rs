@@ -126,3 +126,84 @@ pub(super) async fn count_before(
     };
     Ok(u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0))
 }
+
+/// Rows per multi-row inbox insert (4 parameters each: well under every
+/// backend's limit).
+const ROWS_PER_RECORD: usize = 200;
+
+/// Records `(consumer, id)` for each of `entries` (distinct ids) in `txn`,
+/// skipping the ids recorded before without failing the transaction;
+/// returns the ids it recorded.
+///
+/// PostgreSQL and SQLite: one `INSERT .. ON CONFLICT DO NOTHING RETURNING`
+/// per 200 rows (a row a concurrent transaction is inserting is waited
+/// for, then skipped). MySQL/MariaDB, which cannot return the rows an
+/// insert skipped: the recorded ids are read first, then the others
+/// inserted; should a concurrent transaction record one of them in
+/// between, the insert fails with a unique violation (the statement alone
+/// is undone) and the group is tried again later.
+pub(super) async fn record_new(
+    txn: &impl ConnectionTrait,
+    table: &str,
+    consumer: &str,
+    entries: &[(MessageId, &str)],
+) -> Result<HashSet<MessageId>, DbErr> {
+    let dialect = Dialect::of(txn.get_database_backend());
+    let mut new = HashSet::with_capacity(entries.len());
+    if dialect == Dialect::MySql {
+        let ids: Vec<MessageId> = entries.iter().map(|(id, _)| *id).collect();
+        let before = recorded(txn, table, consumer, &ids).await?;
+        let fresh: Vec<(MessageId, &str)> = entries
+            .iter()
+            .filter(|(id, _)| !before.contains(id))
+            .copied()
+            .collect();
+        for chunk in fresh.chunks(ROWS_PER_RECORD) {
+            txn.execute_raw(insert_rows(dialect, table, consumer, chunk, "").build())
+                .await?;
+            new.extend(chunk.iter().map(|(id, _)| *id));
+        }
+        return Ok(new);
+    }
+    for chunk in entries.chunks(ROWS_PER_RECORD) {
+        let sql = insert_rows(
+            dialect,
+            table,
+            consumer,
+            chunk,
+            " ON CONFLICT DO NOTHING RETURNING message_id",
+        );
+        for row in txn.query_all_raw(sql.build()).await? {
+            new.insert(MessageId::from_uuid(
+                row.try_get::<uuid::Uuid>("", "message_id")?,
+            ));
+        }
+    }
+    Ok(new)
+}
+
+/// `INSERT INTO <table> (..) VALUES (..), (..)<tail>` for `rows`.
+fn insert_rows(
+    dialect: Dialect,
+    table: &str,
+    consumer: &str,
+    rows: &[(MessageId, &str)],
+    tail: &str,
+) -> Sql {
+    let mut sql = Sql::new(dialect);
+    sql.push(&format!(
+        "INSERT INTO {} (consumer, message_id, event_name, processed_at) VALUES ",
+        dialect.quote(table)
+    ));
+    for (n, (id, event_name)) in rows.iter().enumerate() {
+        if n > 0 {
+            sql.push(", ");
+        }
+        sql.push("(").bind(consumer).push(", ");
+        sql.bind(*id.as_uuid()).push(", ");
+        sql.bind(*event_name);
+        sql.push(&format!(", {})", dialect.now()));
+    }
+    sql.push(tail);
+    sql
+}

@@ -4,9 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use txoutbox_core::consumer::{ConsumerInbox, Handler, HandlerFuture, HeldFuture};
+use txoutbox_core::consumer::{
+    ConsumerInbox, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture, HeldFuture, InboxGroup,
+};
 use txoutbox_core::{Delivery, HandlerError};
 
+use super::group::GroupTransaction;
 use super::handler::InboxHandler;
 use super::{Inbox, Processed};
 
@@ -16,11 +19,21 @@ use super::{Inbox, Processed};
 /// its inbox, so the subscriber also keeps each aggregate's messages in
 /// order with it ([`Handler::inbox`]).
 ///
+/// A subscriber that applies inbox handlers in groups
+/// (`SubscriberBuilder::inbox_batches` in `txoutbox_nats`) runs it in a transaction
+/// shared with other messages: its unit of work is still its own message's
+/// (the events it records carry that message's correlation and causation),
+/// but its effects commit with the group's, and a failure elsewhere in the
+/// group rolls them back and runs it again. A handler with effects outside
+/// the database (a call to another service, an e-mail) asks for a
+/// transaction of its own with [`own_transaction`](Self::own_transaction).
+///
 /// A test can run it as the subscriber does, with [`apply`](Self::apply),
 /// which tells a duplicate from an application.
 pub struct ThroughInbox<H> {
     inbox: Inbox,
     handler: Arc<H>,
+    own_transaction: bool,
 }
 
 impl<H> ThroughInbox<H> {
@@ -28,7 +41,39 @@ impl<H> ThroughInbox<H> {
         Self {
             inbox,
             handler: Arc::new(handler),
+            own_transaction: false,
         }
+    }
+
+    /// Applies each of this handler's messages in a transaction of its own
+    /// (inbox row, effects, commit), never in a group with other messages:
+    /// for a handler that is not safe to run again after its group rolled
+    /// back (it calls another service, sends an e-mail). Order and
+    /// exactly-once are the same; such messages cost a commit each.
+    ///
+    /// ```no_run
+    /// # use txoutbox_core::IntegrationEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "order.paid")] struct OrderPaid { order_id: String }
+    /// use txoutbox_core::{Delivery, HandlerError};
+    /// use txoutbox_sea_orm::{Inbox, UnitOfWork};
+    ///
+    /// async fn send_receipt(_: OrderPaid, _: Delivery, _: &mut UnitOfWork) -> Result<(), HandlerError> {
+    ///     Ok(()) // calls the mail service
+    /// }
+    /// # fn run(inbox: Inbox) {
+    /// let send_receipt = inbox.handler(send_receipt).own_transaction();
+    /// # let _ = send_receipt; }
+    /// ```
+    pub fn own_transaction(mut self) -> Self {
+        self.own_transaction = true;
+        self
+    }
+
+    /// Whether it asked for a transaction of its own
+    /// ([`own_transaction`](Self::own_transaction)).
+    pub fn has_own_transaction(&self) -> bool {
+        self.own_transaction
     }
 
     /// The inbox it applies through.
@@ -73,6 +118,7 @@ impl<H> Clone for ThroughInbox<H> {
         Self {
             inbox: self.inbox.clone(),
             handler: Arc::clone(&self.handler),
+            own_transaction: self.own_transaction,
         }
     }
 }
@@ -81,6 +127,7 @@ impl<H> std::fmt::Debug for ThroughInbox<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThroughInbox")
             .field("consumer", &self.inbox.consumer())
+            .field("own_transaction", &self.own_transaction)
             .finish_non_exhaustive()
     }
 }
@@ -103,6 +150,34 @@ where
     fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>> {
         Some(Arc::new(self.inbox.clone()))
     }
+
+    fn applies_in_group(&self) -> bool {
+        !self.own_transaction
+    }
+
+    fn call_in_group<'a>(
+        &'a self,
+        event: E,
+        delivery: Delivery,
+        group: &'a mut dyn InboxGroup,
+    ) -> GroupHandlerFuture<'a> {
+        Box::pin(async move {
+            let Some(group) = group.as_any_mut().downcast_mut::<GroupTransaction>() else {
+                return Err(HandlerError::retry(ForeignGroup {
+                    consumer: self.inbox.consumer().to_owned(),
+                }));
+            };
+            group.apply(event, delivery, &*self.handler).await
+        })
+    }
+}
+
+/// A group transaction that is not an inbox's was handed to an inbox
+/// handler (a subscriber bug): nothing is applied.
+#[derive(Debug, thiserror::Error)]
+#[error("the handler of inbox `{consumer}` was given a group transaction that is not an inbox's")]
+struct ForeignGroup {
+    consumer: String,
 }
 
 /// What a typed subscriber needs of its inbox: the applied messages, the
@@ -120,5 +195,13 @@ impl ConsumerInbox for Inbox {
     fn purge_applied(&self, older_than: Duration, batch_size: u32) -> HeldFuture<u64> {
         let inbox = self.clone();
         Box::pin(async move { Ok(inbox.purge(older_than, batch_size).await?) })
+    }
+
+    fn begin_group(&self) -> Option<GroupFuture<'static, Box<dyn InboxGroup>>> {
+        let inbox = self.clone();
+        Some(Box::pin(async move {
+            let group: Box<dyn InboxGroup> = Box::new(GroupTransaction::begin(inbox).await?);
+            Ok(group)
+        }))
     }
 }

@@ -94,6 +94,45 @@ impl UnitOfWork {
         }
     }
 
+    /// A unit inside `txn`, a transaction opened elsewhere (an inbox's group
+    /// transaction, shared by several messages' units one after another):
+    /// its statements run in `txn` at once and its messages carry
+    /// `context`. It cannot commit (its handler gets it as `&mut`);
+    /// [`give_back`](Self::give_back) writes its messages into `txn` and
+    /// returns the transaction.
+    pub(crate) fn within(
+        shared: Arc<Shared>,
+        context: MessageContext,
+        txn: DatabaseTransaction,
+    ) -> Self {
+        let mut unit = Self::new(shared, context);
+        unit.txn = Some(txn);
+        unit
+    }
+
+    /// Ends a unit made by [`within`](Self::within): writes the messages it
+    /// queued into the transaction and gives the transaction back (none if
+    /// it was lost) with the messages written.
+    pub(crate) async fn give_back(
+        mut self,
+    ) -> (
+        Option<DatabaseTransaction>,
+        Result<Vec<OutboxMessage>, OutboxError>,
+    ) {
+        let Some(txn) = self.txn.take() else {
+            return (None, Err(OutboxError::GroupTransactionLost));
+        };
+        let mut messages = std::mem::take(&mut self.messages);
+        let written = async {
+            for write in self.pending.drain(..) {
+                write.execute(&txn, self.shared.config.table()).await?;
+            }
+            insert_messages(&txn, self.shared.config.table(), &mut messages).await
+        }
+        .await;
+        (Some(txn), written.map(|()| messages))
+    }
+
     /// Whether one of this unit's calls ([`load`](UnitOfWork::load),
     /// [`save`](UnitOfWork::save), [`delete`](UnitOfWork::delete),
     /// [`connection`](UnitOfWork::connection)) failed with an error that

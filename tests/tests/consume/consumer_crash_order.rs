@@ -205,6 +205,22 @@ async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_r
     );
 }
 
+/// The same with the consumer applying its messages in inbox groups: it
+/// is killed in the middle of groups (a transaction holding many
+/// aggregates' messages rolls back with it); after the restart every
+/// aggregate's events are applied once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_killed_mid_group_applies_each_aggregate_in_order_after_its_restart() {
+    let setup = shared_setup(Backend::Postgres).await;
+    let after = crash_mid_burst(&setup, BURST, Consumer::Short(&["--inbox-batches"])).await;
+    delete_dead_letters(&setup).await;
+    assert_in_order(
+        &after.applied,
+        ORDERS,
+        &(1..=EVENTS as i64).collect::<Vec<_>>(),
+    );
+}
+
 /// With every setting the library's default (ack wait 30 s) and 2,000
 /// aggregates, nearly every one of them with a message the dead process
 /// held: the restarted process hands those back at once, so everything is

@@ -86,11 +86,22 @@ async fn setup(test: &TestDb) -> Inbox {
     Inbox::new(&outbox, CONSUMER).unwrap()
 }
 
-async fn harness(inbox: &Inbox, world: &World) -> TestSubscriber {
+/// How the harness's subscriber applies its inbox handler's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transactions {
+    /// One transaction per message (the default).
+    PerMessage,
+    /// In inbox groups (`inbox_batches`): one message per group here.
+    Grouped,
+}
+
+async fn harness(inbox: &Inbox, world: &World, transactions: Transactions) -> TestSubscriber {
     let nats = TestSubscriber::jetstream().await.unwrap();
-    TestSubscriber::new(steps_subscriber(nats, inbox, world))
-        .await
-        .unwrap()
+    let mut builder = steps_subscriber(nats, inbox, world);
+    if transactions == Transactions::Grouped {
+        builder = builder.inbox_batches(txoutbox_nats::subscriber::InboxBatches::default());
+    }
+    TestSubscriber::new(builder).await.unwrap()
 }
 
 /// `event` as the outbox publishes it: `sequence` of account `aggregate`.
@@ -137,8 +148,16 @@ fn expected(rows: &[(&str, u64, &'static str)]) -> Vec<(String, u64, &'static st
 }
 
 async fn applied_once_in_order_and_unhandled_acked(test: TestDb) {
+    applied_once_in_order_and_unhandled_acked_with(test, Transactions::PerMessage).await;
+}
+
+async fn applied_once_in_order_and_unhandled_acked_in_groups(test: TestDb) {
+    applied_once_in_order_and_unhandled_acked_with(test, Transactions::Grouped).await;
+}
+
+async fn applied_once_in_order_and_unhandled_acked_with(test: TestDb, transactions: Transactions) {
     let inbox = setup(&test).await;
-    let subscriber = harness(&inbox, &World::default()).await;
+    let subscriber = harness(&inbox, &World::default(), transactions).await;
     let noted = message(&StepNoted { note: "n".into() }, "A", 3);
     let published = [
         step("A", 1),
@@ -174,9 +193,20 @@ async fn applied_once_in_order_and_unhandled_acked(test: TestDb) {
 }
 
 async fn a_poison_message_holds_its_aggregate_until_released(test: TestDb) {
+    a_poison_message_holds_its_aggregate_until_released_with(test, Transactions::PerMessage).await;
+}
+
+async fn a_poison_message_holds_its_aggregate_in_groups(test: TestDb) {
+    a_poison_message_holds_its_aggregate_until_released_with(test, Transactions::Grouped).await;
+}
+
+async fn a_poison_message_holds_its_aggregate_until_released_with(
+    test: TestDb,
+    transactions: Transactions,
+) {
     let inbox = setup(&test).await;
     let world = World::default();
-    let subscriber = harness(&inbox, &world).await;
+    let subscriber = harness(&inbox, &world, transactions).await;
     let dead = poison("A", 2);
     let published = [
         step("A", 1),
@@ -251,9 +281,25 @@ async fn a_poison_message_holds_its_aggregate_until_released(test: TestDb) {
 }
 
 async fn a_retryable_failure_is_retried_then_dead_lettered_exhausted(test: TestDb) {
+    a_retryable_failure_is_retried_then_dead_lettered_exhausted_with(
+        test,
+        Transactions::PerMessage,
+    )
+    .await;
+}
+
+async fn a_retryable_failure_is_retried_then_dead_lettered_exhausted_in_groups(test: TestDb) {
+    a_retryable_failure_is_retried_then_dead_lettered_exhausted_with(test, Transactions::Grouped)
+        .await;
+}
+
+async fn a_retryable_failure_is_retried_then_dead_lettered_exhausted_with(
+    test: TestDb,
+    transactions: Transactions,
+) {
     let inbox = setup(&test).await;
     let world = World::default();
-    let subscriber = harness(&inbox, &world).await;
+    let subscriber = harness(&inbox, &world, transactions).await;
 
     // Two failures, three deliveries allowed: handled on the third.
     world.failures_left.store(2, Ordering::SeqCst);
@@ -344,8 +390,11 @@ async fn the_builder_is_checked_as_build_checks_it(test: TestDb) {
 
 txoutbox_suite::each_backend!(
     applied_once_in_order_and_unhandled_acked,
+    applied_once_in_order_and_unhandled_acked_in_groups,
     a_poison_message_holds_its_aggregate_until_released,
+    a_poison_message_holds_its_aggregate_in_groups,
     a_retryable_failure_is_retried_then_dead_lettered_exhausted,
+    a_retryable_failure_is_retried_then_dead_lettered_exhausted_in_groups,
     the_builder_is_checked_as_build_checks_it,
 );
 

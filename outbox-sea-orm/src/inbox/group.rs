@@ -1,0 +1,118 @@
+//! [`GroupTransaction`]: the transaction in which a subscriber applies a
+//! group of messages through an [`Inbox`]: their inbox rows (one multi-row
+//! statement), each handler's effects in a unit of work of its own message's
+//! context, one commit.
+
+use std::any::Any;
+use std::collections::HashSet;
+
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait};
+use txoutbox_core::consumer::{GroupEntry, GroupFuture, InboxGroup};
+use txoutbox_core::{Delivery, HandlerError, MessageId, OutboxMessage};
+
+use super::handler::InboxHandler;
+use super::{Inbox, sql};
+use crate::error::OutboxError;
+
+/// An open group transaction of one inbox (see
+/// [`ConsumerInbox::begin_group`](txoutbox_core::consumer::ConsumerInbox::begin_group)).
+pub(super) struct GroupTransaction {
+    inbox: Inbox,
+    /// `None` once a handler took it away (see [`OutboxError::GroupTransactionLost`]).
+    txn: Option<DatabaseTransaction>,
+    /// The messages the handlers recorded, to announce after the commit.
+    written: Vec<OutboxMessage>,
+    /// Handlers applied.
+    applied: u64,
+}
+
+impl GroupTransaction {
+    /// Begins the group's transaction.
+    pub(super) async fn begin(inbox: Inbox) -> Result<Self, OutboxError> {
+        let txn = inbox.outbox.db().begin().await?;
+        Ok(Self {
+            inbox,
+            txn: Some(txn),
+            written: Vec::new(),
+            applied: 0,
+        })
+    }
+
+    fn txn(&self) -> Result<&DatabaseTransaction, OutboxError> {
+        self.txn.as_ref().ok_or(OutboxError::GroupTransactionLost)
+    }
+
+    /// Runs `handler` for one message of the group with a unit of work in
+    /// the group's transaction, begun with the message's
+    /// [caused context](Delivery::caused_context): what it writes and the
+    /// events it records are the group's, stamped with this message's
+    /// correlation and causation.
+    pub(super) async fn apply<E, H: InboxHandler<E>>(
+        &mut self,
+        event: E,
+        delivery: Delivery,
+        handler: &H,
+    ) -> Result<(), HandlerError> {
+        let txn = self.txn.take().ok_or(OutboxError::GroupTransactionLost)?;
+        let mut uow = self
+            .inbox
+            .outbox
+            .begin_within(delivery.caused_context(), txn);
+        let handled = handler.handle(event, delivery, &mut uow).await;
+        let (txn, written) = uow.give_back().await;
+        self.txn = txn;
+        handled?;
+        self.written.extend(written?);
+        self.applied += 1;
+        Ok(())
+    }
+}
+
+impl InboxGroup for GroupTransaction {
+    fn record(&mut self, entries: Vec<GroupEntry>) -> GroupFuture<'_, HashSet<MessageId>> {
+        Box::pin(async move {
+            let rows: Vec<(MessageId, &str)> = entries
+                .iter()
+                .map(|entry| (entry.message_id, entry.event_name.as_str()))
+                .collect();
+            let new = sql::record_new(self.txn()?, self.inbox.table(), &self.inbox.consumer, &rows)
+                .await
+                .map_err(OutboxError::from)?;
+            let duplicates = rows.len().saturating_sub(new.len());
+            if duplicates > 0 {
+                tracing::debug!(consumer = %self.inbox.consumer, duplicates, "inbox group: duplicates, their handlers skipped");
+                self.inbox.count_many("duplicate", duplicates as u64);
+            }
+            Ok(new)
+        })
+    }
+
+    fn commit(self: Box<Self>) -> GroupFuture<'static, ()> {
+        Box::pin(async move {
+            let Self {
+                inbox,
+                txn,
+                written,
+                applied,
+            } = *self;
+            let txn = txn.ok_or(OutboxError::GroupTransactionLost)?;
+            if txn.get_database_backend() == DbBackend::Postgres {
+                // PostgreSQL turns COMMIT of a transaction aborted by a
+                // failed statement (one a handler swallowed) into a silent
+                // ROLLBACK: probe it, so such a group is never reported
+                // committed.
+                txn.execute_unprepared("SELECT 1")
+                    .await
+                    .map_err(OutboxError::from)?;
+            }
+            txn.commit().await.map_err(OutboxError::from)?;
+            inbox.count_many("applied", applied);
+            inbox.outbox.committed_elsewhere(written).await;
+            Ok(())
+        })
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
