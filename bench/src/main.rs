@@ -20,6 +20,7 @@
 //! | `drain-tune` | the drain with several settings (not in the default run) |
 //! | `ingest` | on a private nats-server 2.14: pipelined publishing vs a fast-ingest (ADR-50) prototype, and the drain beside both and beside a drain whose publishes cost nothing (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
+//! | `relay-candidates` | issue 35's relays beside today's processor on one private PostgreSQL with `wal_level=logical`: row locks as leases (1 and 2 relays, takeover) and a logical-replication slot, on uniform, hot and blocked-head backlogs (not in the default run; `--rows N` for a quick run) |
 //! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `parts/soak/mod.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
@@ -41,11 +42,11 @@ use crate::harness::{fixture, machine, stats};
 use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
     crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, ingest, jetstream, latency,
-    naive, outage, save_cost, soak, writers,
+    naive, outage, relay_candidates, save_cost, soak, writers,
 };
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 15] = [
+const PARTS: [(&str, bool); 16] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -61,6 +62,7 @@ const PARTS: [(&str, bool); 15] = [
     ("drain-cluster", false),
     ("ingest", false),
     ("soak", false),
+    ("relay-candidates", false),
 ];
 
 #[tokio::main]
@@ -73,8 +75,11 @@ async fn main() -> Result<(), BoxError> {
         Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
     }
-    // What follows `soak` are its flags.
-    let (args, soak_flags) = match args.iter().position(|a| a == "soak") {
+    // What follows `soak` or `relay-candidates` are its flags.
+    let (args, soak_flags) = match args
+        .iter()
+        .position(|a| a == "soak" || a == "relay-candidates")
+    {
         Some(at) => (args[..=at].to_vec(), args[at + 1..].to_vec()),
         None => (args, Vec::new()),
     };
@@ -160,6 +165,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("soak") {
         soak::run(&soak_flags).await?;
+    }
+    if wants("relay-candidates") {
+        relay_candidates::run(&soak_flags).await?;
     }
     if !summary.is_empty() {
         println!("== summary ==");

@@ -28,9 +28,28 @@ pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// The PostgreSQL server: `OUTBOX_TEST_POSTGRES_URL`, default
 /// `postgres://postgres@127.0.0.1:5432/test`.
+/// A part that runs on a private server sets it with [`use_postgres`].
 pub(crate) fn postgres_url() -> String {
+    if let Some(url) = POSTGRES_URL
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+    {
+        return url;
+    }
     std::env::var("OUTBOX_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The server [`postgres_url`] names instead of the environment's, while set.
+static POSTGRES_URL: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// Points every schema, pool and drain child made from now on at `url` (a
+/// part's private server), or back at the environment's server (`None`).
+pub(crate) fn use_postgres(url: Option<String>) {
+    *POSTGRES_URL
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
 }
 
 /// The nats-server: `OUTBOX_TEST_NATS_URL`, default `127.0.0.1:4222`.

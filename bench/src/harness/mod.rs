@@ -9,6 +9,7 @@ pub(crate) mod machine;
 pub(crate) mod memory;
 pub(crate) mod offered;
 pub(crate) mod pgstats;
+pub(crate) mod private_pg;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod stats;

@@ -136,11 +136,20 @@ pub(crate) async fn pg_stat_statements(admin: &DatabaseConnection) -> Result<boo
 /// Row-change counters and size of a schema's outbox table.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TableStats {
-    updates: i64,
-    hot_updates: i64,
-    dead: i64,
-    autovacuums: i64,
-    bytes: i64,
+    pub(crate) updates: i64,
+    pub(crate) hot_updates: i64,
+    pub(crate) deletes: i64,
+    pub(crate) dead: i64,
+    pub(crate) autovacuums: i64,
+    pub(crate) bytes: i64,
+}
+
+impl TableStats {
+    /// Row versions the table's updates and deletes left behind since
+    /// `before` (each update or delete leaves one, HOT or not).
+    pub(crate) fn dead_versions_since(&self, before: &Self) -> i64 {
+        (self.updates - before.updates) + (self.deletes - before.deletes)
+    }
 }
 
 impl std::fmt::Display for TableStats {
@@ -165,7 +174,7 @@ pub(crate) async fn table_stats(
     let row = admin
         .query_one_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
-            "SELECT n_tup_upd, n_tup_hot_upd, n_dead_tup, autovacuum_count, \
+            "SELECT n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup, autovacuum_count, \
              pg_total_relation_size(relid) AS bytes \
              FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'outbox_messages'",
             [schema.into()],
@@ -175,6 +184,7 @@ pub(crate) async fn table_stats(
     Ok(TableStats {
         updates: row.try_get("", "n_tup_upd")?,
         hot_updates: row.try_get("", "n_tup_hot_upd")?,
+        deletes: row.try_get("", "n_tup_del")?,
         dead: row.try_get("", "n_dead_tup")?,
         autovacuums: row.try_get("", "autovacuum_count")?,
         bytes: row.try_get("", "bytes")?,

@@ -20,6 +20,7 @@ use crate::harness::fixture::{self, BenchDb, BenchStream, Broker, fill};
 use crate::harness::machine::CpuTimes;
 use crate::harness::memory::{self, mib};
 use crate::harness::pgstats;
+use crate::harness::private_pg::PrivatePostgres;
 use crate::harness::report::{Check, thousands};
 use crate::parts::jetstream::JetStreamCeiling;
 use crate::parts::naive::{self, NaiveRelay};
@@ -130,6 +131,11 @@ pub(crate) struct Drain {
     /// Whether `pg_stat_statements` is loaded on the server.
     pub(crate) pg_stat_statements: bool,
     pub(crate) cpu: String,
+    /// CPU seconds of a private server's processes while draining, when it
+    /// ran on one.
+    pub(crate) server_cpu: Option<f64>,
+    /// The table's row-change counters before the drain.
+    pub(crate) table_before: pgstats::TableStats,
     /// The table's row-change counters afterwards.
     pub(crate) table: pgstats::TableStats,
 }
@@ -285,6 +291,82 @@ pub(crate) async fn drain_on(
     aggregates: u64,
     sample_every: Duration,
 ) -> Result<Drain, BoxError> {
+    let shape = if aggregates < rows {
+        Shape::Hot(aggregates)
+    } else {
+        Shape::Uniform
+    };
+    drain_shape(broker, settings, rows, shape, None, sample_every).await
+}
+
+/// The shape of a backlog: how its rows fall into aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Every message its own aggregate.
+    Uniform,
+    /// Spread over this many aggregates ([`spread`]).
+    Hot(u64),
+    /// Spread over this many aggregates, the head of the first one
+    /// (`hot-0`, sequence 1) not publishable for a day, as a message
+    /// waiting out a retry: everything behind it waits.
+    BlockedHead(u64),
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Uniform => write!(f, "uniform"),
+            Self::Hot(n) => write!(f, "{n} hot aggregates"),
+            Self::BlockedHead(n) => write!(f, "{n} aggregates, one blocked head"),
+        }
+    }
+}
+
+/// Brings a filled backlog of `rows` into `shape`; returns how many of its
+/// rows can be published (all but a blocked aggregate's).
+pub(crate) async fn prepare(bench: &BenchDb, rows: u64, shape: Shape) -> Result<u64, BoxError> {
+    match shape {
+        Shape::Uniform => Ok(rows),
+        Shape::Hot(aggregates) => {
+            spread(bench, aggregates).await?;
+            Ok(rows)
+        }
+        Shape::BlockedHead(aggregates) => {
+            spread(bench, aggregates).await?;
+            let db = bench.connect(1).await?;
+            db.execute_unprepared(
+                "UPDATE outbox_messages SET attempts = 1, next_attempt_at = now() + interval '1 day' \
+                 WHERE aggregate_id = 'hot-0' AND sequence = 1",
+            )
+            .await?;
+            let held: i64 = pgstats::scalar(
+                &db,
+                "SELECT count(*) AS n FROM outbox_messages WHERE aggregate_id = 'hot-0'",
+                "n",
+            )
+            .await?;
+            db.close().await?;
+            Ok(rows - held as u64)
+        }
+    }
+}
+
+/// Waits for the backends of the fill and [`prepare`] to exit and flush
+/// their row counters, which a table's "before" figures must include.
+pub(crate) async fn settle_counters() {
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+}
+
+/// [`drain_on`] of a backlog of `shape`; with `server`, also the CPU time
+/// of that private server's processes while draining.
+pub(crate) async fn drain_shape(
+    broker: &Broker,
+    settings: Settings,
+    rows: u64,
+    shape: Shape,
+    server: Option<&PrivatePostgres>,
+    sample_every: Duration,
+) -> Result<Drain, BoxError> {
     let bench = BenchDb::create().await?;
     let stream = BenchStream::create_on(broker).await?;
     let fill_secs = fill(&bench, &stream.prefix, rows).await?;
@@ -292,25 +374,36 @@ pub(crate) async fn drain_on(
         "   ({} rows filled in {fill_secs:.1} s, not measured)",
         thousands(rows as f64)
     );
-    if aggregates < rows {
-        spread(&bench, aggregates).await?;
-    }
+    let publishable = prepare(&bench, rows, shape).await?;
+    settle_counters().await;
 
     let admin = fixture::admin().await?;
     let other_clients = pgstats::other_clients(&admin).await?;
     let pg_stat_statements = pgstats::pg_stat_statements(&admin).await?;
+    let table_before = pgstats::table_stats(&admin, &bench.schema).await?;
     let (commits_before, rollbacks_before) = pgstats::transactions(&admin).await?;
     let cpu_before = CpuTimes::now();
+    let server_cpu_before = server.map(PrivatePostgres::cpu_seconds);
     let mut process = Proc::start_with(
         "drain child",
-        &drain_child::args(&bench.schema, &stream.prefix, rows, settings, sample_every),
-        &[("OUTBOX_TEST_NATS_URL", &broker.urls)],
+        &drain_child::args(
+            &bench.schema,
+            &stream.prefix,
+            publishable,
+            settings,
+            sample_every,
+        ),
+        &[
+            ("OUTBOX_TEST_NATS_URL", &broker.urls),
+            ("OUTBOX_TEST_POSTGRES_URL", &fixture::postgres_url()),
+        ],
     )
     .await?;
-    let cpu = process
-        .wait_for("drained")
-        .await
-        .map(|_| CpuTimes::now().since(&cpu_before));
+    let drained = process.wait_for("drained").await;
+    let server_cpu = server
+        .zip(server_cpu_before)
+        .map(|(server, before)| server.cpu_seconds() - before);
+    let cpu = drained.map(|_| CpuTimes::now().since(&cpu_before));
     let text = process.output().await?.join("\n");
     let cpu = cpu.ok_or("the drain child never said `drained`")?;
     let child = drain_child::parse(&text)?;
@@ -327,8 +420,12 @@ pub(crate) async fn drain_on(
     admin.close().await?;
     let stored = stream.messages().await?;
     // Acked at once, nothing reached the stream.
-    let sent = if settings.instant_acks { 0 } else { rows };
-    if left != 0 || stored != sent {
+    let sent = if settings.instant_acks {
+        0
+    } else {
+        publishable
+    };
+    if left as u64 != rows - publishable || stored != sent {
         return Err(format!(
             "after the drain {left} rows are unpublished and the stream holds {stored} of {sent}"
         )
@@ -338,12 +435,14 @@ pub(crate) async fn drain_on(
     drop(bench);
     Ok(Drain {
         settings,
-        rows,
+        rows: publishable,
         child,
         transactions: (commits_after - commits_before) + (rollbacks_after - rollbacks_before),
         other_clients,
         pg_stat_statements,
         cpu,
+        server_cpu,
+        table_before,
         table,
     })
 }

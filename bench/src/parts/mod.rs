@@ -13,6 +13,7 @@ pub(crate) mod jetstream;
 pub(crate) mod latency;
 pub(crate) mod naive;
 pub(crate) mod outage;
+pub(crate) mod relay_candidates;
 pub(crate) mod save_cost;
 pub(crate) mod soak;
 pub(crate) mod writers;

@@ -36,16 +36,17 @@ pub(crate) async fn run() -> Result<NaiveRelay, BoxError> {
         "== naive relay loop: drain {} pending rows, claim {BATCH} → publish all → await acks → complete ==",
         thousands(ROWS as f64)
     );
-    let one = measure(1).await?;
-    let two = measure(2).await?;
+    let one = measure(1, ROWS).await?;
+    let two = measure(2, ROWS).await?;
     Ok(NaiveRelay { one, two })
 }
 
-/// Drains a fresh backlog with `loops` loops; returns rows per second.
-async fn measure(loops: usize) -> Result<f64, BoxError> {
+/// Drains a fresh backlog of `rows` with `loops` loops; returns rows per
+/// second.
+pub(crate) async fn measure(loops: usize, rows: u64) -> Result<f64, BoxError> {
     let bench = BenchDb::create().await?;
     let stream = BenchStream::create().await?;
-    fill(&bench, &stream.prefix, ROWS).await?;
+    fill(&bench, &stream.prefix, rows).await?;
     let db = bench.connect(4).await?;
     let store = SeaOrmOutboxStore::new(db.clone(), OutboxConfig::default());
     let publisher = JetStreamPublisher::new(stream.client.clone(), "/txoutbox-bench");
@@ -58,8 +59,8 @@ async fn measure(loops: usize) -> Result<f64, BoxError> {
     for rows in drained {
         total += rows?;
     }
-    if total != ROWS {
-        return Err(format!("the naive loop published {total} of {ROWS} rows").into());
+    if total != rows {
+        return Err(format!("the naive loop published {total} of {rows} rows").into());
     }
     let rate = total as f64 / elapsed.as_secs_f64();
     println!(
