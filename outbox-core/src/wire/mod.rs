@@ -27,7 +27,11 @@
 //! | any other | application headers, as they are | `headers` |
 //!
 //! The NATS subject of the message is the envelope's `subject`. Names are
-//! matched without regard to case when decoding.
+//! matched without regard to case when decoding; a message that gives one
+//! of the headers above more than once with different values (`ce-type` and
+//! `CE-Type`, say) is refused ([`WireError::Ambiguous`]): a client keeps
+//! differently spelled names in no fixed order, so which value a reader
+//! took would be chance.
 
 pub(crate) mod names;
 
@@ -120,6 +124,10 @@ pub enum WireError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A header of the envelope is given more than once (in any case of
+    /// its name) with different values.
+    #[error("header `{0}` is given more than once with different values")]
+    Ambiguous(&'static str),
     /// The body is not one JSON value.
     #[error("payload is not valid JSON")]
     Payload(#[source] serde_json::Error),
@@ -132,13 +140,19 @@ pub fn decode<'a>(
     payload: &[u8],
 ) -> Result<OutboxMessage, WireError> {
     let headers: Vec<(&str, &str)> = headers.into_iter().collect();
-    let find = |name: &'static str| {
-        headers
+    // The value of `name` (in any case), refused when two differ.
+    let find = |name: &'static str| -> Result<Option<&str>, WireError> {
+        let mut values = headers
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v);
+        let first = values.next();
+        match first {
+            Some(first) if values.any(|other| other != first) => Err(WireError::Ambiguous(name)),
+            _ => Ok(first),
+        }
     };
-    let required = |name: &'static str| find(name).ok_or(WireError::Missing(name));
+    let required = |name: &'static str| find(name)?.ok_or(WireError::Missing(name));
     let invalid = |header: &'static str, value: &str, reason: String| WireError::Invalid {
         header,
         value: value.to_owned(),
@@ -169,11 +183,11 @@ pub fn decode<'a>(
         .ok_or_else(|| {
             invalid(
                 EVENT_VERSION,
-                find(EVENT_VERSION).unwrap_or(""),
+                required(EVENT_VERSION).unwrap_or(""),
                 "must be 1..=u32::MAX".into(),
             )
         })?;
-    let traceparent = find(TRACEPARENT)
+    let traceparent = find(TRACEPARENT)?
         .map(|tp| {
             tp.parse()
                 .map_err(|e: crate::InvalidTraceParent| invalid(TRACEPARENT, tp, e.reason.into()))
@@ -202,10 +216,10 @@ pub fn decode<'a>(
         sequence: parse(SEQUENCE)?,
         occurred_at,
         correlation_id: required(CORRELATION_ID)?.to_owned(),
-        causation_id: find(CAUSATION_ID).map(str::to_owned),
-        tenant: find(TENANT).map(str::to_owned),
+        causation_id: find(CAUSATION_ID)?.map(str::to_owned),
+        tenant: find(TENANT)?.map(str::to_owned),
         traceparent,
-        tracestate: find(TRACESTATE).map(str::to_owned),
+        tracestate: find(TRACESTATE)?.map(str::to_owned),
         headers: user_headers,
         payload: Payload::from_json(body).map_err(WireError::Payload)?,
         deliver_at: None,

@@ -1,0 +1,107 @@
+//! Inputs the fuzz targets (`fuzz/` in the repository) found, kept as they
+//! were found (`tests/fuzz_inputs/<target>-<what>`), each with what it must
+//! now do.
+
+use txoutbox_core::OutboxMessage;
+use txoutbox_core::wire::{self, WireError};
+
+/// An input of the target `envelope_decode`: the subject, `\r\n`, a NATS
+/// header block (`NATS/1.0`, `name: value` lines, an empty line), then the
+/// payload.
+struct NatsText {
+    subject: String,
+    headers: Vec<(String, String)>,
+    payload: Vec<u8>,
+}
+
+fn nats_text(bytes: &[u8]) -> NatsText {
+    let at = |needle: &[u8], from: usize| {
+        bytes[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|i| i + from)
+            .expect("a well-formed input")
+    };
+    let subject_end = at(b"\r\n", 0);
+    let block_end = at(b"\r\n\r\n", subject_end);
+    let block = String::from_utf8_lossy(&bytes[subject_end + 2..block_end]).into_owned();
+    let headers = block
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+        .collect();
+    NatsText {
+        subject: String::from_utf8_lossy(&bytes[..subject_end]).into_owned(),
+        headers,
+        payload: bytes[block_end + 4..].to_vec(),
+    }
+}
+
+/// Decodes `message` with its header names in `order` (the values of one
+/// name keep theirs, as in the client's `HeaderMap`).
+fn decode_in_order(message: &NatsText, reverse: bool) -> Result<OutboxMessage, WireError> {
+    let mut names: Vec<&str> = message.headers.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    if reverse {
+        names.reverse();
+    }
+    let pairs = names.iter().flat_map(|name| {
+        message
+            .headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+    });
+    wire::decode(&message.subject, pairs, &message.payload)
+}
+
+/// `ce-eventversion: 0` and `ce-eventVersion: 1` (and `ce-type` twice,
+/// differently spelled and valued): the subscriber's envelope depended on
+/// the order its client happened to keep them in, so one process could
+/// dead-letter a message another handled. Now refused in any order.
+#[test]
+fn a_header_given_twice_with_different_values_is_refused_in_any_order() {
+    for input in [
+        include_bytes!("fuzz_inputs/envelope_decode-eventversion-twice").as_slice(),
+        include_bytes!("fuzz_inputs/envelope_decode-type-twice").as_slice(),
+    ] {
+        let message = nats_text(input);
+        for reverse in [false, true] {
+            let err = decode_in_order(&message, reverse).unwrap_err();
+            assert!(matches!(err, WireError::Ambiguous(_)), "{err:?}");
+        }
+    }
+}
+
+/// The same value twice is no ambiguity.
+#[test]
+fn a_header_repeated_with_the_same_value_decodes() {
+    let message = nats_text(include_bytes!("fuzz_inputs/envelope_decode-type-twice"));
+    let mut pairs: Vec<(String, String)> = message
+        .headers
+        .iter()
+        .filter(|(name, _)| {
+            !matches!(
+                name.to_ascii_lowercase().as_str(),
+                "ce-type" | "ce-id" | "ce-time"
+            )
+        })
+        .cloned()
+        .collect();
+    for (name, value) in [
+        ("ce-type", "shop.order.placed"),
+        ("CE-Type", "shop.order.placed"),
+        ("ce-id", "0190f5a2-7b3c-7d4e-8f00-112233445502"),
+        ("ce-time", "2026-11-23T10:00:03.123456Z"),
+    ] {
+        pairs.push((name.to_owned(), value.to_owned()));
+    }
+    let decoded = wire::decode(
+        &message.subject,
+        pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+        &message.payload,
+    );
+    assert_eq!(decoded.unwrap().event_name, "shop.order.placed");
+}
