@@ -202,7 +202,7 @@ async fn publish(js: &Context, prefix: &str, count: u64) -> Result {
             &prefix,
         );
         let mut headers = HeaderMap::new();
-        for (name, value) in wire::encode(&message, "/bench") {
+        for (name, value) in wire::encode(&message, "/bench")? {
             headers.insert(name.as_ref(), value.as_str());
         }
         let payload = message.payload.as_bytes().to_vec();

@@ -68,7 +68,7 @@ fn envelope(messages: &[OutboxMessage]) -> Result<Vec<Vec<u8>>, wire::WireError>
 
 /// The headers the publisher sends `message` with.
 fn encoded(message: &OutboxMessage) -> Result<Vec<(String, String)>, wire::WireError> {
-    Ok(wire::encode(message, seeds::SOURCE)
+    Ok(wire::encode(message, seeds::SOURCE)?
         .into_iter()
         .map(|(name, value)| (name.into_owned(), value))
         .collect())

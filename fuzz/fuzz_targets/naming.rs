@@ -103,5 +103,6 @@ fn headers(name: &str, value: &str) {
         assert_eq!(headers.get(name), Some(value));
         assert_eq!(read.ok(), Some(headers));
         assert!(rules::nats_can_carry(name, value), "{name:?}: {value:?}");
+        assert!(rules::arrives_unchanged(value), "{value:?}");
     }
 }

@@ -7,7 +7,9 @@
 //! not an object of valid application headers, a bad `traceparent`, a
 //! payload that is not JSON: each refused); a message read from a row is
 //! written as a row that reads back as the same message, and writing is
-//! stable from then on; what the store writes, the publisher can send.
+//! stable from then on; the store writes a message exactly when its values
+//! fit their columns and it can be sent (`wire::check`), and what it
+//! writes, the publisher can send.
 
 #![no_main]
 
@@ -66,7 +68,9 @@ fuzz_target!(|bytes: &[u8]| {
     let Ok(message) = message else {
         return;
     };
-    let Ok(written) = StoredRow::of(&message) else {
+    let written = StoredRow::of(&message);
+    assert_eq!(written.is_ok(), writable(&message), "{written:?}");
+    let Ok(written) = written else {
         return;
     };
     assert_eq!(written.id, stored.id);
@@ -80,7 +84,8 @@ fuzz_target!(|bytes: &[u8]| {
         .expect("a written row reads back");
     assert_eq!(again, message);
     assert_eq!(StoredRow::of(&again).ok(), Some(written));
-    for (name, value) in wire::encode(&message, "/fuzz") {
+    let encoded = wire::encode(&message, "/fuzz").expect("a message the store writes can be sent");
+    for (name, value) in encoded {
         assert!(
             rules::nats_can_carry(&name, &value),
             "a stored message carries {name}: {value:?}"
@@ -106,4 +111,29 @@ fn readable(row: &Row) -> bool {
         && headers
         && row.traceparent.as_deref().is_none_or(rules::is_traceparent)
         && serde_json::from_str::<&serde_json::value::RawValue>(&row.payload).is_ok()
+}
+
+/// Whether the store writes `message`: each text within its column's width,
+/// and every value one that arrives unchanged.
+fn writable(message: &txoutbox_core::OutboxMessage) -> bool {
+    let fits = |value: &Option<String>, max: usize| value.as_ref().is_none_or(|v| v.len() <= max);
+    message.event_name.len() <= 128
+        && message.subject.len() <= 255
+        && message.aggregate_type.len() <= 128
+        && message.aggregate_id.len() <= 255
+        && message.correlation_id.len() <= 255
+        && fits(&message.causation_id, 255)
+        && fits(&message.tenant, 255)
+        && [
+            Some(&message.event_name),
+            Some(&message.aggregate_type),
+            Some(&message.aggregate_id),
+            Some(&message.correlation_id),
+            message.causation_id.as_ref(),
+            message.tenant.as_ref(),
+            message.tracestate.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .all(|value| rules::arrives_unchanged(value))
 }

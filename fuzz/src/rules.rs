@@ -37,14 +37,20 @@ pub fn is_reserved_header(name: &str) -> bool {
 }
 
 /// An application header (`Headers`): a name of printable ASCII without
-/// `:` or whitespace, not reserved; a value without CR or LF.
+/// `:` or whitespace, not reserved; a value that arrives unchanged.
 pub fn is_application_header(name: &str, value: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
             .all(|b| (0x21..=0x7e).contains(&b) && b != b':')
         && !is_reserved_header(name)
-        && !value.contains(['\r', '\n'])
+        && arrives_unchanged(value)
+}
+
+/// A header value that arrives as it was sent (`wire::check`): no line
+/// break, no whitespace at either end (a NATS client trims values).
+pub fn arrives_unchanged(value: &str) -> bool {
+    !value.contains(['\r', '\n']) && value.trim() == value
 }
 
 /// A W3C `traceparent` as `TraceParent` documents it: four `-`-separated
@@ -70,9 +76,12 @@ pub fn is_traceparent(value: &str) -> bool {
         && hex(flags, 2)
 }
 
-/// A `tracestate` a `MessageContext` takes: printable ASCII, spaces allowed.
+/// A `tracestate` a `MessageContext` takes: printable ASCII, spaces
+/// allowed but not at either end.
 pub fn is_tracestate(value: &str) -> bool {
     value.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
 }
 
 /// What a NATS header may carry (async-nats' `HeaderName` and

@@ -105,3 +105,73 @@ fn a_header_repeated_with_the_same_value_decodes() {
     );
     assert_eq!(decoded.unwrap().event_name, "shop.order.placed");
 }
+
+/// A tenant `"acme "` (from `message_roundtrip`): published as it was, it
+/// arrived as `"acme"` (a NATS client trims header values), so consumers
+/// saw another tenant, and an aggregate id `"7 "` would have merged into
+/// aggregate `"7"`'s order. Such a message is now refused before it is
+/// sent (and when it is written), and never decoded.
+#[test]
+fn a_value_that_would_arrive_trimmed_is_refused() {
+    let input = include_bytes!("fuzz_inputs/message_roundtrip-tenant-trailing-space");
+    let message: OutboxMessage = serde_json::from_slice(input).unwrap();
+    assert_eq!(message.tenant.as_deref(), Some("acme "));
+    for refused in [
+        wire::check(&message).unwrap_err(),
+        wire::encode(&message, "/shop").unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                refused,
+                WireError::NotCarried {
+                    header: wire::TENANT,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+    }
+    let mut fine = message.clone();
+    fine.tenant = Some("acme".to_owned());
+    let headers = wire::encode(&fine, "/shop").unwrap();
+    let padded = headers.iter().map(|(name, value)| {
+        let value = if name == wire::TENANT {
+            "acme "
+        } else {
+            value.as_str()
+        };
+        (name.as_ref(), value)
+    });
+    let err = wire::decode(&fine.subject, padded, fine.payload.as_bytes()).unwrap_err();
+    assert!(matches!(err, WireError::NotCarried { .. }), "{err:?}");
+}
+
+/// An application header `"x-regimn": "eu   "` (from `message_roundtrip`):
+/// `Headers` now refuses a value with whitespace at either end, so such a
+/// message cannot even be read.
+#[test]
+fn an_application_header_that_would_arrive_trimmed_is_refused() {
+    let input = include_bytes!("fuzz_inputs/message_roundtrip-header-trailing-spaces");
+    let err = serde_json::from_slice::<OutboxMessage>(input).unwrap_err();
+    assert!(err.to_string().contains("x-regimn"), "{err}");
+}
+
+/// A `tracestate` `"cE,06e "` (from `trace_context`): the context took it
+/// and consumers received `"cE,06e"`. Refused now.
+#[test]
+fn a_tracestate_that_would_arrive_trimmed_is_refused() {
+    let input = include_bytes!("fuzz_inputs/trace_context-tracestate-trailing-space");
+    let text = std::str::from_utf8(input).unwrap();
+    let (_, tracestate) = text.split_once('\n').unwrap();
+    assert_eq!(tracestate, "cE,06e ");
+    assert!(
+        txoutbox_core::MessageContext::new()
+            .with_tracestate(tracestate)
+            .is_err()
+    );
+    assert!(
+        txoutbox_core::MessageContext::new()
+            .with_tracestate("cE, 06e")
+            .is_ok()
+    );
+}

@@ -50,7 +50,8 @@ pub struct StoredRow {
 
 impl StoredRow {
     /// The values `message` is written as; a message whose values no
-    /// column can hold is refused.
+    /// column can hold, or that could not be published as it is
+    /// ([`wire::check`]), is refused.
     pub fn of(message: &OutboxMessage) -> Result<Self, OutboxError> {
         let invalid = |reason: String| OutboxError::InvalidMessage {
             id: message.id,
@@ -85,6 +86,7 @@ impl StoredRow {
                 )));
             }
         }
+        wire::check(message).map_err(|e| invalid(e.to_string()))?;
         let headers = headers_json(message).map_err(|e| invalid(format!("headers: {e}")))?;
         Ok(Self {
             id: *message.id.as_uuid(),

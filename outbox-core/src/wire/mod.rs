@@ -26,6 +26,11 @@
 //! | `tracestate` | W3C vendor trace state (absent when none) | `tracestate` |
 //! | any other | application headers, as they are | `headers` |
 //!
+//! Every value travels as it is: [`encode`] refuses a message with a value
+//! that NATS would not carry unchanged (a line break, on which the client
+//! panics, or whitespace at either end, which it trims off), and [`decode`]
+//! accepts nothing [`encode`] would refuse ([`WireError::NotCarried`]).
+//!
 //! The NATS subject of the message is the envelope's `subject`. Names are
 //! matched without regard to case when decoding; a message that gives one
 //! of the headers above more than once with different values (`ce-type` and
@@ -49,12 +54,14 @@ pub use names::*;
 pub type WireHeader = (Cow<'static, str>, String);
 
 /// The headers to publish `message` with; `source` becomes `ce-source`.
+/// Refused when a value would not arrive as it is (see [`check`]), or
+/// `source` would not.
 ///
 /// ```
 /// use txoutbox_core::wire;
 /// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
 /// let message = message();
-/// let headers = wire::encode(&message, "/orders");
+/// let headers = wire::encode(&message, "/orders")?;
 /// let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
 /// assert_eq!(find(wire::NATS_MSG_ID), Some("0190f5a2-7b3c-7d4e-8f00-112233445566"));
 /// assert_eq!(find(wire::TYPE), Some("order.placed"));
@@ -63,7 +70,58 @@ pub type WireHeader = (Cow<'static, str>, String);
 /// assert_eq!(back, message);
 /// # Ok::<(), wire::WireError>(())
 /// ```
-pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
+pub fn encode(message: &OutboxMessage, source: &str) -> Result<Vec<WireHeader>, WireError> {
+    check(message)?;
+    carried(SOURCE, source)?;
+    Ok(headers(message, source))
+}
+
+/// Whether `message` can travel as a NATS message and arrive as it is:
+/// no value its headers carry (its names and ids, the trace state; the
+/// application headers are checked as they are added, see [`Headers`])
+/// contains a line break or begins or ends with whitespace. The store checks
+/// it when a message is written, [`encode`] when it is published.
+///
+/// ```
+/// use txoutbox_core::wire::{self, WireError};
+/// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
+/// let mut message = message();
+/// assert!(wire::check(&message).is_ok());
+/// message.tenant = Some("acme\r\n".to_owned());
+/// assert!(matches!(wire::check(&message), Err(WireError::NotCarried { header: "ce-tenant", .. })));
+/// ```
+pub fn check(message: &OutboxMessage) -> Result<(), WireError> {
+    let texts = [
+        (TYPE, Some(&message.event_name)),
+        (SUBJECT, Some(&message.aggregate_id)),
+        (AGGREGATE_TYPE, Some(&message.aggregate_type)),
+        (CORRELATION_ID, Some(&message.correlation_id)),
+        (CAUSATION_ID, message.causation_id.as_ref()),
+        (TENANT, message.tenant.as_ref()),
+        (TRACESTATE, message.tracestate.as_ref()),
+    ];
+    for (header, value) in texts {
+        if let Some(value) = value {
+            carried(header, value)?;
+        }
+    }
+    // Application headers were checked when they were added (`Headers`).
+    Ok(())
+}
+
+fn carried(header: &'static str, value: &str) -> Result<(), WireError> {
+    match names::not_carried(value) {
+        None => Ok(()),
+        Some(reason) => Err(WireError::NotCarried {
+            header,
+            value: value.to_owned(),
+            reason,
+        }),
+    }
+}
+
+/// The headers of `message`, values unchecked.
+fn headers(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
     let id = message.id.to_string();
     let mut headers: Vec<WireHeader> = vec![
         (NATS_MSG_ID.into(), id.clone()),
@@ -123,6 +181,17 @@ pub enum WireError {
         value: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A value would not arrive as it was sent: it contains a line break,
+    /// or begins or ends with whitespace.
+    #[error("header `{header}` cannot carry {value:?} as it is: it {reason}")]
+    NotCarried {
+        /// The header.
+        header: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
     },
     /// A header of the envelope is given more than once (in any case of
     /// its name) with different values.
@@ -206,7 +275,7 @@ pub fn decode<'a>(
     let body = String::from_utf8(payload.to_vec())
         .map_err(|e| WireError::Payload(serde::de::Error::custom(format!("not UTF-8: {e}"))))?;
 
-    Ok(OutboxMessage {
+    let message = OutboxMessage {
         id,
         event_name: required(TYPE)?.to_owned(),
         event_version,
@@ -223,5 +292,7 @@ pub fn decode<'a>(
         headers: user_headers,
         payload: Payload::from_json(body).map_err(WireError::Payload)?,
         deliver_at: None,
-    })
+    };
+    check(&message)?;
+    Ok(message)
 }
