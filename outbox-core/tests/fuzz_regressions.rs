@@ -175,3 +175,23 @@ fn a_tracestate_that_would_arrive_trimmed_is_refused() {
             .is_ok()
     );
 }
+
+/// A lock file with a byte that is not UTF-8 (from `schema_lock`): it was
+/// reported as a failure to read the file (`LockError::Io`), as if the disk
+/// had failed; it is a malformed lock.
+#[cfg(feature = "schema")]
+#[test]
+fn a_lock_file_that_is_not_utf8_is_malformed() {
+    use txoutbox_core::EventRegistry;
+    use txoutbox_core::schema::{LockError, SchemaLock};
+
+    let path = std::env::temp_dir().join(format!("fuzz-lock-{}.json", std::process::id()));
+    std::fs::write(&path, include_bytes!("fuzz_inputs/schema_lock-not-utf8")).unwrap();
+    let registry = EventRegistry::builder().build().unwrap();
+    let result = SchemaLock::new(&path).check(&registry);
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        matches!(result, Err(LockError::Malformed { .. })),
+        "{result:?}"
+    );
+}
