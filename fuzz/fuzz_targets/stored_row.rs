@@ -114,10 +114,11 @@ fn readable(row: &Row) -> bool {
 }
 
 /// Whether the store writes `message`: each text within its column's width,
-/// and every value one that arrives unchanged.
+/// every value one that arrives unchanged, a time RFC 3339 writes.
 fn writable(message: &txoutbox_core::OutboxMessage) -> bool {
     let fits = |value: &Option<String>, max: usize| value.as_ref().is_none_or(|v| v.len() <= max);
-    message.event_name.len() <= 128
+    rules::is_rfc3339_time(message.occurred_at)
+        && message.event_name.len() <= 128
         && message.subject.len() <= 255
         && message.aggregate_type.len() <= 128
         && message.aggregate_id.len() <= 255

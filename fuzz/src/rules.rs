@@ -115,3 +115,9 @@ pub fn redacted_url(url: &str) -> String {
     };
     url.split(',').map(one).collect::<Vec<_>>().join(",")
 }
+
+/// A time `ce-time` can carry: RFC 3339 writes the years 0000 to 9999.
+pub fn is_rfc3339_time(at: chrono::DateTime<chrono::Utc>) -> bool {
+    use chrono::Datelike;
+    (0..=9999).contains(&at.year())
+}

@@ -195,3 +195,34 @@ fn a_lock_file_that_is_not_utf8_is_malformed() {
         "{result:?}"
     );
 }
+
+/// A message of the year -2026 (from `message_roundtrip`; a row's time can
+/// be anything PostgreSQL keeps): `ce-time` was written as
+/// `-2026-11-23T10:00:04.123456Z`, which no RFC 3339 reader takes, so every
+/// consumer dead-lettered it as an invalid envelope. Refused before it is
+/// sent, and when it is written.
+#[test]
+fn a_time_rfc3339_cannot_write_is_refused() {
+    let input = include_bytes!("fuzz_inputs/message_roundtrip-year-before-0000");
+    let message: OutboxMessage = serde_json::from_slice(input).unwrap();
+    let err = wire::encode(&message, "/shop").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WireError::NotCarried {
+                header: wire::TIME,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let mut fine = message;
+    fine.occurred_at = "0000-01-01T00:00:00Z".parse().unwrap();
+    let headers = wire::encode(&fine, "/shop").unwrap();
+    let decoded = wire::decode(
+        &fine.subject,
+        headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
+        fine.payload.as_bytes(),
+    );
+    assert_eq!(decoded.unwrap().occurred_at, fine.occurred_at);
+}

@@ -28,8 +28,9 @@
 //!
 //! Every value travels as it is: [`encode`] refuses a message with a value
 //! that NATS would not carry unchanged (a line break, on which the client
-//! panics, or whitespace at either end, which it trims off), and [`decode`]
-//! accepts nothing [`encode`] would refuse ([`WireError::NotCarried`]).
+//! panics, or whitespace at either end, which it trims off) or a time
+//! outside RFC 3339's years, and [`decode`] accepts nothing [`encode`]
+//! would refuse ([`WireError::NotCarried`]).
 //!
 //! The NATS subject of the message is the envelope's `subject`. Names are
 //! matched without regard to case when decoding; a message that gives one
@@ -42,7 +43,7 @@ pub(crate) mod names;
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 
 use crate::headers::Headers;
 use crate::message::OutboxMessage;
@@ -79,7 +80,8 @@ pub fn encode(message: &OutboxMessage, source: &str) -> Result<Vec<WireHeader>, 
 /// Whether `message` can travel as a NATS message and arrive as it is:
 /// no value its headers carry (its names and ids, the trace state; the
 /// application headers are checked as they are added, see [`Headers`])
-/// contains a line break or begins or ends with whitespace. The store checks
+/// contains a line break or begins or ends with whitespace, and its time is
+/// one RFC 3339 can write (years 0000 to 9999), which `ce-time` must be. The store checks
 /// it when a message is written, [`encode`] when it is published.
 ///
 /// ```
@@ -106,7 +108,20 @@ pub fn check(message: &OutboxMessage) -> Result<(), WireError> {
         }
     }
     // Application headers were checked when they were added (`Headers`).
+    let year = message.occurred_at.year();
+    if !(0..=9999).contains(&year) {
+        return Err(WireError::NotCarried {
+            header: TIME,
+            value: time(message.occurred_at),
+            reason: "is outside the years RFC 3339 can write (0000 to 9999)",
+        });
+    }
     Ok(())
+}
+
+/// `ce-time`'s value.
+fn time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 fn carried(header: &'static str, value: &str) -> Result<(), WireError> {
@@ -130,12 +145,7 @@ fn headers(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
         (TYPE.into(), message.event_name.clone()),
         (SOURCE.into(), source.to_owned()),
         (SUBJECT.into(), message.aggregate_id.clone()),
-        (
-            TIME.into(),
-            message
-                .occurred_at
-                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
-        ),
+        (TIME.into(), time(message.occurred_at)),
         (CONTENT_TYPE.into(), CONTENT_TYPE_JSON.to_owned()),
         (EVENT_VERSION.into(), message.event_version.to_string()),
         (AGGREGATE_TYPE.into(), message.aggregate_type.clone()),
