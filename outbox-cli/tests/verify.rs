@@ -155,7 +155,7 @@ async fn verify_names_each_discrepancy(backend: Backend) {
             &subject_prefix,
         );
         let mut headers = HeaderMap::new();
-        for (name, value) in txoutbox_core::wire::encode(&message, "/by-hand") {
+        for (name, value) in txoutbox_core::wire::encode(&message, "/by-hand").unwrap() {
             headers.insert(name.as_ref(), value.as_str());
         }
         let ack = js

@@ -91,10 +91,13 @@ impl MessageContext {
 
     /// Sets the W3C [`tracestate`](https://www.w3.org/TR/trace-context/#tracestate-header)
     /// (vendor trace data) that travels beside the `traceparent`. It must be
-    /// printable ASCII; it is carried as it is.
+    /// printable ASCII without a space at either end (which a NATS client
+    /// would drop); it is carried as it is.
     pub fn with_tracestate(mut self, tracestate: impl Into<String>) -> Result<Self, InvalidHeader> {
         let tracestate = tracestate.into();
-        if !tracestate.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        if !tracestate.bytes().all(|b| (b' '..=b'~').contains(&b))
+            || crate::wire::names::not_carried(&tracestate).is_some()
+        {
             return Err(InvalidHeader::BadValue(
                 crate::wire::names::TRACESTATE.to_owned(),
             ));

@@ -4,14 +4,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::names::is_reserved;
+use crate::wire::names::{is_reserved, not_carried};
 
 /// Application headers of one message (`tenant-region: eu`, ...), published as
 /// NATS headers beside the reserved ones of the [wire contract](crate::wire).
 ///
 /// Names are printable ASCII without `:` or whitespace and may not take a
 /// reserved name or prefix (`ce-*`, `Nats-*`, `content-type`, `traceparent`,
-/// `tracestate`); values may not contain line breaks.
+/// `tracestate`); values may not contain line breaks nor begin or end with
+/// whitespace, so a header arrives as it was sent (a NATS client trims
+/// values).
 ///
 /// ```
 /// use txoutbox_core::Headers;
@@ -37,8 +39,11 @@ pub enum InvalidHeader {
     /// The name belongs to the wire contract.
     #[error("header name `{0}` is reserved by the outbox wire contract")]
     Reserved(String),
-    /// The value contains a line break.
-    #[error("value of header `{0}` must not contain CR or LF")]
+    /// The value contains a line break, or begins or ends with whitespace.
+    #[error(
+        "value of header `{0}` must not contain CR or LF nor begin or end with whitespace \
+         (NATS would not carry it as it is)"
+    )]
     BadValue(String),
 }
 
@@ -94,7 +99,7 @@ fn check(name: &str, value: &str) -> Result<(), InvalidHeader> {
     if is_reserved(name) {
         return Err(InvalidHeader::Reserved(name.to_owned()));
     }
-    if value.contains(['\r', '\n']) {
+    if not_carried(value).is_some() {
         return Err(InvalidHeader::BadValue(name.to_owned()));
     }
     Ok(())
@@ -141,11 +146,15 @@ mod tests {
                 Err(InvalidHeader::BadName(bad.to_owned()))
             );
         }
-        assert_eq!(
-            h.insert("x", "a\nb"),
-            Err(InvalidHeader::BadValue("x".into()))
-        );
+        for bad in ["a\nb", "a\rb", " eu", "eu\t", "eu\u{3000}"] {
+            assert_eq!(
+                h.insert("x", bad),
+                Err(InvalidHeader::BadValue("x".into())),
+                "{bad:?}"
+            );
+        }
         assert!(h.is_empty());
+        assert!(h.insert("x", "e u").is_ok());
     }
 
     #[test]

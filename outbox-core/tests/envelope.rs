@@ -257,7 +257,7 @@ fn as_pairs(headers: &[wire::WireHeader]) -> Vec<(&str, &str)> {
 #[test]
 fn wire_headers_round_trip_to_the_same_envelope() {
     let message = sample_message();
-    let headers = wire::encode(&message, "/orders");
+    let headers = wire::encode(&message, "/orders").unwrap();
     let pairs = as_pairs(&headers);
     let get = |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
     assert_eq!(
@@ -298,6 +298,7 @@ fn wire_headers_round_trip_to_the_same_envelope() {
 fn wire_decoding_ignores_case_and_broker_headers() {
     let message = sample_message();
     let mut pairs: Vec<(String, String)> = wire::encode(&message, "/orders")
+        .unwrap()
         .into_iter()
         .map(|(k, v)| (k.to_ascii_uppercase(), v))
         .collect();
@@ -316,7 +317,7 @@ fn wire_decoding_ignores_case_and_broker_headers() {
 #[test]
 fn wire_decoding_reports_what_is_wrong() {
     let message = sample_message();
-    let headers = wire::encode(&message, "/orders");
+    let headers = wire::encode(&message, "/orders").unwrap();
     let decode_with = |drop: &str, replace: Option<(&str, &str)>, payload: &[u8]| {
         let mut pairs = as_pairs(&headers);
         pairs.retain(|(k, _)| *k != drop);

@@ -45,6 +45,7 @@ use crate::server_version::refused_chain_stops_replicated_streams;
 /// | the stream's ingest buffer is full (nats-server 2.11+: 429 / 10167, "too many requests", past its `max_buffered_msgs` or `max_buffered_size`) | `Unavailable`: the processor slows down, no attempt spent |
 /// | any other error the stream answered with (e.g. over its `max_msg_size`) | `Rejected` |
 /// | invalid subject | `Permanent` |
+/// | a value its headers would not carry as it is (a line break, whitespace at either end: [`wire::check`]) | `Permanent`, nothing sent |
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -133,12 +134,9 @@ impl JetStreamPublisher {
         &self.source
     }
 
-    fn headers(&self, message: &OutboxMessage) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in wire::encode(message, &self.source) {
-            headers.insert(name.as_ref(), value);
-        }
-        headers
+    /// The headers to send `message` with, or why it can never be sent.
+    fn headers(&self, message: &OutboxMessage) -> Result<HeaderMap, PublishError> {
+        nats_headers(message, &self.source)
     }
 
     /// Classifies a failed publish of `message`.
@@ -214,6 +212,24 @@ impl JetStreamPublisher {
     }
 }
 
+/// The headers `message` is sent with (`wire::encode`); a message with a
+/// value NATS would not carry as it is is a permanent failure (async-nats
+/// panics on a value with a line break: nothing unchecked reaches it).
+fn nats_headers(message: &OutboxMessage, source: &str) -> Result<HeaderMap, PublishError> {
+    let encoded = wire::encode(message, source).map_err(|err| {
+        PublishError::permanent(format!(
+            "message {} cannot be sent as a NATS message",
+            message.id
+        ))
+        .with_source(err)
+    })?;
+    let mut headers = HeaderMap::new();
+    for (name, value) in encoded {
+        headers.insert(name.as_ref(), value);
+    }
+    Ok(headers)
+}
+
 /// The publisher's own JetStream context: requests (acks included) time
 /// out after `timeout`, at most [`DEFAULT_MAX_ACKS_IN_FLIGHT`] acks pending.
 fn own_context(client: &Client, timeout: Duration) -> jetstream::Context {
@@ -285,15 +301,16 @@ impl JetStreamPublisher {
         }
     }
 
-    /// Sends `message` (stored only if `after` is the stream's last message,
-    /// when given) and returns its pending ack.
+    /// Sends `message` with `headers` (stored only if `after` is the
+    /// stream's last message, when given) and returns its pending ack.
     async fn send(
         &self,
         message: &OutboxMessage,
+        headers: HeaderMap,
         after: Option<&OutboxMessage>,
     ) -> Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError> {
         let mut publish = PublishMessage::build()
-            .headers(self.headers(message))
+            .headers(headers)
             .payload(message.payload.as_str().to_owned().into());
         if let Some(previous) = after {
             publish = publish.expected_last_message_id(previous.id.to_string());
@@ -309,16 +326,25 @@ impl JetStreamPublisher {
     /// `Ok` is stored too (also one whose own ack was lost): those are
     /// published. The first message after them was not stored, nor was any
     /// after it. If it was refused because other messages interleaved, it is
-    /// published again on its own; any other failure is its result.
+    /// published again on its own; any other failure is its result. A
+    /// message that cannot be sent at all ends the run before it is sent.
     async fn publish_chained(
         &self,
         run: &[&OutboxMessage],
     ) -> Vec<Result<PublishAck, PublishError>> {
         let mut pending = Vec::with_capacity(run.len());
         let mut send_failure = None;
+        let mut unsendable = None;
         for (index, message) in run.iter().enumerate() {
             let after = index.checked_sub(1).map(|previous| run[previous]);
-            match self.send(message, after).await {
+            let headers = match self.headers(message) {
+                Ok(headers) => headers,
+                Err(err) => {
+                    unsendable = Some(err);
+                    break;
+                }
+            };
+            match self.send(message, headers, after).await {
                 Ok(ack) => pending.push(ack),
                 Err(err) => {
                     send_failure = Some(err);
@@ -350,7 +376,15 @@ impl JetStreamPublisher {
         let failure = match acks.into_iter().nth(stored) {
             Some(Err(err)) => Some((err, true)),
             Some(Ok(_)) => None, // not reached: `stored` counts up to the last Ok
-            None => send_failure.map(|err| (err, false)),
+            None => match unsendable {
+                // Every message before it was stored: its own failure is
+                // the run's last result.
+                Some(err) => {
+                    results.push(Err(err));
+                    return results;
+                }
+                None => send_failure.map(|err| (err, false)),
+            },
         };
         match failure {
             Some((err, _)) if err.kind() == JsErrorKind::WrongLastMessageId => {
@@ -371,7 +405,8 @@ impl Publisher for JetStreamPublisher {
         if self.client.connection_state() != State::Connected {
             return Err(PublishError::unavailable("not connected to NATS"));
         }
-        let pending = match self.send(message, None).await {
+        let headers = self.headers(message)?;
+        let pending = match self.send(message, headers, None).await {
             Ok(pending) => pending,
             Err(err) => return Err(self.classify(message, err, false).await),
         };
@@ -427,7 +462,9 @@ impl Publisher for JetStreamPublisher {
 
 #[cfg(test)]
 mod tests {
-    use super::is_valid_subject;
+    use txoutbox_core::publisher::PublishErrorKind;
+
+    use super::{is_valid_subject, nats_headers};
 
     #[test]
     fn subjects() {
@@ -437,5 +474,29 @@ mod tests {
         assert!(!is_valid_subject("events.*"));
         assert!(!is_valid_subject("events.>"));
         assert!(!is_valid_subject("events.order placed"));
+    }
+
+    /// The input the fuzz target `message_roundtrip` found: an aggregate
+    /// type ending in a bare CR. async-nats panics on a header value with a
+    /// line break, so publishing it took the processor's task down (and
+    /// the next claim of the row, again); it is now a permanent failure
+    /// naming the header, and nothing is sent.
+    #[test]
+    fn a_value_nats_cannot_carry_is_a_permanent_failure_not_a_panic() {
+        let input = include_bytes!("../tests/fuzz_inputs/message_roundtrip-cr-in-aggregate-type");
+        let message: txoutbox_core::OutboxMessage = serde_json::from_slice(input).unwrap();
+        assert_eq!(message.aggregate_type, "ord\r");
+        let err = nats_headers(&message, "/fuzz").unwrap_err();
+        assert_eq!(err.kind(), PublishErrorKind::Permanent);
+        let chain = txoutbox_core::ErrorChain(&err).to_string();
+        assert!(chain.contains("ce-aggregatetype"), "{chain}");
+
+        let mut fine = message;
+        fine.aggregate_type = "order".to_owned();
+        assert!(nats_headers(&fine, "/fuzz").is_ok());
+        assert!(
+            nats_headers(&fine, "/fuzz\n").is_err(),
+            "the source is a header too"
+        );
     }
 }

@@ -61,6 +61,7 @@ mod schema;
 mod schema_check;
 mod shared;
 mod store;
+mod stored_row;
 mod sync;
 mod transaction;
 mod unit_of_work;
@@ -88,6 +89,14 @@ pub use wake::{CommitEvent, CommitListener, PgNotifications};
 pub mod __private {
     pub use crate::aggregate_entity::AggregateEntity;
     pub use sea_orm::{EntityTrait, IntoActiveModel};
+}
+
+/// What the fuzz targets (`fuzz/` in the repository) check without a
+/// database: how a message becomes the values of its outbox row and back.
+/// Not a public API.
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::stored_row::StoredRow;
 }
 
 /// This crate's README (crates.io's page), whose examples run as doctests.

@@ -1,17 +1,16 @@
 //! Outbox messages in and out of rows.
 
-use std::collections::BTreeMap;
-
 use chrono::Timelike;
 use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use txoutbox_core::OutboxMessage;
 use txoutbox_core::processor::__handover::LeasedCommit;
 use txoutbox_core::store::ClaimedMessage;
-use txoutbox_core::{Headers, MessageId, OutboxMessage, Payload, wire};
 use uuid::Uuid;
 
 use crate::config::TableName;
 use crate::dialect::{Dialect, Sql};
 use crate::error::OutboxError;
+use crate::stored_row::StoredRow;
 
 /// Rows per INSERT statement: 15 parameters a row stays far below every
 /// backend's parameter limit (SQLite's 32,766 is the smallest).
@@ -144,46 +143,25 @@ pub(crate) fn as_stored(dialect: Dialect, messages: &mut [OutboxMessage]) {
 }
 
 fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<(), OutboxError> {
-    let sequence = i64::try_from(message.sequence).map_err(|_| OutboxError::InvalidMessage {
-        id: message.id,
-        reason: format!("sequence {} does not fit a BIGINT", message.sequence),
-    })?;
-    check_len(message, "event name", &message.event_name, 128)?;
-    check_len(message, "subject", &message.subject, 255)?;
-    check_len(message, "aggregate type", &message.aggregate_type, 128)?;
-    check_len(message, "aggregate id", &message.aggregate_id, 255)?;
-    check_len(message, "correlation id", &message.correlation_id, 255)?;
-    for (what, value) in [
-        ("causation id", &message.causation_id),
-        ("tenant", &message.tenant),
-    ] {
-        if let Some(value) = value {
-            check_len(message, what, value, 255)?;
-        }
-    }
-    let headers = headers_json(message).map_err(|e| OutboxError::InvalidMessage {
-        id: message.id,
-        reason: format!("headers: {e}"),
-    })?;
+    let row = StoredRow::of(message)?;
     let now = dialect.now();
     sql.push("(");
-    sql.bind(*message.id.as_uuid()).push(", ");
-    sql.bind(message.aggregate_type.as_str()).push(", ");
-    sql.bind(message.aggregate_id.as_str()).push(", ");
-    sql.bind(sequence).push(", ");
-    sql.bind(message.event_name.as_str()).push(", ");
-    sql.bind(i64::from(message.event_version)).push(", ");
-    sql.bind(message.subject.as_str()).push(", ");
-    let payload = sql.param(message.payload.as_str());
+    sql.bind(row.id).push(", ");
+    sql.bind(row.aggregate_type).push(", ");
+    sql.bind(row.aggregate_id).push(", ");
+    sql.bind(row.sequence).push(", ");
+    sql.bind(row.event_name).push(", ");
+    sql.bind(row.event_version).push(", ");
+    sql.bind(row.subject).push(", ");
+    let payload = sql.param(row.payload);
     sql.push(&dialect.json_param(&payload)).push(", ");
-    let headers = sql.param(headers);
+    let headers = sql.param(row.headers);
     sql.push(&dialect.json_param(&headers)).push(", ");
-    sql.bind(message.correlation_id.as_str()).push(", ");
-    sql.bind(message.causation_id.clone()).push(", ");
-    sql.bind(message.tenant.clone()).push(", ");
-    sql.bind(message.traceparent.as_ref().map(|t| t.as_str().to_owned()))
-        .push(", ");
-    sql.bind(dialect.time_value(message.occurred_at));
+    sql.bind(row.correlation_id).push(", ");
+    sql.bind(row.causation_id).push(", ");
+    sql.bind(row.tenant).push(", ");
+    sql.bind(row.traceparent).push(", ");
+    sql.bind(dialect.time_value(row.occurred_at));
     sql.push(&format!(", {now}, 0, 0, "));
     match message.deliver_at {
         // A delayed message: the claim takes it once it is due.
@@ -191,36 +169,6 @@ fn push_row(sql: &mut Sql, dialect: Dialect, message: &OutboxMessage) -> Result<
         None => sql.push(now),
     };
     sql.push(")");
-    Ok(())
-}
-
-/// The `headers` column: the application headers as a JSON object, with
-/// the `tracestate` under its reserved name (no application header can take
-/// it, so reading it back is unambiguous, and the table needs no column of
-/// its own for it); NULL when there is neither.
-fn headers_json(message: &OutboxMessage) -> Result<Option<String>, serde_json::Error> {
-    if message.tracestate.is_none() && message.headers.is_empty() {
-        return Ok(None);
-    }
-    let mut map: BTreeMap<&str, &str> = message.headers.iter().collect();
-    if let Some(tracestate) = &message.tracestate {
-        map.insert(wire::TRACESTATE, tracestate);
-    }
-    serde_json::to_string(&map).map(Some)
-}
-
-fn check_len(
-    message: &OutboxMessage,
-    what: &str,
-    value: &str,
-    max: usize,
-) -> Result<(), OutboxError> {
-    if value.len() > max {
-        return Err(OutboxError::InvalidMessage {
-            id: message.id,
-            reason: format!("{what} is {} bytes, longer than {max}", value.len()),
-        });
-    }
     Ok(())
 }
 
@@ -276,47 +224,25 @@ fn columns(dialect: Dialect, alias: &str, abandoned: String) -> String {
 /// Reads a row selected with [`message_columns`], with its failed attempts
 /// and abandoned claims.
 pub(crate) fn read_message(dialect: Dialect, row: &QueryResult) -> Result<ClaimedMessage, DbErr> {
-    let bad = |column: &str, e: &dyn std::fmt::Display| {
-        DbErr::Type(format!("outbox column `{column}`: {e}"))
-    };
-    let id: Uuid = row.try_get("", "id")?;
-    let sequence: i64 = row.try_get("", "sequence")?;
-    let version: i32 = row.try_get("", "event_version")?;
     let attempts: i32 = row.try_get("", "attempts")?;
     let abandoned: i32 = row.try_get("", "abandoned")?;
-    let payload: String = row.try_get("", "payload_text")?;
-    let headers: Option<String> = row.try_get("", "headers_text")?;
-    let (headers, tracestate) = match headers {
-        None => (Headers::new(), None),
-        Some(text) => {
-            let mut map: BTreeMap<String, String> =
-                serde_json::from_str(&text).map_err(|e| bad("headers", &e))?;
-            let tracestate = map.remove(wire::TRACESTATE);
-            let headers = Headers::try_from(map).map_err(|e| bad("headers", &e))?;
-            (headers, tracestate)
-        }
-    };
-    let traceparent: Option<String> = row.try_get("", "traceparent")?;
-    let message = OutboxMessage {
-        id: MessageId::from_uuid(id),
-        event_name: row.try_get("", "event_name")?,
-        event_version: u32::try_from(version).map_err(|e| bad("event_version", &e))?,
-        subject: row.try_get("", "subject")?,
+    let message = StoredRow {
+        id: row.try_get("", "id")?,
         aggregate_type: row.try_get("", "aggregate_type")?,
         aggregate_id: row.try_get("", "aggregate_id")?,
-        sequence: u64::try_from(sequence).map_err(|e| bad("sequence", &e))?,
-        occurred_at: dialect.time(row, "occurred_at")?,
+        sequence: row.try_get("", "sequence")?,
+        event_name: row.try_get("", "event_name")?,
+        event_version: row.try_get("", "event_version")?,
+        subject: row.try_get("", "subject")?,
+        payload: row.try_get("", "payload_text")?,
+        headers: row.try_get("", "headers_text")?,
         correlation_id: row.try_get("", "correlation_id")?,
         causation_id: row.try_get("", "causation_id")?,
         tenant: row.try_get("", "tenant")?,
-        traceparent: traceparent
-            .map(|t| t.parse().map_err(|e| bad("traceparent", &e)))
-            .transpose()?,
-        tracestate,
-        headers,
-        payload: Payload::from_json(payload).map_err(|e| bad("payload", &e))?,
-        deliver_at: None,
-    };
+        traceparent: row.try_get("", "traceparent")?,
+        occurred_at: dialect.time(row, "occurred_at")?,
+    }
+    .into_message()?;
     Ok(ClaimedMessage {
         message,
         attempts: u32::try_from(attempts).unwrap_or(0),

@@ -239,6 +239,16 @@ pub enum TestSubscriberError {
         #[source]
         source: BoxError,
     },
+    /// The message could not be published: a value NATS would not carry as
+    /// it is (`txoutbox_core::wire::check`).
+    #[error("message {id} cannot be published")]
+    Unpublishable {
+        /// The message.
+        id: MessageId,
+        /// What is wrong with it.
+        #[source]
+        source: wire::WireError,
+    },
 }
 
 impl TestSubscriber {
@@ -326,7 +336,11 @@ impl TestSubscriber {
     ) -> Result<Settled, TestSubscriberError> {
         let position = self.next_delivery(message.id);
         let applied_before = self.applied_before(message.id).await?;
-        let headers = wire::encode(message, SOURCE);
+        let headers =
+            wire::encode(message, SOURCE).map_err(|source| TestSubscriberError::Unpublishable {
+                id: message.id,
+                source,
+            })?;
         let pairs: Vec<(&str, &str)> = headers
             .iter()
             .map(|(name, value)| (name.as_ref(), value.as_str()))

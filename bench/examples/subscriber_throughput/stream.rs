@@ -43,7 +43,7 @@ pub(crate) fn envelope(
         prefix,
     );
     let mut headers = HeaderMap::new();
-    for (name, value) in wire::encode(&message, "/bench") {
+    for (name, value) in wire::encode(&message, "/bench")? {
         headers.insert(name.as_ref(), value.as_str());
     }
     Ok((

@@ -102,7 +102,9 @@ impl SchemaLock {
     }
 
     fn read(&self) -> Result<Value, LockError> {
-        let text = match std::fs::read_to_string(&self.path) {
+        // Bytes, not a string: a file that is not UTF-8 is a malformed
+        // lock, not a failure to read it.
+        let text = match std::fs::read(&self.path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Value::Object(Map::new()));
@@ -114,10 +116,11 @@ impl SchemaLock {
                 });
             }
         };
-        let value: Value = serde_json::from_str(&text).map_err(|source| LockError::Malformed {
-            path: self.path.clone(),
-            source: Some(source),
-        })?;
+        let value: Value =
+            serde_json::from_slice(&text).map_err(|source| LockError::Malformed {
+                path: self.path.clone(),
+                source: Some(source),
+            })?;
         let well_formed = value.as_object().is_some_and(|names| {
             names.values().all(|versions| {
                 versions

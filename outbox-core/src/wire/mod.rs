@@ -26,14 +26,24 @@
 //! | `tracestate` | W3C vendor trace state (absent when none) | `tracestate` |
 //! | any other | application headers, as they are | `headers` |
 //!
+//! Every value travels as it is: [`encode`] refuses a message with a value
+//! that NATS would not carry unchanged (a line break, on which the client
+//! panics, or whitespace at either end, which it trims off) or a time
+//! outside RFC 3339's years, and [`decode`] accepts nothing [`encode`]
+//! would refuse ([`WireError::NotCarried`]).
+//!
 //! The NATS subject of the message is the envelope's `subject`. Names are
-//! matched without regard to case when decoding.
+//! matched without regard to case when decoding; a message that gives one
+//! of the headers above more than once with different values (`ce-type` and
+//! `CE-Type`, say) is refused ([`WireError::Ambiguous`]): a client keeps
+//! differently spelled names in no fixed order, so which value a reader
+//! took would be chance.
 
 pub(crate) mod names;
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 
 use crate::headers::Headers;
 use crate::message::OutboxMessage;
@@ -45,12 +55,14 @@ pub use names::*;
 pub type WireHeader = (Cow<'static, str>, String);
 
 /// The headers to publish `message` with; `source` becomes `ce-source`.
+/// Refused when a value would not arrive as it is (see [`check`]), or
+/// `source` would not.
 ///
 /// ```
 /// use txoutbox_core::wire;
 /// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
 /// let message = message();
-/// let headers = wire::encode(&message, "/orders");
+/// let headers = wire::encode(&message, "/orders")?;
 /// let find = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
 /// assert_eq!(find(wire::NATS_MSG_ID), Some("0190f5a2-7b3c-7d4e-8f00-112233445566"));
 /// assert_eq!(find(wire::TYPE), Some("order.placed"));
@@ -59,7 +71,72 @@ pub type WireHeader = (Cow<'static, str>, String);
 /// assert_eq!(back, message);
 /// # Ok::<(), wire::WireError>(())
 /// ```
-pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
+pub fn encode(message: &OutboxMessage, source: &str) -> Result<Vec<WireHeader>, WireError> {
+    check(message)?;
+    carried(SOURCE, source)?;
+    Ok(headers(message, source))
+}
+
+/// Whether `message` can travel as a NATS message and arrive as it is:
+/// no value its headers carry (its names and ids, the trace state; the
+/// application headers are checked as they are added, see [`Headers`])
+/// contains a line break or begins or ends with whitespace, and its time is
+/// one RFC 3339 can write (years 0000 to 9999), which `ce-time` must be. The store checks
+/// it when a message is written, [`encode`] when it is published.
+///
+/// ```
+/// use txoutbox_core::wire::{self, WireError};
+/// # fn message() -> txoutbox_core::OutboxMessage { serde_json::from_str(r#"{"id":"0190f5a2-7b3c-7d4e-8f00-112233445566","event_name":"order.placed","event_version":1,"subject":"events.order.placed","aggregate_type":"order","aggregate_id":"7","sequence":1,"occurred_at":"2026-11-23T10:00:00Z","correlation_id":"c","causation_id":null,"tenant":null,"traceparent":null,"headers":{},"payload":{"order_id":7}}"#).unwrap() }
+/// let mut message = message();
+/// assert!(wire::check(&message).is_ok());
+/// message.tenant = Some("acme\r\n".to_owned());
+/// assert!(matches!(wire::check(&message), Err(WireError::NotCarried { header: "ce-tenant", .. })));
+/// ```
+pub fn check(message: &OutboxMessage) -> Result<(), WireError> {
+    let texts = [
+        (TYPE, Some(&message.event_name)),
+        (SUBJECT, Some(&message.aggregate_id)),
+        (AGGREGATE_TYPE, Some(&message.aggregate_type)),
+        (CORRELATION_ID, Some(&message.correlation_id)),
+        (CAUSATION_ID, message.causation_id.as_ref()),
+        (TENANT, message.tenant.as_ref()),
+        (TRACESTATE, message.tracestate.as_ref()),
+    ];
+    for (header, value) in texts {
+        if let Some(value) = value {
+            carried(header, value)?;
+        }
+    }
+    // Application headers were checked when they were added (`Headers`).
+    let year = message.occurred_at.year();
+    if !(0..=9999).contains(&year) {
+        return Err(WireError::NotCarried {
+            header: TIME,
+            value: time(message.occurred_at),
+            reason: "is outside the years RFC 3339 can write (0000 to 9999)",
+        });
+    }
+    Ok(())
+}
+
+/// `ce-time`'s value.
+fn time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+fn carried(header: &'static str, value: &str) -> Result<(), WireError> {
+    match names::not_carried(value) {
+        None => Ok(()),
+        Some(reason) => Err(WireError::NotCarried {
+            header,
+            value: value.to_owned(),
+            reason,
+        }),
+    }
+}
+
+/// The headers of `message`, values unchecked.
+fn headers(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
     let id = message.id.to_string();
     let mut headers: Vec<WireHeader> = vec![
         (NATS_MSG_ID.into(), id.clone()),
@@ -68,12 +145,7 @@ pub fn encode(message: &OutboxMessage, source: &str) -> Vec<WireHeader> {
         (TYPE.into(), message.event_name.clone()),
         (SOURCE.into(), source.to_owned()),
         (SUBJECT.into(), message.aggregate_id.clone()),
-        (
-            TIME.into(),
-            message
-                .occurred_at
-                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
-        ),
+        (TIME.into(), time(message.occurred_at)),
         (CONTENT_TYPE.into(), CONTENT_TYPE_JSON.to_owned()),
         (EVENT_VERSION.into(), message.event_version.to_string()),
         (AGGREGATE_TYPE.into(), message.aggregate_type.clone()),
@@ -120,6 +192,21 @@ pub enum WireError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A value would not arrive as it was sent: it contains a line break,
+    /// or begins or ends with whitespace.
+    #[error("header `{header}` cannot carry {value:?} as it is: it {reason}")]
+    NotCarried {
+        /// The header.
+        header: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A header of the envelope is given more than once (in any case of
+    /// its name) with different values.
+    #[error("header `{0}` is given more than once with different values")]
+    Ambiguous(&'static str),
     /// The body is not one JSON value.
     #[error("payload is not valid JSON")]
     Payload(#[source] serde_json::Error),
@@ -132,13 +219,19 @@ pub fn decode<'a>(
     payload: &[u8],
 ) -> Result<OutboxMessage, WireError> {
     let headers: Vec<(&str, &str)> = headers.into_iter().collect();
-    let find = |name: &'static str| {
-        headers
+    // The value of `name` (in any case), refused when two differ.
+    let find = |name: &'static str| -> Result<Option<&str>, WireError> {
+        let mut values = headers
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v);
+        let first = values.next();
+        match first {
+            Some(first) if values.any(|other| other != first) => Err(WireError::Ambiguous(name)),
+            _ => Ok(first),
+        }
     };
-    let required = |name: &'static str| find(name).ok_or(WireError::Missing(name));
+    let required = |name: &'static str| find(name)?.ok_or(WireError::Missing(name));
     let invalid = |header: &'static str, value: &str, reason: String| WireError::Invalid {
         header,
         value: value.to_owned(),
@@ -169,11 +262,11 @@ pub fn decode<'a>(
         .ok_or_else(|| {
             invalid(
                 EVENT_VERSION,
-                find(EVENT_VERSION).unwrap_or(""),
+                required(EVENT_VERSION).unwrap_or(""),
                 "must be 1..=u32::MAX".into(),
             )
         })?;
-    let traceparent = find(TRACEPARENT)
+    let traceparent = find(TRACEPARENT)?
         .map(|tp| {
             tp.parse()
                 .map_err(|e: crate::InvalidTraceParent| invalid(TRACEPARENT, tp, e.reason.into()))
@@ -192,7 +285,7 @@ pub fn decode<'a>(
     let body = String::from_utf8(payload.to_vec())
         .map_err(|e| WireError::Payload(serde::de::Error::custom(format!("not UTF-8: {e}"))))?;
 
-    Ok(OutboxMessage {
+    let message = OutboxMessage {
         id,
         event_name: required(TYPE)?.to_owned(),
         event_version,
@@ -202,12 +295,14 @@ pub fn decode<'a>(
         sequence: parse(SEQUENCE)?,
         occurred_at,
         correlation_id: required(CORRELATION_ID)?.to_owned(),
-        causation_id: find(CAUSATION_ID).map(str::to_owned),
-        tenant: find(TENANT).map(str::to_owned),
+        causation_id: find(CAUSATION_ID)?.map(str::to_owned),
+        tenant: find(TENANT)?.map(str::to_owned),
         traceparent,
-        tracestate: find(TRACESTATE).map(str::to_owned),
+        tracestate: find(TRACESTATE)?.map(str::to_owned),
         headers: user_headers,
         payload: Payload::from_json(body).map_err(WireError::Payload)?,
         deliver_at: None,
-    })
+    };
+    check(&message)?;
+    Ok(message)
 }

@@ -53,3 +53,16 @@ pub fn is_reserved(name: &str) -> bool {
             .iter()
             .any(|reserved| name.eq_ignore_ascii_case(reserved))
 }
+
+/// What keeps `value` from arriving as it was sent in a NATS header, if
+/// anything: a line break (CR or LF; async-nats panics on one), or
+/// whitespace at either end (a client trims it off what it receives).
+pub(crate) fn not_carried(value: &str) -> Option<&'static str> {
+    if value.contains(['\r', '\n']) {
+        Some("contains a line break (CR or LF)")
+    } else if value.trim() != value {
+        Some("begins or ends with whitespace, which a NATS client drops")
+    } else {
+        None
+    }
+}

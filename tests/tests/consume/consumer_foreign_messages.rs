@@ -42,6 +42,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// The headers the outbox publisher sends for `message`.
 fn headers_of(message: &OutboxMessage) -> Vec<(String, String)> {
     wire::encode(message, "/tests")
+        .expect("the message can be published")
         .into_iter()
         .map(|(k, v)| (k.into_owned(), v))
         .collect()

@@ -385,6 +385,7 @@ async fn payment_published(test: &TestDb) -> (SubscriberFixture, Inbox, OutboxMe
 async fn a_message_published_twice_is_applied_once(test: TestDb) {
     let (fx, inbox, m) = payment_published(&test).await;
     let bypass: Vec<(String, String)> = wire::encode(&m, "/tests")
+        .expect("the message can be published")
         .into_iter()
         .filter(|(k, _)| k != wire::NATS_MSG_ID)
         .map(|(k, v)| (k.into_owned(), v))

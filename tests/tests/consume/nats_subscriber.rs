@@ -405,6 +405,7 @@ async fn garbage_is_dead_lettered_and_the_subscriber_keeps_running() {
     // 2. a valid envelope's headers around a body that is not JSON
     let headers = |message: &txoutbox_core::OutboxMessage| -> Vec<(String, String)> {
         wire::encode(message, "/tests")
+            .expect("the message can be published")
             .into_iter()
             .map(|(k, v)| (k.into_owned(), v))
             .collect()
