@@ -26,6 +26,8 @@ pub struct PrivatePostgres {
     dir: tempfile::TempDir,
     port: u16,
     bindir: PathBuf,
+    /// Settings added to every start (`-c name=value ...`).
+    settings: String,
 }
 
 impl PrivatePostgres {
@@ -35,6 +37,44 @@ impl PrivatePostgres {
     /// # Panics
     /// When the binaries are missing or the server does not start.
     pub fn start() -> Self {
+        Self::init().started()
+    }
+
+    /// [`start`](Self::start) with `ssl = on`, serving the certificate
+    /// `cert` and its key `key` (PEM files, copied into the server's
+    /// directory).
+    ///
+    /// # Panics
+    /// As [`start`](Self::start), or when the files cannot be copied.
+    pub fn start_with_tls(cert: &std::path::Path, key: &std::path::Path) -> Self {
+        let mut server = Self::init();
+        let (cert_copy, key_copy) = (
+            server.dir.path().join("server.crt"),
+            server.dir.path().join("server.key"),
+        );
+        std::fs::copy(cert, &cert_copy).expect("copy the server certificate");
+        std::fs::copy(key, &key_copy).expect("copy the server key");
+        std::fs::set_permissions(
+            &key_copy,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("the key readable by its owner only");
+        if is_root() {
+            run(Command::new("chown")
+                .arg("postgres")
+                .arg(&cert_copy)
+                .arg(&key_copy));
+        }
+        server.settings = format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            cert_copy.display(),
+            key_copy.display()
+        );
+        server.started()
+    }
+
+    /// `initdb` in a new directory; not started.
+    fn init() -> Self {
         let bindir = Command::new("pg_config")
             .arg("--bindir")
             .output()
@@ -54,13 +94,18 @@ impl PrivatePostgres {
                 .expect("a free port"),
             dir,
             bindir,
+            settings: String::new(),
         };
         run(server
             .as_postgres("initdb")
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
             .arg(server.data()));
-        server.start_server();
         server
+    }
+
+    fn started(self) -> Self {
+        self.start_server();
+        self
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
@@ -124,9 +169,10 @@ impl PrivatePostgres {
 
     fn start_server(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200{}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.settings
         );
         run(self
             .as_postgres("pg_ctl")

@@ -373,110 +373,6 @@ async fn a_token_and_an_nkey_connect_and_wrong_ones_are_unauthorized() {
     assert_no_secret(&logs.text(), &[&seed, &stranger, TOKEN, "tok-wrong-secret"]);
 }
 
-/// A private PostgreSQL with `ssl = on`, its server certificate from the
-/// test's CA; stopped on drop.
-struct TlsPostgres {
-    dir: PathBuf,
-    bin: PathBuf,
-    port: u16,
-}
-
-impl TlsPostgres {
-    fn start(pki: &Pki) -> Option<Self> {
-        let bin = PathBuf::from(pg_bindir()?);
-        let dir =
-            std::env::temp_dir().join(format!("outbox-tls-pg-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir).expect("the cluster's directory");
-        // The server's key must belong to the user it runs as.
-        for (from, to) in [
-            ("server.pem", "server.crt"),
-            ("server-key.pem", "server.key"),
-        ] {
-            std::fs::copy(pki.path(from), dir.join(to)).expect("copy the certificate");
-        }
-        let data = dir.join("data");
-        let key = dir.join("server.key");
-        let owned = std::process::Command::new("chown")
-            .args(["-R", "postgres"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|status| status.success());
-        assert!(owned, "chown the cluster's directory to postgres");
-        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .expect("the key readable by its owner only");
-        as_postgres(&format!(
-            "{bin}/initdb -A trust -U postgres -D {data} >/dev/null",
-            bin = bin.display(),
-            data = data.display()
-        ));
-        let port = free_port();
-        as_postgres(&format!(
-            "{bin}/pg_ctl -D {data} -w -l {dir}/log -o \"-p {port} -c listen_addresses=127.0.0.1 \
-             -c unix_socket_directories={dir} -c ssl=on -c ssl_cert_file={dir}/server.crt \
-             -c ssl_key_file={dir}/server.key\" start >/dev/null",
-            bin = bin.display(),
-            data = data.display(),
-            dir = dir.display()
-        ));
-        Some(Self { dir, bin, port })
-    }
-
-    fn url(&self, query: &str) -> String {
-        format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?{query}",
-            self.port
-        )
-    }
-}
-
-impl Drop for TlsPostgres {
-    fn drop(&mut self) {
-        as_postgres(&format!(
-            "{}/pg_ctl -D {}/data -m immediate stop >/dev/null",
-            self.bin.display(),
-            self.dir.display()
-        ));
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn pg_bindir() -> Option<String> {
-    let output = std::process::Command::new("pg_config")
-        .arg("--bindir")
-        .output()
-        .ok()?;
-    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// Runs `script` as the `postgres` user (PostgreSQL refuses to run as
-/// root), or as is when this is not root.
-fn as_postgres(script: &str) {
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
-    let status = if root {
-        std::process::Command::new("runuser")
-            .args(["-u", "postgres", "--", "sh", "-c", script])
-            .status()
-    } else {
-        std::process::Command::new("sh")
-            .args(["-c", script])
-            .status()
-    };
-    assert!(
-        status.is_ok_and(|status| status.success()),
-        "failed: {script}"
-    );
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
-
 async fn pg_connects(url: &str) -> Result<(), sea_orm::DbErr> {
     let mut options = sea_orm::ConnectOptions::new(url);
     options
@@ -494,9 +390,10 @@ async fn postgres_over_tls_verifies_the_server_with_the_right_ca_only() {
     // The copies the postgres user reads for `sslrootcert`.
     let ca = pki.path("ca.pem");
     let other = pki.path("other-ca.pem");
-    let Some(postgres) = TlsPostgres::start(&pki) else {
-        panic!("pg_config is not on PATH: PostgreSQL's server binaries are needed");
-    };
+    let postgres = txoutbox_suite::private_postgres::PrivatePostgres::start_with_tls(
+        &pki.path("server.pem"),
+        &pki.path("server-key.pem"),
+    );
     let root = |path: &Path| format!("sslrootcert={}", path.display());
 
     for query in [
@@ -504,7 +401,7 @@ async fn postgres_over_tls_verifies_the_server_with_the_right_ca_only() {
         format!("sslmode=verify-full&{}", root(&ca)),
         format!("sslmode=verify-ca&{}", root(&ca)),
     ] {
-        pg_connects(&postgres.url(&query))
+        pg_connects(&format!("{}?{query}", postgres.url()))
             .await
             .unwrap_or_else(|err| panic!("{query}: {err}"));
     }
@@ -513,7 +410,7 @@ async fn postgres_over_tls_verifies_the_server_with_the_right_ca_only() {
         format!("sslmode=verify-ca&{}", root(&other)),
     ] {
         let started = Instant::now();
-        let err = pg_connects(&postgres.url(&query))
+        let err = pg_connects(&format!("{}?{query}", postgres.url()))
             .await
             .expect_err("a server certificate of another CA is refused");
         assert!(
