@@ -31,4 +31,16 @@ pub trait ConsumerInbox: AppliedMessages + HeldMessages {
     fn begin_group(&self) -> Option<GroupFuture<'static, Box<dyn InboxGroup>>> {
         None
     }
+
+    /// Asks the database to end any transaction of this inbox that sits
+    /// idle (its process frozen, a handler waiting on something else with
+    /// the transaction open) longer than `limit`, so the rows it holds go
+    /// to the process its messages went to. A subscriber calls it when it
+    /// is built, with the time after which JetStream gives its messages to
+    /// another process (its ack wait, unless set otherwise). Called for
+    /// several subscribers, the longest limit holds. The default does
+    /// nothing (an inbox without such a bound).
+    fn limit_idle_transactions(&self, limit: Duration) {
+        let _ = limit;
+    }
 }

@@ -43,12 +43,13 @@ use crate::StreamSpec;
 /// | [`max_ack_pending`](Self::max_ack_pending) | the larger of 1,000 and 4 × `max_in_flight` |
 /// | [`max_deliver`](Self::max_deliver) | 5 |
 /// | [`ack_wait`](Self::ack_wait) | 30 s |
+/// | [`idle_transaction_limit`](Self::idle_transaction_limit) | the ack wait: an inbox transaction idle longer is ended by PostgreSQL |
 /// | [`backoff`](Self::backoff) | 1 s doubling to 5 min ([`Backoff`]), each nak delay jittered into `[d/2, d]` |
 /// | [`dead_letter`](Self::dead_letter) | publish to `dlq.<durable>` |
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
 /// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
-/// | [`inbox_batches`](Self::inbox_batches) | off: one transaction per message ([`inbox_per_message`](Self::inbox_per_message)); with it, inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once) |
+/// | [`inbox_batches`](Self::inbox_batches) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
 /// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
 /// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
@@ -67,6 +68,8 @@ pub struct SubscriberBuilder {
     max_ack_pending: Option<usize>,
     max_deliver: u64,
     ack_wait: Duration,
+    /// `None`: the ack wait; zero: no bound.
+    idle_transaction_limit: Option<Duration>,
     backoff: Backoff,
     dead_letter: DeadLetterPolicy,
     dead_letter_stream: Option<StreamSpec>,
@@ -112,12 +115,13 @@ impl SubscriberBuilder {
             max_ack_pending: None,
             max_deliver: 5,
             ack_wait: Duration::from_secs(30),
+            idle_transaction_limit: None,
             backoff: Backoff::default(),
             dead_letter: DeadLetterPolicy::default(),
             dead_letter_stream: None,
             dead_letter_unhandled: false,
             unordered: false,
-            inbox_batches: None,
+            inbox_batches: Some(InboxBatches::default()),
             cleanup: Some(Cleanup::default()),
             inbox: None,
             registry: None,
@@ -329,6 +333,32 @@ impl SubscriberBuilder {
         self
     }
 
+    /// How long a transaction of the subscriber's inbox may sit idle
+    /// before PostgreSQL ends it (`idle_in_transaction_session_timeout`,
+    /// set for each inbox transaction only); by default the
+    /// [`ack_wait`](Self::ack_wait); [`Duration::ZERO`] sets no bound.
+    ///
+    /// It is what a frozen process costs: one stopped with a transaction
+    /// open (SIGSTOP, a paused VM, a long pause of its host) holds that
+    /// transaction's inbox rows and effects' rows, and the process its
+    /// messages went to (after the ack wait, or at once with
+    /// [`failover`](Self::failover)) waits on them, its database
+    /// connections with it, until the transaction ends. Bounded, the frozen
+    /// one's transaction is rolled back that long after its last statement
+    /// and the other applies its messages; woken, the frozen one finds its
+    /// connection closed and its messages applied. A handler that keeps its
+    /// transaction open while it waits on something else for longer (a
+    /// call to a slow service) needs a longer limit.
+    ///
+    /// MySQL/MariaDB and SQLite: no effect (MySQL/MariaDB have only
+    /// session-wide settings, which would outlive the transaction on a
+    /// pooled connection; there the server's `innodb_lock_wait_timeout`
+    /// and `wait_timeout` bound the wait).
+    pub fn idle_transaction_limit(mut self, limit: Duration) -> Self {
+        self.idle_transaction_limit = Some(limit);
+        self
+    }
+
     /// The delays before a failed message's next delivery (sent as the
     /// delay of its nak, so JetStream holds it back; the consumer's own
     /// `backoff` list, which only applies to ack timeouts, is not used).
@@ -411,7 +441,8 @@ impl SubscriberBuilder {
 
     /// Applies the messages of inbox handlers in groups, one database
     /// transaction per group, as `batches` says (see [`InboxBatches`]: how
-    /// groups form, what a failure costs, why it is not the default yet).
+    /// groups form, what a failure costs). The default is
+    /// `InboxBatches::default()`.
     ///
     /// ```no_run
     /// # async fn build(nats: async_nats::Client) {
@@ -427,7 +458,10 @@ impl SubscriberBuilder {
     /// Applies each message of an inbox handler in a transaction of its
     /// own (inbox row, effects, commit), as `Inbox::process` does: one
     /// commit per message, instead of one per group
-    /// ([`inbox_batches`](Self::inbox_batches)). The default.
+    /// ([`inbox_batches`](Self::inbox_batches), the default): for a
+    /// subscriber whose handlers are not safe to apply again after another
+    /// message's failure rolled their group back (one handler can ask for
+    /// this alone: `ThroughInbox::own_transaction`).
     pub fn inbox_per_message(mut self) -> Self {
         self.inbox_batches = None;
         self
@@ -654,7 +688,13 @@ impl SubscriberBuilder {
         let pulls = self.pulls();
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
-        let inbox = match (self.inbox, handlers.inbox()?) {
+        let theirs = handlers.inbox()?;
+        let idle = self.idle_transaction_limit.unwrap_or(self.ack_wait);
+        if let Some(theirs) = theirs.as_ref().filter(|_| !idle.is_zero()) {
+            // The handlers' own (a `keep_order` inbox may be another value).
+            theirs.limit_idle_transactions(idle);
+        }
+        let inbox = match (self.inbox, theirs) {
             (Some(given), Some(theirs)) if given.consumer() != theirs.consumer() => {
                 return Err(SubscriberBuildError::InvalidConfig(format!(
                     "keep_order was given the inbox of consumer `{}`, but the handlers apply \
@@ -681,6 +721,9 @@ impl SubscriberBuilder {
                     consumer: inbox.consumer().to_owned(),
                     source,
                 })?;
+            if !idle.is_zero() {
+                inbox.limit_idle_transactions(idle);
+            }
         }
         let keeps_order = inbox.is_some() && !self.unordered;
         let registry = match self.registry {

@@ -7,21 +7,14 @@ use std::time::Duration;
 /// (`txoutbox_sea_orm::Inbox::handler`) in groups: the messages ready to
 /// run (of several aggregates, each aggregate's in stream order) go into one
 /// database transaction — one multi-row inbox insert, each handler's
-/// effects, one commit — and are acknowledged after that commit. Turned on
-/// with [`SubscriberBuilder::inbox_batches`](super::SubscriberBuilder::inbox_batches);
-/// without it (or with [`inbox_per_message`](super::SubscriberBuilder::inbox_per_message))
-/// each message has a transaction of its own.
+/// effects, one commit — and are acknowledged after that commit. Set with
+/// [`SubscriberBuilder::inbox_batches`](super::SubscriberBuilder::inbox_batches).
 ///
-/// Not the default yet: with groups on, the failover test of a pinned
-/// process frozen past its pin timeout (below) stalls. The likely cause
-/// (inferred, not yet traced): a process frozen (SIGSTOP, a VM pause) in
-/// the middle of a group keeps that group's inbox rows locked, and the process that takes its messages over applies each of
-/// them alone, waiting on its row while holding a database connection;
-/// with more such messages than its pool has connections it stops until
-/// the frozen process wakes (the failover test
-/// `a_frozen_pinned_replica_is_replaced_and_wakes_harmlessly` failed in 6
-/// of at least 9 runs with groups on; one transaction per message locks
-/// one message per connection of the frozen process).
+/// The default of every subscriber; without it ([`inbox_per_message`](super::SubscriberBuilder::inbox_per_message))
+/// each message has a transaction of its own. A process frozen in the
+/// middle of a group (SIGSTOP, a paused VM) holds its rows until the
+/// database ends its transaction: see
+/// [`idle_transaction_limit`](super::SubscriberBuilder::idle_transaction_limit).
 ///
 /// | setting | default | what it bounds |
 /// |---|---|---|

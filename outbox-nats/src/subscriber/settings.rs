@@ -49,6 +49,9 @@ pub struct SubscriberSettings {
     /// [`SubscriberBuilder::ack_wait`].
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub ack_wait: Option<Duration>,
+    /// [`SubscriberBuilder::idle_transaction_limit`] (`0s`: no bound).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub idle_transaction_limit: Option<Duration>,
     /// [`SubscriberBuilder::backoff`] (exponential).
     pub backoff: Option<BackoffSettings>,
     /// [`SubscriberBuilder::shutdown_timeout`].
@@ -113,6 +116,9 @@ impl SubscriberBuilder {
         }
         if let Some(ack_wait) = settings.ack_wait {
             self = self.ack_wait(ack_wait);
+        }
+        if let Some(limit) = settings.idle_transaction_limit {
+            self = self.idle_transaction_limit(limit);
         }
         if let Some(backoff) = settings.backoff {
             self = self.backoff(Backoff::exponential(backoff.initial, backoff.max));

@@ -30,6 +30,9 @@ impl GroupTransaction {
     /// Begins the group's transaction.
     pub(super) async fn begin(inbox: Inbox) -> Result<Self, OutboxError> {
         let txn = inbox.outbox.db().begin().await?;
+        if let Some(limit) = inbox.idle_limit() {
+            sql::limit_idle(&txn, limit).await?;
+        }
         Ok(Self {
             inbox,
             txn: Some(txn),

@@ -96,7 +96,7 @@ impl Inbox {
             Unpark::Skipped => {
                 let txn = self.outbox.db().begin().await?;
                 let event_name = message.event_name();
-                match sql::insert(&txn, self.table(), &self.consumer, id, event_name).await {
+                match sql::insert(&txn, self.table(), &self.consumer, id, event_name, None).await {
                     Err(err) if !is_unique_violation(&err) => return Err(err.into()),
                     _ => {}
                 }

@@ -30,6 +30,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sea_orm::{DbErr, SqlErr};
@@ -95,6 +96,10 @@ pub enum Processed {
 pub struct Inbox {
     outbox: Outbox,
     consumer: Arc<str>,
+    /// How long a transaction of this inbox may sit idle, in milliseconds
+    /// (0: no bound); shared by the clones handlers hold (see
+    /// `ConsumerInbox::limit_idle_transactions`).
+    idle_limit: Arc<AtomicU64>,
 }
 
 impl Inbox {
@@ -111,6 +116,7 @@ impl Inbox {
         Ok(Self {
             outbox: outbox.clone(),
             consumer: consumer.into(),
+            idle_limit: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -157,6 +163,21 @@ impl Inbox {
 
     fn table(&self) -> &str {
         self.outbox.config().inbox_table().as_str()
+    }
+
+    /// How long a transaction of this inbox may sit idle, if bounded.
+    fn idle_limit(&self) -> Option<Duration> {
+        match self.idle_limit.load(Ordering::Relaxed) {
+            0 => None,
+            millis => Some(Duration::from_millis(millis)),
+        }
+    }
+
+    /// Bounds how long a transaction of this inbox may sit idle: the
+    /// longest limit asked for holds.
+    fn limit_idle(&self, limit: Duration) {
+        let millis = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.idle_limit.fetch_max(millis, Ordering::Relaxed);
     }
 
     /// Processes one delivered message exactly once for this consumer:
@@ -213,6 +234,7 @@ impl Inbox {
             &self.consumer,
             id,
             delivery.event_name(),
+            self.idle_limit(),
         )
         .await;
         match recorded {

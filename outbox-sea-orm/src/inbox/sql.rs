@@ -10,25 +10,69 @@ use crate::dialect::{Dialect, Sql};
 
 /// Records `(consumer, id)` as processed now. Fails with a unique violation
 /// when it already is (or, on PostgreSQL and MySQL/MariaDB, after waiting
-/// for a concurrent transaction that inserted it to commit).
+/// for a concurrent transaction that inserted it to commit). With
+/// `idle_limit`, on PostgreSQL, the same statement bounds how long the
+/// transaction may then sit idle (see [`limit_idle`]).
 pub(super) async fn insert(
     db: &impl ConnectionTrait,
     table: &str,
     consumer: &str,
     id: MessageId,
     event_name: &str,
+    idle_limit: Option<Duration>,
 ) -> Result<(), DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
     let mut sql = Sql::new(dialect);
-    sql.push(&format!(
-        "INSERT INTO {} (consumer, message_id, event_name, processed_at) VALUES (",
+    let columns = format!(
+        "INSERT INTO {} (consumer, message_id, event_name, processed_at) ",
         dialect.quote(table)
-    ));
+    );
+    let limited = match idle_limit {
+        Some(limit) if dialect == Dialect::Postgres => {
+            // One round trip: the setting is made by the statement's CTE.
+            sql.push(&format!("WITH bound AS (SELECT {IDLE_SETTING}"));
+            sql.bind(idle_millis(limit)).push(", true)) ");
+            sql.push(&columns).push("SELECT ");
+            true
+        }
+        _ => {
+            sql.push(&columns).push("VALUES (");
+            false
+        }
+    };
     sql.bind(consumer).push(", ");
     sql.bind(*id.as_uuid()).push(", ");
     sql.bind(event_name);
-    sql.push(&format!(", {})", dialect.now()));
+    sql.push(&format!(", {}", dialect.now()));
+    sql.push(if limited { " FROM bound" } else { ")" });
     db.execute_raw(sql.build()).await.map(|_| ())
+}
+
+/// `set_config` of PostgreSQL's idle-in-transaction timeout, for the
+/// current transaction only; its one argument the milliseconds as text.
+const IDLE_SETTING: &str = "set_config('idle_in_transaction_session_timeout', ";
+
+/// The timeout's value: whole milliseconds, at least 1 (0 would turn it
+/// off), as `set_config` takes it.
+fn idle_millis(limit: Duration) -> String {
+    limit.as_millis().clamp(1, i32::MAX as u128).to_string()
+}
+
+/// On PostgreSQL, ends the session of the transaction `txn` should it sit
+/// idle longer than `limit` (`idle_in_transaction_session_timeout`, set
+/// for this transaction only): a process frozen with the transaction
+/// open then holds its rows no longer than that. Other databases: nothing
+/// (MySQL/MariaDB have only session-wide settings, which would outlive the
+/// transaction on a pooled connection).
+pub(super) async fn limit_idle(txn: &impl ConnectionTrait, limit: Duration) -> Result<(), DbErr> {
+    let dialect = Dialect::of(txn.get_database_backend());
+    if dialect != Dialect::Postgres {
+        return Ok(());
+    }
+    let mut sql = Sql::new(dialect);
+    sql.push(&format!("SELECT {IDLE_SETTING}"));
+    sql.bind(idle_millis(limit)).push(", true)");
+    txn.execute_raw(sql.build()).await.map(|_| ())
 }
 
 /// Those of `ids` recorded for `consumer`.

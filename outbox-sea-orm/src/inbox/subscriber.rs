@@ -204,4 +204,8 @@ impl ConsumerInbox for Inbox {
             Ok(group)
         }))
     }
+
+    fn limit_idle_transactions(&self, limit: Duration) {
+        self.limit_idle(limit);
+    }
 }

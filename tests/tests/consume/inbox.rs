@@ -562,3 +562,105 @@ txoutbox_suite::each_backend!(
 );
 
 txoutbox_suite::each_backend!(empty: the_migrator_adds_the_inbox_to_an_existing_outbox);
+
+/// On PostgreSQL an inbox transaction carries the idle limit a subscriber
+/// gives its inbox (its ack wait by default): one left idle longer (its
+/// process frozen) is ended by the server, so the transaction that waits
+/// for its rows (the process its messages went to) goes on, and the
+/// frozen one, woken, commits nothing. Both ways of applying: a message
+/// alone (the limit set by the inbox row's own statement) and a group. The
+/// setting lives in the transaction only: the pool's connections keep the
+/// server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_transaction_idle_past_its_limit_is_ended_and_frees_its_rows() {
+    use std::time::Instant;
+    use txoutbox_core::consumer::{ConsumerInbox, GroupEntry};
+
+    const LIMIT: Duration = Duration::from_millis(600);
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    create_effects(&test).await;
+    let inbox = Inbox::new(&outbox(&test), "billing").unwrap();
+    inbox.limit_idle_transactions(LIMIT);
+
+    // A message alone: its handler wrote, then its process froze.
+    let alone = message(&payment("o-1"), "p-1", 1);
+    let frozen = {
+        let inbox = inbox.clone();
+        let m = alone.clone();
+        tokio::spawn(async move {
+            inbox
+                .process(payment("o-1"), Delivery::new(m), |event, delivery, uow| {
+                    Box::pin(async move {
+                        apply_effect(uow, &event, &delivery).await?;
+                        tokio::time::sleep(3 * LIMIT).await; // frozen, its transaction open
+                        Ok(())
+                    })
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(LIMIT / 4).await;
+    let waiting = Instant::now();
+    let taken_over = inbox
+        .process(
+            payment("o-1"),
+            Delivery::new(alone.clone()),
+            |event, delivery, uow| {
+                Box::pin(async move { apply_effect(uow, &event, &delivery).await })
+            },
+        )
+        .await
+        .unwrap();
+    let waited = waiting.elapsed();
+    assert_eq!(
+        taken_over,
+        Processed::Applied,
+        "the frozen one's row was rolled back"
+    );
+    assert!(
+        waited < 3 * LIMIT,
+        "waited {waited:?} for the frozen transaction (limit {LIMIT:?})"
+    );
+    let woken = frozen.await.unwrap();
+    assert!(
+        woken.is_err(),
+        "the frozen transaction cannot commit: {woken:?}"
+    );
+    assert_eq!(test.count("effects", "1=1").await, 1, "applied once");
+
+    // A group: its rows recorded, then its process froze.
+    let grouped = message(&payment("o-2"), "p-2", 1);
+    let entry = || {
+        vec![GroupEntry {
+            message_id: grouped.id,
+            event_name: grouped.event_name.clone(),
+        }]
+    };
+    let mut group = inbox.begin_group().unwrap().await.unwrap();
+    assert!(group.record(entry()).await.unwrap().contains(&grouped.id));
+    tokio::time::sleep(LIMIT / 4).await;
+    let waiting = Instant::now();
+    let mut other = inbox.begin_group().unwrap().await.unwrap();
+    let recorded = other.record(entry()).await.unwrap();
+    let waited = waiting.elapsed();
+    assert!(
+        recorded.contains(&grouped.id),
+        "the frozen group's row was rolled back"
+    );
+    assert!(waited < 3 * LIMIT, "waited {waited:?} for the frozen group");
+    other.commit().await.unwrap();
+    tokio::time::sleep(LIMIT).await;
+    assert!(
+        group.commit().await.is_err(),
+        "the frozen group commits nothing"
+    );
+
+    let rows = test
+        .rows("SELECT current_setting('idle_in_transaction_session_timeout') AS limit_setting")
+        .await;
+    let setting: String = rows[0].try_get("", "limit_setting").unwrap();
+    assert_eq!(
+        setting, "0",
+        "the pool's connections keep the server's setting"
+    );
+}
