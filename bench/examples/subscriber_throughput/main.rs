@@ -22,6 +22,11 @@
 //! the read-model row of the message's aggregate. The exactly-once paths
 //! are checked: the read model counts every message once.
 //!
+//! First, the producer's side of the same run (see [`producer`]): one
+//! processor with the default settings draining N events from the outbox
+//! table into a memory stream; every path's line gives its rate as a
+//! multiple of that drain rate.
+//!
 //! Then the handle latency at 100 messages/s (see [`latency`]): from
 //! before the publish until the subscriber's ack is seen on the wire,
 //! per message and batched, with the realistic write.
@@ -34,6 +39,7 @@
 
 mod latency;
 mod paths;
+mod producer;
 mod stream;
 
 use std::error::Error;
@@ -81,8 +87,17 @@ async fn main() -> Result {
             "{count} messages per shape, memory streams, nats-server {}, PostgreSQL",
             js.client().server_info().version
         );
-        for aggregates in SHAPES.iter().filter(|_| !latency_only) {
-            paths::measure(&js, &db, &tag, count, *aggregates).await?;
+        if !latency_only {
+            let drained = producer::drain(&js, &db, &tag, count).await?;
+            let producer_rate = count as f64 / drained.as_secs_f64();
+            println!(
+                "producer: the processor (default settings) drained {count} events from the outbox \
+                 table in {:.3} s: {producer_rate:.0} events/s",
+                drained.as_secs_f64()
+            );
+            for aggregates in SHAPES {
+                paths::measure(&js, &db, &tag, (count, aggregates), producer_rate).await?;
+            }
         }
         latency::measure(&js, &db, &tag).await
     }

@@ -116,13 +116,14 @@ pub(crate) async fn read_model_total(db: &DatabaseConnection) -> Result<i64> {
 }
 
 /// Measures every path on `count` messages over `aggregates` aggregates;
-/// prints one line per path.
+/// prints one line per path, with its rate as a multiple of the producer's
+/// drain rate (`producer_rate`, events/s).
 pub(crate) async fn measure(
     js: &Context,
     db: &DatabaseConnection,
     tag: &str,
-    count: u64,
-    aggregates: u64,
+    (count, aggregates): (u64, u64),
+    producer_rate: f64,
 ) -> Result {
     let (stream, prefix) = (
         format!("TPUT_{tag}_{aggregates}"),
@@ -135,12 +136,16 @@ pub(crate) async fn measure(
         create_schema(db, &config).await?;
         let outbox = Outbox::new(db.clone(), config);
         println!("\n{aggregates} aggregates");
-        println!("{:<52} {:>9} {:>12}", "path", "seconds", "messages/s");
+        println!(
+            "{:<52} {:>9} {:>12} {:>11}",
+            "path", "seconds", "messages/s", "x producer"
+        );
         let report = |name: &str, elapsed: Duration| {
+            let rate = count as f64 / elapsed.as_secs_f64();
             println!(
-                "{name:<52} {:>9.3} {:>12.0}",
+                "{name:<52} {:>9.3} {rate:>12.0} {:>11.2}",
                 elapsed.as_secs_f64(),
-                count as f64 / elapsed.as_secs_f64()
+                rate / producer_rate
             );
             let updates = Duration::from_nanos(UPDATE_NANOS.swap(0, Ordering::Relaxed));
             if !updates.is_zero() {

@@ -1,15 +1,15 @@
 //! `txoutbox-bench soak-subscriber --schema S --prefix P --nats URL --stream
 //! NAME`: the soak's consumer in a process of its own, modelled on the
-//! tests' `outbox-test-consumer`. A durable subscriber (`soak`) with an
-//! inbox and `keep_order` applies every [`BenchEvent`] as one row of
-//! `effects` (aggregate, sequence, message id) in the inbox's transaction.
+//! tests' `outbox-test-consumer`. A durable subscriber (`soak`) with the
+//! library's defaults (order kept, inbox groups) and an inbox handler
+//! applies every [`BenchEvent`] as one row of `effects` (aggregate,
+//! sequence, message id) in the inbox's transaction, in groups of messages.
 //! Prints `ready` once it runs and `dups <n>` whenever the count of
-//! deliveries the inbox absorbed as duplicates changed (checked every
+//! deliveries the inbox absorbed as duplicates changed (its
+//! `outbox_inbox_messages_total{outcome="duplicate"}`, checked every
 //! 250 ms), so a parent learns it even if it SIGKILLs the process; stops
 //! when its standard input closes.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
@@ -17,7 +17,6 @@ use tokio::io::AsyncBufReadExt;
 use txoutbox_core::tokio_util::sync::CancellationToken;
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::{StreamSpec, Subscriber};
-use txoutbox_sea_orm::inbox::Processed;
 use txoutbox_sea_orm::{Inbox, Outbox, UnitOfWork};
 
 use crate::children::protocol;
@@ -44,48 +43,43 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
     let inbox = Inbox::new(&outbox, DURABLE)?;
     let client = fixture::reconnecting_client(value("--nats")?).await?;
-    let duplicates = Arc::new(AtomicU64::new(0));
-    let handler = {
-        let (inbox, duplicates) = (inbox.clone(), duplicates.clone());
-        move |event: BenchEvent, delivery: Delivery| {
-            let (inbox, duplicates) = (inbox.clone(), duplicates.clone());
-            async move {
-                let done = inbox
-                    .process(event, delivery, |_, delivery, uow| {
-                        Box::pin(async move { apply(uow, &delivery).await })
-                    })
-                    .await?;
-                if done == Processed::Duplicate {
-                    duplicates.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(())
-            }
-        }
-    };
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let duplicates = move || duplicates_of(&metrics.render());
+    let handler = inbox.handler_boxed(|_: BenchEvent, delivery: Delivery, uow: &mut UnitOfWork| {
+        Box::pin(async move { apply(uow, &delivery).await })
+    });
     let subscriber = Subscriber::builder(async_nats::jetstream::new(client), DURABLE)
         .stream(value("--stream")?)
         .dead_letter_stream(StreamSpec::dead_letters())
         .ack_wait(ACK_WAIT)
-        .keep_order(inbox)
         .on(handler)
         .build()
         .await?;
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(subscriber.run(shutdown.clone()));
     protocol::ready()?;
-    let progress = {
-        let duplicates = duplicates.clone();
-        tokio::spawn(protocol::print_count("dups", move || {
-            duplicates.load(Ordering::Relaxed)
-        }))
-    };
+    let progress = tokio::spawn(protocol::print_count("dups", duplicates.clone()));
     let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while input.next_line().await?.is_some() {}
     shutdown.cancel();
     running.await??;
     progress.abort();
-    println!("dups {}", duplicates.load(Ordering::Relaxed));
+    println!("dups {}", duplicates());
     Ok(())
+}
+
+/// The deliveries the inbox found applied before, from the rendered
+/// metrics (`outbox_inbox_messages_total{..,outcome="duplicate"} N`).
+fn duplicates_of(rendered: &str) -> u64 {
+    rendered
+        .lines()
+        .filter(|line| {
+            line.starts_with("outbox_inbox_messages_total")
+                && line.contains("outcome=\"duplicate\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|count| count as u64)
+        .sum()
 }
 
 /// The effect of one event: a row of `effects`, in the inbox's transaction.
