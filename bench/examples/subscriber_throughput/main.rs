@@ -27,6 +27,9 @@
 //! table into a memory stream; every path's line gives its rate as a
 //! multiple of that drain rate.
 //!
+//! Then a consumer that is also a producer, with its processor in the same
+//! process (see [`relay`]).
+//!
 //! Then the handle latency at 100 messages/s (see [`latency`]): from
 //! before the publish until the subscriber's ack is seen on the wire,
 //! per message and batched, with the realistic write.
@@ -40,6 +43,7 @@
 mod latency;
 mod paths;
 mod producer;
+mod relay;
 mod stream;
 
 use std::error::Error;
@@ -98,6 +102,7 @@ async fn main() -> Result {
             for aggregates in SHAPES {
                 paths::measure(&js, &db, &tag, (count, aggregates), producer_rate).await?;
             }
+            relay::measure(&js, &db, &tag, count).await?;
         }
         latency::measure(&js, &db, &tag).await
     }
