@@ -15,7 +15,7 @@ pub(crate) fn publish_rate(per_minute: &[u64]) -> Markup {
     let slot = WIDTH / n;
     let plot = HEIGHT - AXIS;
     let summary = format!(
-        "{total} messages published in the last {} minutes; at most {} in one minute; {} this minute so far.",
+        "{total} message(s) published in the last {} minutes; at most {} in one minute; {} this minute so far.",
         per_minute.len(),
         per_minute.iter().copied().max().unwrap_or(0),
         per_minute.first().copied().unwrap_or(0)
@@ -52,7 +52,7 @@ mod tests {
         let svg = publish_rate(&[3, 0, 10]).into_string();
         assert_eq!(svg.matches("<rect").count(), 3, "{svg}");
         assert!(
-            svg.contains("13 messages published in the last 3 minutes"),
+            svg.contains("13 message(s) published in the last 3 minutes"),
             "{svg}"
         );
         assert!(!svg.contains("style="), "no inline style (CSP): {svg}");
