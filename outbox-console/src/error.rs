@@ -4,7 +4,7 @@ use txoutbox_core::StoreError;
 use txoutbox_nats::stream_read::ReadError;
 use txoutbox_sea_orm::OutboxError;
 
-/// Why the console (or a [`verify`](crate::verify) run) could not read or
+/// Why the console (or a [`verification`](crate::verification) run) could not read or
 /// change something. Pages show it, one line with its causes; it is never
 /// a panic.
 #[derive(Debug, thiserror::Error)]

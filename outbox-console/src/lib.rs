@@ -32,7 +32,7 @@
 //! - **consumers** the application names: their lag from NATS and their
 //!   held aggregates with the reason, released by retry or skip;
 //! - **verify**: the last comparison of the table with the stream
-//!   ([`verify`]) and a button to run it;
+//!   ([`verification`]) and a button to run it;
 //! - **health** of the processor and subscribers, when the console runs in
 //!   the service (the axum runtime's `Runtime::console`);
 //! - **recent actions**: every change, who made it, what came of it.
@@ -74,7 +74,7 @@ mod pages;
 mod routes;
 mod security;
 mod state;
-pub mod verify;
+pub mod verification;
 
 pub use console::{Console, ConsoleBuilder, DEFAULT_REFRESH};
 pub use error::ConsoleError;

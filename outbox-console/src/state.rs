@@ -10,7 +10,7 @@ use txoutbox_sea_orm::{Outbox, SeaOrmOutboxStore};
 use crate::audit::AuditLog;
 use crate::health::HealthSource;
 use crate::operator::Authorizer;
-use crate::verify::VerifyOutcome;
+use crate::verification::VerifyOutcome;
 
 /// A consumer the console shows: its durable name (the inbox's consumer)
 /// and the stream it reads, for its lag.

@@ -1,9 +1,9 @@
 //! `outbox verify`: the outbox table against the stream, through
-//! `txoutbox_console::verify` (the same run as the web console's verify
+//! `txoutbox_console::verification` (the same run as the web console's verify
 //! page), printed by `crate::render::verify`.
 
 use txoutbox_console::ConsoleError;
-use txoutbox_console::verify::{VerifyRequest, verify_stream};
+use txoutbox_console::verification::{VerifyRequest, verify_stream};
 
 use crate::context::Context;
 use crate::error::CliError;

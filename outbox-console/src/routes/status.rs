@@ -9,7 +9,7 @@ use chrono::Utc;
 use super::{Ctx, field};
 use crate::pages::{self, Section};
 use crate::state::VerifyRecord;
-use crate::verify::{VerifyRequest, verify_stream};
+use crate::verification::{VerifyRequest, verify_stream};
 
 /// Blocked aggregates the overview lists at most.
 const BLOCKED_SHOWN: u32 = 50;

@@ -7,7 +7,7 @@
 //! ```no_run
 //! # async fn run(outbox: txoutbox_sea_orm::Outbox, jetstream: txoutbox_nats::async_nats::jetstream::Context) -> Result<(), txoutbox_console::ConsoleError> {
 //! use std::time::Duration;
-//! use txoutbox_console::verify::{VerifyRequest, verify_stream};
+//! use txoutbox_console::verification::{VerifyRequest, verify_stream};
 //!
 //! let request = VerifyRequest::new("ORDERS").since(Duration::from_secs(3600));
 //! let outcome = verify_stream(&outbox, &jetstream, &request).await?;
