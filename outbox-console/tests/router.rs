@@ -18,9 +18,9 @@ use std::time::Duration;
 use tower::ServiceExt;
 use txoutbox_console::{Console, ConsoleBuilder, Operator};
 use txoutbox_core::MessageId;
-use txoutbox_core::store::{OutboxStore, Published};
+use txoutbox_core::store::OutboxStore;
 use txoutbox_fixtures::orders::Order;
-use txoutbox_fixtures::{Backend, TestDb};
+use txoutbox_fixtures::{Backend, TestDb, complete_claimed};
 use txoutbox_sea_orm::{Outbox, OutboxConfig};
 
 fn outbox_of(test: &TestDb) -> Outbox {
@@ -69,6 +69,20 @@ struct Answer {
     status: StatusCode,
     headers: header::HeaderMap,
     body: String,
+}
+
+impl Answer {
+    /// Asserts that the body holds `text`.
+    #[track_caller]
+    fn has(&self, text: &str) {
+        assert!(self.body.contains(text), "{text:?} not in {}", self.body);
+    }
+
+    /// Asserts that the body does not hold `text`.
+    #[track_caller]
+    fn lacks(&self, text: &str) {
+        assert!(!self.body.contains(text), "{text:?} in {}", self.body);
+    }
 }
 
 async fn send(app: &Router, request: Request<Body>) -> Answer {
@@ -147,45 +161,25 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     let store = outbox.store();
     let batch = store.claim(10, Duration::from_secs(30)).await.unwrap();
     assert_eq!(batch.messages.len(), 1);
-    let published: Vec<Published> = batch
-        .messages
-        .iter()
-        .map(|m| Published {
-            id: m.message.id,
-            stream_sequence: Some(1),
-        })
-        .collect();
-    store.complete(batch.lease.token, &published).await.unwrap();
+    complete_claimed(&store, &batch).await;
 
     // Read-only: the numbers, links under /outbox, no forms, headers.
     let readonly = app(Console::builder(outbox.clone()));
     let overview = get(&readonly, "/outbox", None).await;
     assert_eq!(overview.status, StatusCode::OK, "{}", overview.body);
-    let body = &overview.body;
-    assert!(
-        body.contains(r#"<div id="pending"><dt>Pending</dt><dd>2</dd>"#),
-        "{body}"
-    );
-    assert!(
-        body.contains(r#"<div id="dead" class="bad"><dt>Dead</dt><dd>1</dd>"#),
-        "{body}"
-    );
-    assert!(body.contains(r#"href="/outbox/dead""#), "{body}");
-    assert!(
-        body.contains("1 message(s) published in the last 15 minutes"),
-        "{body}"
-    );
-    assert!(body.contains(r#"href="/outbox/console.css""#), "{body}");
-    assert!(
-        body.contains("order/o-1"),
-        "blocked aggregate listed: {body}"
-    );
-    assert!(
-        body.contains(r#"<meta http-equiv="refresh" content="10">"#),
-        "{body}"
-    );
-    assert!(body.contains("Read-only: no authorisation hook"), "{body}");
-    assert!(!body.contains("<script"), "{body}");
+    for shown in [
+        r#"<div id="pending"><dt>Pending</dt><dd>2</dd>"#,
+        r#"<div id="dead" class="bad"><dt>Dead</dt><dd>1</dd>"#,
+        r#"href="/outbox/dead""#,
+        "1 message(s) published in the last 15 minutes",
+        r#"href="/outbox/console.css""#,
+        "order/o-1", // a blocked aggregate
+        r#"<meta http-equiv="refresh" content="10">"#,
+        "Read-only: no authorisation hook",
+    ] {
+        overview.has(shown);
+    }
+    overview.lacks("<script");
     let headers = &overview.headers;
     assert!(
         headers[header::CONTENT_SECURITY_POLICY]
@@ -204,25 +198,13 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     let token = token_of(&overview);
 
     let list = get(&readonly, "/outbox/dead", None).await;
-    assert!(list.body.contains(&dead_id), "{}", list.body);
-    assert!(
-        !list.body.contains("Skip selected"),
-        "no forms read-only: {}",
-        list.body
-    );
+    list.has(&dead_id);
+    list.lacks("Skip selected");
     let shown = get(&readonly, &format!("/outbox/dead/{dead_id}"), None).await;
     assert_eq!(shown.status, StatusCode::OK);
-    assert!(
-        !shown.body.contains("4111"),
-        "card number shown: {}",
-        shown.body
-    );
-    assert!(shown.body.contains("&lt;redacted&gt;"), "{}", shown.body);
-    assert!(
-        shown.body.contains("payload over max_payload"),
-        "{}",
-        shown.body
-    );
+    shown.lacks("4111");
+    shown.has("&lt;redacted&gt;");
+    shown.has("payload over max_payload");
     let confirm = get(
         &readonly,
         &format!("/outbox/dead/confirm?action=skip&id={dead_id}"),
@@ -245,24 +227,16 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     )
     .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
-    assert!(refused.body.contains("read-only"), "{}", refused.body);
+    refused.has("read-only");
     assert_eq!(dead_count(&test).await, 1, "nothing changed");
 
     // With the hook: forms for the operator it names, refusals otherwise.
     let console = app(Console::builder(outbox.clone()).authorize(by_header));
     let list = get(&console, "/outbox/dead", Some("alice")).await;
-    assert!(list.body.contains("Skip selected"), "{}", list.body);
-    assert!(
-        list.body.contains("Signed in as <strong>alice</strong>"),
-        "{}",
-        list.body
-    );
+    list.has("Skip selected");
+    list.has("Signed in as <strong>alice</strong>");
     let anonymous = get(&console, "/outbox/dead", None).await;
-    assert!(
-        !anonymous.body.contains("Skip selected"),
-        "{}",
-        anonymous.body
-    );
+    anonymous.lacks("Skip selected");
     let confirm = get(
         &console,
         &format!("/outbox/dead/confirm?action=skip&id={dead_id}"),
@@ -270,15 +244,8 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     )
     .await;
     assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
-    assert!(
-        confirm.body.contains("2 message(s) wait behind it"),
-        "{}",
-        confirm.body
-    );
-    assert!(
-        !confirm.body.contains("http-equiv=\"refresh\""),
-        "forms do not reload"
-    );
+    confirm.has("2 message(s) wait behind it");
+    confirm.lacks("http-equiv=\"refresh\""); // forms do not reload
     let token = token_of(&confirm);
     assert!(
         confirm
@@ -325,11 +292,7 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     )
     .await;
     assert_eq!(done.status, StatusCode::OK, "{}", done.body);
-    assert!(
-        done.body.contains("1 of 1 message(s) skipped by alice"),
-        "{}",
-        done.body
-    );
+    done.has("1 of 1 message(s) skipped by alice");
     assert_eq!(dead_count(&test).await, 0);
     let note = test
         .row("SELECT skipped_by, skip_reason FROM outbox_messages WHERE aggregate_id = 'o-1' AND sequence = 1")
@@ -361,25 +324,13 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     )
     .await;
     assert_eq!(requeue.status, StatusCode::OK, "{}", requeue.body);
-    assert!(
-        requeue.body.contains("0 dead message(s) requeued"),
-        "{}",
-        requeue.body
-    );
+    requeue.has("0 dead message(s) requeued");
 
     // Outside a service: the health page says so; verify has no stream.
     let health = get(&console, "/outbox/health", None).await;
-    assert!(
-        health.body.contains("served by the `outbox` command"),
-        "{}",
-        health.body
-    );
+    health.has("served by the `outbox` command");
     let verify = get(&console, "/outbox/verify", Some("alice")).await;
-    assert!(
-        verify.body.contains("No stream is named"),
-        "{}",
-        verify.body
-    );
+    verify.has("No stream is named");
 }
 
 #[tokio::test]

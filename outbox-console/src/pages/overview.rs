@@ -42,37 +42,38 @@ pub(crate) fn body(
             (blocked_table(session, &overview.blocked))
         }
         h2 { "Per event type" }
-        @if stats.by_event.is_empty() {
-            p { "Nothing pending or dead." }
-        } @else {
-            table #by-event {
-                thead { tr { th scope="col" { "Event" } th.n scope="col" { "Pending" } th.n scope="col" { "Dead" } } }
-                tbody {
-                    @for event in &stats.by_event {
-                        tr { td { code { (event.event_name) } } td.n { (event.pending) } td.n { (event.dead) } }
-                    }
-                }
-            }
-        }
+        (counts_table("by-event", "Event", stats.by_event.iter().map(|e| (e.event_name.as_str(), e.pending, e.dead))))
         h2 { "Per aggregate type" }
-        @if overview.by_aggregate_type.is_empty() {
-            p { "Nothing pending or dead." }
-        } @else {
-            table #by-aggregate {
-                thead { tr { th scope="col" { "Aggregate type" } th.n scope="col" { "Pending" } th.n scope="col" { "Dead" } } }
-                tbody {
-                    @for aggregate in &overview.by_aggregate_type {
-                        tr { td { code { (aggregate.aggregate_type) } } td.n { (aggregate.pending) } td.n { (aggregate.dead) } }
-                    }
-                }
-            }
-        }
+        (counts_table("by-aggregate", "Aggregate type", overview.by_aggregate_type.iter().map(|a| (a.aggregate_type.as_str(), a.pending, a.dead))))
         @if stats.pending_is_estimate {
             p.muted { "More messages are pending than the console counts exactly: pending is an estimate, and the per-type pending counts cover the oldest pending messages only." }
         }
         h2 { "Recent actions" }
         (super::status::actions_table(actions.iter().take(5)))
         p { a href=(session.href("/actions")) { "All recent actions" } }
+    }
+}
+
+/// Pending and dead counts of `rows` (name, pending, dead).
+fn counts_table<'a>(
+    id: &str,
+    heading: &str,
+    rows: impl Iterator<Item = (&'a str, u64, u64)>,
+) -> Markup {
+    let rows: Vec<_> = rows.collect();
+    html! {
+        @if rows.is_empty() {
+            p { "Nothing pending or dead." }
+        } @else {
+            table id=(id) {
+                thead { tr { th scope="col" { (heading) } th.n scope="col" { "Pending" } th.n scope="col" { "Dead" } } }
+                tbody {
+                    @for (name, pending, dead) in rows {
+                        tr { td { code { (name) } } td.n { (pending) } td.n { (dead) } }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -110,13 +110,9 @@ pub(super) async fn confirm(
     Path(consumer): Path<String>,
     Query(fields): Query<Vec<(String, String)>>,
 ) -> Response {
-    let Some(operator) = ctx.operator.clone() else {
-        let refusal = if ctx.state.authorizer.is_some() {
-            crate::security::Refusal::NotAuthorised
-        } else {
-            crate::security::Refusal::ReadOnly
-        };
-        return ctx.refused(Section::Consumers, &refusal);
+    let operator = match ctx.operator_for_form() {
+        Ok(operator) => operator,
+        Err(refusal) => return ctx.refused(Section::Consumers, &refusal),
     };
     let (_, hold, how) = match find_hold(&ctx, &consumer, &fields).await {
         Ok(found) => found,

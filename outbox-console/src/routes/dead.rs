@@ -179,13 +179,9 @@ fn capitalised(action: &str) -> &'static str {
 }
 
 pub(super) async fn confirm(ctx: Ctx, Query(fields): Query<Vec<(String, String)>>) -> Response {
-    let Some(operator) = ctx.operator.clone() else {
-        let refusal = if ctx.state.authorizer.is_some() {
-            crate::security::Refusal::NotAuthorised
-        } else {
-            crate::security::Refusal::ReadOnly
-        };
-        return ctx.refused(Section::Dead, &refusal);
+    let operator = match ctx.operator_for_form() {
+        Ok(operator) => operator,
+        Err(refusal) => return ctx.refused(Section::Dead, &refusal),
     };
     let planned = match plan(&ctx, &fields).await {
         Ok(planned) => planned,

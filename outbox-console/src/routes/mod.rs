@@ -193,6 +193,16 @@ impl Ctx {
         )
     }
 
+    /// The operator this request comes from, to show a confirmation form
+    /// to, or why there is none.
+    pub(crate) fn operator_for_form(&self) -> Result<Operator, Refusal> {
+        match (&self.operator, self.state.authorizer.is_some()) {
+            (Some(operator), _) => Ok(operator.clone()),
+            (None, true) => Err(Refusal::NotAuthorised),
+            (None, false) => Err(Refusal::ReadOnly),
+        }
+    }
+
     /// The operator a change comes from, or why it is refused.
     pub(crate) fn authorise(&self, csrf: &str) -> Result<Operator, Refusal> {
         security::check_change(&self.state, &self.parts, csrf)

@@ -141,12 +141,19 @@ impl Browser {
         self.client.goto(url).await.expect(url);
     }
 
+    /// The element `locator` finds on the page.
+    async fn element(&self, locator: Locator<'_>) -> fantoccini::elements::Element {
+        let what = format!("{locator:?}");
+        self.client
+            .find(locator)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    }
+
     /// The text of the element `css` selects.
     async fn text(&self, css: &str) -> String {
-        self.client
-            .find(Locator::Css(css))
+        self.element(Locator::Css(css))
             .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
             .text()
             .await
             .expect("its text")
@@ -159,13 +166,28 @@ impl Browser {
 
     /// Follows the link whose text is `text`.
     async fn follow(&self, text: &str) {
-        self.client
-            .find(Locator::LinkText(text))
+        self.element(Locator::LinkText(text))
             .await
-            .unwrap_or_else(|e| panic!("link {text}: {e}"))
             .click()
             .await
             .expect("click");
+    }
+
+    /// Clicks the element `css` selects.
+    async fn press(&self, css: &str) {
+        self.element(Locator::Css(css))
+            .await
+            .click()
+            .await
+            .expect("click");
+    }
+
+    /// Waits until the page's text holds `text`.
+    async fn shows(&self, text: &str) {
+        eventually(text, WAIT, || async {
+            self.page_text().await.contains(text)
+        })
+        .await;
     }
 
     /// Saves a screenshot of the page as `<name>.png`.
@@ -391,10 +413,7 @@ async fn the_console_in_a_real_browser() {
         )
         .await
         .expect("submit the forged form");
-    eventually("the refusal page", WAIT, || async {
-        browser.page_text().await.contains("read-only")
-    })
-    .await;
+    browser.shows("read-only").await;
     assert_eq!(
         test.count("outbox_messages", &format!("{poison} AND status = 2"))
             .await,
@@ -405,14 +424,7 @@ async fn the_console_in_a_real_browser() {
     // Skipped from the page, with a reason, the button pressed by keyboard.
     browser.goto(&format!("{base}/dead")).await;
     browser.shot("dead").await;
-    browser
-        .client
-        .find(Locator::Css(&format!("a[href$='/dead/{dead_id}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.press(&format!("a[href$='/dead/{dead_id}']")).await;
     let payload = browser.text("#payload").await;
     assert!(
         payload.contains("<redacted>") && !payload.contains("tok-secret-1"),
@@ -428,26 +440,19 @@ async fn the_console_in_a_real_browser() {
             .contains("Skip 1 dead message(s)?")
     );
     browser
-        .client
-        .find(Locator::Id("reason"))
+        .element(Locator::Id("reason"))
         .await
-        .unwrap()
         .send_keys("attachment over max_payload, resent by hand")
         .await
-        .unwrap();
+        .expect("type the reason");
     browser.shot("confirm-skip").await;
     browser
-        .client
-        .find(Locator::Id("confirm"))
+        .element(Locator::Id("confirm"))
         .await
-        .unwrap()
         .send_keys(&Key::Enter)
         .await
-        .unwrap();
-    eventually("the skip's result", WAIT, || async {
-        browser.page_text().await.contains("skipped by alice@ops")
-    })
-    .await;
+        .expect("press Enter on the button");
+    browser.shows("skipped by alice@ops").await;
     // The aggregate moves: what waited is published, in order.
     eventually("poisoned #2 and #3 published", WAIT, || async {
         test.count(
@@ -513,18 +518,8 @@ async fn the_console_in_a_real_browser() {
     browser.follow("Retry…").await;
     assert!(browser.text("#confirm-summary").await.contains("order/A"));
     browser.shot("confirm-release").await;
-    browser
-        .client
-        .find(Locator::Id("confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("the release's result", WAIT, || async {
-        browser.page_text().await.contains("released (retry)")
-    })
-    .await;
+    browser.press("#confirm").await;
+    browser.shows("released (retry)").await;
     eventually("A applied in order", WAIT, || async {
         applied(&test, "A").await == [1, 2, 3, 4]
     })
@@ -532,14 +527,7 @@ async fn the_console_in_a_real_browser() {
 
     // 4. Verify, health, recent actions.
     browser.goto(&format!("{base}/verify")).await;
-    browser
-        .client
-        .find(Locator::Id("run-verify"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.press("#run-verify").await;
     eventually("verify's result", WAIT, || async {
         browser
             .client
