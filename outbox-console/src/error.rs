@@ -19,8 +19,4 @@ pub enum ConsoleError {
     /// The stream could not be read.
     #[error(transparent)]
     StreamRead(#[from] ReadError),
-    /// The console was built without what this page needs (a NATS
-    /// connection, a stream name).
-    #[error("{0}")]
-    NotConfigured(&'static str),
 }

@@ -50,7 +50,8 @@
 //!   request forgery**: each form carries the session's random token (an
 //!   `HttpOnly`, `SameSite=Strict` cookie), and a `POST` whose `Origin` is
 //!   not the host it was sent to, or whose `Sec-Fetch-Site` is not
-//!   `same-origin`, is refused.
+//!   `same-origin`, is refused (behind a reverse proxy, pass the browser's
+//!   `Host` header on, as `proxy_set_header Host $host` does).
 //! - **Nothing secret is shown**: no connection URL or credential at all;
 //!   payload and header fields named like secrets are hidden
 //!   ([`sensitive_field`](ConsoleBuilder::sensitive_field) adds names).

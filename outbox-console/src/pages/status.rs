@@ -36,6 +36,7 @@ pub(crate) fn actions_table<'a>(actions: impl Iterator<Item = &'a Action>) -> Ma
 pub(crate) fn verify(
     session: &Session,
     stream: Option<&str>,
+    nats: bool,
     last: Option<&VerifyRecord>,
     can_change: bool,
 ) -> Markup {
@@ -43,6 +44,7 @@ pub(crate) fn verify(
         p { "Verify compares the outbox table with the stream: every published row has its message in the stream, none twice, in aggregate order, and no pending row is stale (older than 5 minutes)." }
         @match stream {
             None => (super::notice("warn", "No stream is named for this console (the application's `.stream(..)`, or `outbox console --stream NAME`): verify cannot run.")),
+            Some(_) if !nats => (super::notice("warn", "This console has no NATS connection (the application's `.nats(..)`, or `outbox console --nats-url URL`): verify cannot run.")),
             Some(stream) => {
                 @if can_change {
                     form method="post" action=(session.href("/verify")) {

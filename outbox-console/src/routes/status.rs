@@ -43,8 +43,9 @@ pub(super) async fn verify(ctx: Ctx) -> Response {
     let body = pages::status::verify(
         &ctx.session,
         ctx.state.stream.as_deref(),
+        ctx.state.jetstream.is_some(),
         last.as_ref(),
-        ctx.can_change() && ctx.state.jetstream.is_some(),
+        ctx.can_change(),
     );
     ctx.page("Verify against the stream", Section::Verify, body)
 }
