@@ -15,7 +15,8 @@
 //! Screenshots of every page are kept under the target directory
 //! (`tmp/console-screenshots/`, printed). Without chromium the test is
 //! skipped, except under `CI=true`, where it fails:
-//! `scripts/ensure-services.sh` installs it.
+//! `scripts/ensure-services.sh` installs it (`OUTBOX_TEST_CHROMIUM` and
+//! `OUTBOX_TEST_CHROMEDRIVER` name other binaries).
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
@@ -43,8 +44,11 @@ use txoutbox_suite::steps::{self, applied};
 use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
 use txoutbox_suite::{Backend, TestDb};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Debian's Chromium and its driver, unless `OUTBOX_TEST_CHROMIUM` and
+/// `OUTBOX_TEST_CHROMEDRIVER` name others.
+fn binary(variable: &str, debian: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| debian.to_owned())
+}
 const WAIT: Duration = Duration::from_secs(30);
 const STREAM: &str = "CONSOLE";
 const PREFIX: &str = "console";
@@ -62,7 +66,9 @@ impl Browser {
     /// The browser, or `None` (skipped) when chromium is not installed and
     /// this is not CI.
     async fn start() -> Option<Self> {
-        let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        let chromium = binary("OUTBOX_TEST_CHROMIUM", "/usr/bin/chromium");
+        let chromedriver = binary("OUTBOX_TEST_CHROMEDRIVER", "/usr/bin/chromedriver");
+        let missing: Vec<&str> = [chromium.as_str(), chromedriver.as_str()]
             .into_iter()
             .filter(|path| !Path::new(path).exists())
             .collect();
@@ -82,7 +88,7 @@ impl Browser {
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
             .port();
-        let driver = Command::new(CHROMEDRIVER)
+        let driver = Command::new(&chromedriver)
             .arg(format!("--port={port}"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -119,7 +125,7 @@ impl Browser {
         capabilities.insert("browserName".into(), json!("chrome"));
         capabilities.insert(
             "goog:chromeOptions".into(),
-            json!({ "binary": CHROMIUM, "args": args }),
+            json!({ "binary": chromium, "args": args }),
         );
         let client = ClientBuilder::new(HttpConnector::new())
             .capabilities(capabilities)
