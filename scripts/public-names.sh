@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lists the public items of the library crates (outbox-core, outbox-sea-orm,
-# outbox-nats, outbox-axum, outbox-testing, outbox-naming) and fails when two of them share
+# outbox-nats, outbox-axum, outbox-console, outbox-testing, outbox-naming) and fails when two of them share
 # a name: a facade re-exporting them, or a reader importing from two crates,
 # must never meet two things called the same.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-crates=(outbox-core outbox-sea-orm outbox-nats outbox-axum outbox-testing outbox-naming)
+crates=(outbox-core outbox-sea-orm outbox-nats outbox-axum outbox-console outbox-testing outbox-naming)
 
 # Names that may repeat, each with why:
 # - ReadmeDoctests, CrateReadmeDoctests: `#[cfg(doctest)]` only, never built

@@ -111,6 +111,16 @@ impl RuntimeHealth {
         }
     }
 
+    /// Each subscriber's `(stream, durable)`, in the order they were added.
+    #[cfg(feature = "console")]
+    pub(crate) fn subscriber_names(&self) -> Vec<(String, String)> {
+        self.inner
+            .subscribers
+            .iter()
+            .map(|probe| (probe.stream().to_owned(), probe.durable().to_owned()))
+            .collect()
+    }
+
     /// Checks every part: the processor against the
     /// [thresholds](crate::RuntimeBuilder::health_thresholds) (no I/O), and
     /// every subscriber, whose consumers' info the NATS server is asked for

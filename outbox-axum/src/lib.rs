@@ -68,12 +68,22 @@
 //! whatever a request committed is published by the next processor to run,
 //! if not by this one.
 //!
+//! # Console
+//!
+//! With the `console` feature, [`Runtime::console`] turns a
+//! [`txoutbox_console::ConsoleBuilder`] into one that also shows the
+//! runtime's parts: the health page reads the processor's and the
+//! subscribers' health, and the consumers page lists every subscriber with
+//! its lag and held aggregates.
+//!
 //! # Feature flags
 //!
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
+#[cfg(feature = "console")]
+mod console;
 mod error;
 mod health;
 mod http_error;
@@ -92,6 +102,8 @@ pub use source::{ProcessorSource, SubscriberSource};
 
 pub use axum;
 pub use metrics_exporter_prometheus;
+#[cfg(feature = "console")]
+pub use txoutbox_console;
 pub use txoutbox_nats;
 
 /// This crate's README (crates.io's page), whose examples run as doctests.

@@ -95,6 +95,24 @@ Examples:
   outbox release --consumer billing order 42
   outbox release --consumer billing order 42 --skip --yes";
 
+/// `outbox console`.
+pub(crate) const CONSOLE: &str = "\
+Serves the web console on --listen (default 127.0.0.1:8089) until Ctrl-C:
+the overview (backlog, publish rate, blocked aggregates), dead messages,
+the consumers named with --consumer (lag from NATS, held aggregates) and
+verify against --stream. No processor or subscriber runs here: their health
+is on the service's own console.
+
+It refuses an address other than loopback unless --allow-public, and is
+read-only unless --allow-changes: then every change (requeue, skip,
+release, verify) is confirmed on its own page and recorded as --operator
+(default $USER@host).
+
+Examples:
+  outbox console
+  outbox console --stream ORDERS --consumer billing --nats-url nats://127.0.0.1:4222
+  outbox console --allow-changes --operator alice@ops";
+
 /// `outbox migrate`.
 pub(crate) const MIGRATE: &str = "\
 Applies the migrations shipped with this version to the tables named by

@@ -19,6 +19,8 @@
 //! outbox dlq list --consumer NAME       a consumer's dead letters
 //! outbox dlq show --consumer NAME SEQ
 //! outbox dlq replay --consumer NAME SEQ... [--yes]
+//! outbox console [--listen 127.0.0.1:8089] [--stream NAME] [--consumer NAME]... [--allow-changes [--operator NAME]]
+//!                                       the web console; loopback only unless --allow-public
 //! ```
 //!
 //! Connects with `DATABASE_URL` (PostgreSQL, MariaDB/MySQL, SQLite);

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::{days_ago, execute, fill, id_of, json, outbox, outbox_of};
-use txoutbox_core::store::{OutboxAdmin, OutboxStore, Published};
-use txoutbox_fixtures::{Backend, TestDb, claimed_positions};
+use txoutbox_core::store::{OutboxAdmin, OutboxStore};
+use txoutbox_fixtures::{Backend, TestDb, claimed_positions, complete_claimed};
 
 async fn skip_requeue_and_purge(backend: Backend) {
     let test = TestDb::with_schema(backend).await;
@@ -127,15 +127,7 @@ async fn skip_requeue_and_purge(backend: Backend) {
     assert_eq!(o3["blocked_by"]["id"], dead_o3.to_string());
     assert_eq!(o3["blocked_by"]["state"]["state"], "dead");
     assert_eq!(o3["messages"][1]["sequence"], 2);
-    let published: Vec<Published> = batch
-        .messages
-        .iter()
-        .map(|m| Published {
-            id: m.message.id,
-            stream_sequence: Some(1),
-        })
-        .collect();
-    store.complete(batch.lease.token, &published).await.unwrap();
+    complete_claimed(&store, &batch).await;
 
     // Skipping a message that is not dead, or unknown, fails clearly.
     let not_dead = outbox(

@@ -93,6 +93,7 @@
         feature = "nats",
         feature = "testing",
         feature = "axum",
+        feature = "console",
         feature = "opentelemetry",
         feature = "schema"
     )),
@@ -155,6 +156,12 @@ pub use txoutbox_nats as nats;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use txoutbox_axum as axum;
+
+/// The web console, whole: `Console::builder(outbox)` and its `router()`,
+/// to nest where the application wants it.
+#[cfg(feature = "console")]
+#[cfg_attr(docsrs, doc(cfg(feature = "console")))]
+pub use txoutbox_console as console;
 
 /// The testing kit, whole: an in-memory store and broker by the real
 /// contracts, `drain()` on the real processor, a test clock, fault

@@ -5,6 +5,7 @@
 
 mod aggregate;
 mod completions;
+mod console;
 mod dead;
 mod dlq;
 mod holds;
@@ -57,5 +58,6 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Verify(args) => verify::run(&context, args).await,
         Command::Stream(command) => stream::run(&context, command).await,
         Command::Dlq(command) => dlq::run(&context, command).await,
+        Command::Console(args) => console::run(&context, args).await,
     }
 }

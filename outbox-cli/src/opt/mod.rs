@@ -6,6 +6,7 @@
 //! 400 lines with them); it imports nothing from here.
 
 mod broker;
+mod console;
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use txoutbox_core::MessageId;
 use txoutbox_core::redact::redact_url;
 
 pub(crate) use self::broker::{DlqCommand, Letters, NatsArgs, Storage, StreamCommand, VerifyArgs};
+pub(crate) use self::console::ConsoleArgs;
 use crate::help;
 
 /// The operator's view of a transactional outbox and its consumers' inboxes.
@@ -150,6 +152,10 @@ pub(crate) enum Command {
     /// A consumer's dead letters: list, show, replay.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Serves the web console: the overview, dead messages, consumers'
+    /// holds and lag, verify; read-only unless --allow-changes.
+    #[command(long_about = help::CONSOLE)]
+    Console(ConsoleArgs),
 }
 
 /// Dead messages.

@@ -129,6 +129,57 @@ pub(super) async fn count_published(
     }
 }
 
+/// How many messages were published in each of the last `minutes`
+/// minutes, by the database clock, the current minute first: one statement
+/// reading the published rows of that span through the published index
+/// (skipped messages are not counted). Zero when the store deletes
+/// published rows rather than keeping them.
+pub(super) async fn published_per_minute(
+    store: &SeaOrmOutboxStore,
+    minutes: u32,
+) -> Result<Vec<u64>, StoreError> {
+    if minutes == 0 {
+        return Ok(Vec::new());
+    }
+    const MINUTE: i64 = 60_000;
+    let dialect = store.dialect;
+    let mut sql = Sql::new(dialect);
+    // Placeholders in the order they appear ('?' on MySQL and SQLite).
+    let counts: Vec<String> = (0..i64::from(minutes))
+        .map(|minute| {
+            let from = sql.param(-(minute + 1) * MINUTE);
+            format!(
+                "COUNT(CASE WHEN published_at >= {} THEN 1 END) AS m{minute}",
+                dialect.now_plus_millis(&from)
+            )
+        })
+        .collect();
+    let oldest = sql.param(-i64::from(minutes) * MINUTE);
+    sql.push(&format!(
+        "SELECT {} FROM {} WHERE status = 1 AND skipped_at IS NULL AND published_at >= {}",
+        counts.join(", "),
+        store.table(),
+        dialect.now_plus_millis(&oldest)
+    ));
+    let read = store_err("counting published messages per minute");
+    let Some(row) = store.db.query_one_raw(sql.build()).await.map_err(&read)? else {
+        return Ok(vec![0; minutes as usize]);
+    };
+    // Each count is of the span up to that minute's start: take the
+    // differences.
+    let mut cumulative = Vec::with_capacity(minutes as usize);
+    for minute in 0..minutes {
+        cumulative.push(count(&row, &format!("m{minute}")).map_err(&read)?);
+    }
+    let mut per_minute = Vec::with_capacity(cumulative.len());
+    let mut before = 0;
+    for total in cumulative {
+        per_minute.push(total.saturating_sub(before));
+        before = total;
+    }
+    Ok(per_minute)
+}
+
 /// Pending messages due now (leased or not) that no dead or backing-off
 /// earlier message of their aggregate holds back.
 pub(super) async fn due_now(store: &SeaOrmOutboxStore) -> Result<u64, StoreError> {

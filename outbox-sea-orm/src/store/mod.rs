@@ -162,6 +162,16 @@ impl SeaOrmOutboxStore {
         maintenance::count_published(self, older_than).await
     }
 
+    /// How many messages were published in each of the last `minutes`
+    /// minutes (the current one first), by the database clock: the web
+    /// console's publish-rate chart. One statement over the published rows
+    /// of that span (through the published index); all zero when published
+    /// rows are deleted as they are published
+    /// ([`Retention`](crate::Retention)).
+    pub async fn published_per_minute(&self, minutes: u32) -> Result<Vec<u64>, StoreError> {
+        maintenance::published_per_minute(self, minutes).await
+    }
+
     /// How many messages a processor has to publish now: pending and due,
     /// leased or not, and not held back by a dead or backing-off earlier
     /// message of their aggregate (delayed and backing-off messages are

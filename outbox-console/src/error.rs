@@ -1,0 +1,22 @@
+//! [`ConsoleError`]: why the console could not read or change something.
+
+use txoutbox_core::StoreError;
+use txoutbox_nats::stream_read::ReadError;
+use txoutbox_sea_orm::OutboxError;
+
+/// Why the console (or a [`verification`](crate::verification) run) could not read or
+/// change something. Pages show it, one line with its causes; it is never
+/// a panic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsoleError {
+    /// The outbox table could not be read or changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The inbox (held aggregates) could not be read or changed.
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    /// The stream could not be read.
+    #[error(transparent)]
+    StreamRead(#[from] ReadError),
+}
