@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `outbox_published_total` | counter | messages the broker acknowledged |
 //! | `outbox_duplicates_total` | counter | of those, acks for a message the broker had already (deduplicated re-publish) |
-//! | `outbox_failed_total` | counter, label `kind` = `rejected` \| `permanent` | publishes the broker refused (each spends an attempt) |
+//! | `outbox_failed_total` | counter, label `kind` = `rejected` \| `permanent` \| `abandoned` | publishes the broker refused (each spends an attempt); `abandoned`: messages made dead because every processor that claimed them ended without settling them |
 //! | `outbox_dead_total` | counter | messages that went `dead` |
 //! | `outbox_released_total` | counter | claimed messages given back unpublished (broker unavailable, shutdown, an earlier message of the aggregate failed) |
 //! | `outbox_broker_unavailable_total` | counter | times the processor paused because the broker was unavailable |

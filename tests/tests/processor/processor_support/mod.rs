@@ -692,32 +692,53 @@ pub(crate) async fn read_all(stream: &TestStream) -> Vec<(u64, OutboxMessage)> {
         return out;
     }
     // A replicated stream may refuse consumers for a moment after a node
-    // came back: ask again for up to 30 s.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let consumer = loop {
-        match handle.create_consumer(pull::OrderedConfig::default()).await {
-            Ok(consumer) => break consumer,
+    // came back, and an ordered consumer made then may stall (a leader
+    // change under it): ask again for up to 60 s, each new consumer starting
+    // after the last message read. What is checked is the stream's content,
+    // not the liveness of one reader.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    'reading: loop {
+        let next = out.last().map_or(1, |(sequence, _)| sequence + 1);
+        let config = pull::OrderedConfig {
+            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: next,
+            },
+            ..Default::default()
+        };
+        let consumer = match handle.create_consumer(config).await {
+            Ok(consumer) => consumer,
             Err(err) if Instant::now() < deadline => {
                 eprintln!("ordered consumer not created yet: {err}");
                 tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             }
             Err(err) => panic!("ordered consumer: {err}"),
+        };
+        let mut messages = consumer.messages().await.expect("consume");
+        while out.len() < count {
+            let message = match tokio::time::timeout(Duration::from_secs(10), messages.next()).await
+            {
+                Ok(message) => message.expect("the consumer ended").expect("a message"),
+                Err(_) if Instant::now() < deadline => {
+                    eprintln!(
+                        "reading the stream stalled after {} messages; reading on with a new consumer",
+                        out.len()
+                    );
+                    continue 'reading;
+                }
+                Err(_) => panic!(
+                    "reading the stream timed out after {} of {count} messages",
+                    out.len()
+                ),
+            };
+            let sequence = message.info().expect("jetstream metadata").stream_sequence;
+            out.push((
+                sequence,
+                decode_stored(&message.subject, message.headers.as_ref(), &message.payload),
+            ));
         }
-    };
-    let mut messages = consumer.messages().await.expect("consume");
-    while out.len() < count {
-        let message = tokio::time::timeout(Duration::from_secs(10), messages.next())
-            .await
-            .expect("reading the stream timed out")
-            .expect("the consumer ended")
-            .expect("a message");
-        let sequence = message.info().expect("jetstream metadata").stream_sequence;
-        out.push((
-            sequence,
-            decode_stored(&message.subject, message.headers.as_ref(), &message.payload),
-        ));
+        return out;
     }
-    out
 }
 
 /// The acceptance check: the stream holds exactly the messages `expected`
