@@ -38,7 +38,7 @@ pub(crate) async fn measure(
         "path", "consumed (msg/s)", "follow-ups published", "write txns per event"
     );
     for transactions in [Transactions::PerMessage, Transactions::Batched] {
-        let (consumed, published, commits) =
+        let (consumed, published, transactions_taken) =
             one_way(js, db, tag, (count, aggregates), transactions).await?;
         println!(
             "{:<28} {:>16.0} {:>20.3} s {:>22.2}",
@@ -48,14 +48,14 @@ pub(crate) async fn measure(
             },
             count as f64 / consumed.as_secs_f64(),
             published.as_secs_f64(),
-            commits as f64 / count as f64
+            transactions_taken as f64 / count as f64
         );
     }
     Ok(())
 }
 
 /// One way: the consumer's time, the time until the last follow-up was
-/// published (both from the start), and PostgreSQL's commits meanwhile.
+/// published (both from the start), and the write transactions taken meanwhile.
 async fn one_way(
     js: &Context,
     db: &DatabaseConnection,
@@ -100,7 +100,7 @@ async fn one_way(
             Transactions::PerMessage => builder.max_in_flight(64).inbox_per_message(),
             Transactions::Batched => builder.max_in_flight(256).inbox_batches(batches()),
         };
-        let commits_before = commits(db).await?;
+        let first_id = next_transaction_id(db).await?;
         let processor = outbox
             .processor(JetStreamPublisher::new(js.client(), "/bench"))
             .build()?;
@@ -116,8 +116,8 @@ async fn one_way(
         let published = started.elapsed();
         consuming.shutdown().await?;
         publishing.shutdown().await?;
-        let committed = commits(db).await? - commits_before;
-        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((consumed, published, committed))
+        let written = next_transaction_id(db).await? - first_id;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((consumed, published, written))
     }
     .await;
     js.delete_stream(&incoming).await?;
@@ -128,7 +128,7 @@ async fn one_way(
 /// The next transaction id of the server: what write transactions
 /// (committed or not, of every database) have taken so far. Read without
 /// taking one.
-async fn commits(db: &DatabaseConnection) -> Result<i64> {
+async fn next_transaction_id(db: &DatabaseConnection) -> Result<i64> {
     let row = db
         .query_one_raw(Statement::from_string(
             DbBackend::Postgres,

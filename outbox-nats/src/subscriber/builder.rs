@@ -689,22 +689,25 @@ impl SubscriberBuilder {
         let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
         let handlers = Handlers::new(self.handlers)?;
         let theirs = handlers.inbox()?;
-        let idle = self.idle_transaction_limit.unwrap_or(self.ack_wait);
-        if let Some(theirs) = theirs.as_ref().filter(|_| !idle.is_zero()) {
-            // The handlers' own (a `keep_order` inbox may be another value).
-            theirs.limit_idle_transactions(idle);
+        if let (Some(given), Some(theirs)) = (&self.inbox, &theirs)
+            && given.consumer() != theirs.consumer()
+        {
+            return Err(SubscriberBuildError::InvalidConfig(format!(
+                "keep_order was given the inbox of consumer `{}`, but the handlers apply \
+                 through the inbox of `{}`: one subscriber, one inbox",
+                given.consumer(),
+                theirs.consumer()
+            )));
         }
-        let inbox = match (self.inbox, theirs) {
-            (Some(given), Some(theirs)) if given.consumer() != theirs.consumer() => {
-                return Err(SubscriberBuildError::InvalidConfig(format!(
-                    "keep_order was given the inbox of consumer `{}`, but the handlers apply \
-                     through the inbox of `{}`: one subscriber, one inbox",
-                    given.consumer(),
-                    theirs.consumer()
-                )));
+        let idle = self.idle_transaction_limit.unwrap_or(self.ack_wait);
+        if !idle.is_zero() {
+            // The handlers' inbox and a `keep_order` one (which may be
+            // another value of the same consumer's inbox).
+            for inbox in self.inbox.iter().chain(theirs.iter()) {
+                inbox.limit_idle_transactions(idle);
             }
-            (given, theirs) => given.or(theirs),
-        };
+        }
+        let inbox = self.inbox.or(theirs);
         let inbox = match (inbox, self.unordered) {
             (None, false) => {
                 return Err(SubscriberBuildError::NoInbox {
@@ -721,9 +724,6 @@ impl SubscriberBuilder {
                     consumer: inbox.consumer().to_owned(),
                     source,
                 })?;
-            if !idle.is_zero() {
-                inbox.limit_idle_transactions(idle);
-            }
         }
         let keeps_order = inbox.is_some() && !self.unordered;
         let registry = match self.registry {
