@@ -73,6 +73,38 @@ pub trait Handler<E>: Send + Sync + 'static {
         let _ = group;
         self.call(event, delivery)
     }
+
+    /// Whether this handler takes several messages of a group at once
+    /// ([`call_batch_in_group`](Handler::call_batch_in_group)): `true` for
+    /// an inbox's batch handlers (`txoutbox_sea_orm::Inbox::batch_handler`),
+    /// which write a whole batch in a few set-based statements; `false` (the
+    /// default) for every other handler.
+    fn applies_in_batches(&self) -> bool {
+        false
+    }
+
+    /// Handles `batch` (messages of distinct aggregates, each aggregate at
+    /// most once) inside `group`, all or nothing: on an error the group is
+    /// rolled back and applied again with these messages one by one, so the
+    /// failing one is found and only its aggregate pays. Called only when
+    /// [`applies_in_batches`](Handler::applies_in_batches) says so; the
+    /// default runs [`call_in_group`](Handler::call_in_group) for each
+    /// message in turn.
+    fn call_batch_in_group<'a>(
+        &'a self,
+        batch: Vec<(E, Delivery)>,
+        group: &'a mut dyn InboxGroup,
+    ) -> GroupHandlerFuture<'a>
+    where
+        E: Send + 'a,
+    {
+        Box::pin(async move {
+            for (event, delivery) in batch {
+                self.call_in_group(event, delivery, &mut *group).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 impl<E, F, Fut> Handler<E> for F

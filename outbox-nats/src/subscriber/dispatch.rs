@@ -365,7 +365,7 @@ pub(crate) fn record(span: &Span, envelope: &OutboxMessage) {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()

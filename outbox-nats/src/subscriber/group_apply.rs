@@ -5,6 +5,8 @@
 //! subscriber ([`grouping`](super::grouping)) and the in-process harness
 //! settle the outcomes each their own way.
 
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -78,6 +80,9 @@ enum Attempt {
     Committed,
     /// Member `index`'s handler failed (nothing of the attempt is kept).
     HandlerFailed { index: usize, verdict: Verdict },
+    /// A batch handler failed on these members together (nothing of the
+    /// attempt is kept): which of them is at fault is not known yet.
+    BatchFailed { indices: Vec<usize>, reason: String },
     /// The group could not begin, record or commit.
     GroupFailed { reason: String },
 }
@@ -92,6 +97,8 @@ pub(crate) async fn apply_group(
     members: &[GroupMember<'_>],
 ) -> Vec<MemberOutcome> {
     let mut outcomes: Vec<Option<MemberOutcome>> = members.iter().map(|_| None).collect();
+    // Members of a failed batch, applied one by one from then on.
+    let mut singles: HashSet<usize> = HashSet::new();
     loop {
         let live: Vec<usize> = (0..members.len())
             .filter(|&i| outcomes[i].is_none())
@@ -99,7 +106,7 @@ pub(crate) async fn apply_group(
         if live.is_empty() {
             break;
         }
-        match attempt(shared, inbox, members, &live).await {
+        match attempt(shared, inbox, members, &live, &singles).await {
             Attempt::Committed => {
                 for i in live {
                     let event = event_of(shared, &members[i]);
@@ -117,6 +124,10 @@ pub(crate) async fn apply_group(
                     outcomes[i] = Some(MemberOutcome::PutBack);
                 }
                 outcomes[index] = Some(MemberOutcome::Settle(verdict));
+            }
+            Attempt::BatchFailed { indices, reason } => {
+                tracing::debug!(consumer = %shared.consumer, batch = indices.len(), error = %reason, "a batch handler of an inbox group failed: the group is applied again with the batch's messages one by one");
+                singles.extend(indices);
             }
             Attempt::GroupFailed { reason } => {
                 tracing::warn!(consumer = %shared.consumer, group = live.len(), error = %reason, "an inbox group failed: the first message of each of its aggregates is delivered again, the rest wait for it");
@@ -156,13 +167,73 @@ fn event_of(shared: &Shared, member: &GroupMember<'_>) -> &'static str {
         })
 }
 
-/// One transaction: the inbox rows of `live`, their handlers in order,
-/// the commit.
+/// One step of an attempt: a handler called for one member, or a batch
+/// handler for several.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    One(usize),
+    Batch(Vec<usize>),
+}
+
+/// The order in which an attempt runs `runnable` (member indices, in
+/// stream order). Without a batch handler among them: one by one, in
+/// stream order. With one: in rounds, round `n` holding each aggregate's
+/// `n`-th message, so each aggregate's messages still run in stream order,
+/// one round after the other; within a round each batch handler takes all
+/// its messages at once (each aggregate at most once), the other handlers
+/// one by one. Member `i`'s aggregate is `key(i)`, its event `event(i)`;
+/// `batches(i)`: whether it goes to a batch handler.
+fn steps<K: Eq + Hash, N: PartialEq>(
+    runnable: &[usize],
+    key: impl Fn(usize) -> K,
+    event: impl Fn(usize) -> N,
+    batches: impl Fn(usize) -> bool,
+) -> Vec<Step> {
+    if !runnable.iter().any(|&i| batches(i)) {
+        return runnable.iter().map(|&i| Step::One(i)).collect();
+    }
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut depth: HashMap<K, usize> = HashMap::new();
+    for &i in runnable {
+        let round = depth.entry(key(i)).or_default();
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(i);
+        *round += 1;
+    }
+    let mut steps = Vec::with_capacity(runnable.len());
+    for round in rounds {
+        let mut by_event: Vec<(N, Vec<usize>)> = Vec::new();
+        for i in round {
+            if !batches(i) {
+                steps.push(Step::One(i));
+                continue;
+            }
+            let name = event(i);
+            match by_event.iter_mut().find(|(other, _)| *other == name) {
+                Some((_, batch)) => batch.push(i),
+                None => by_event.push((name, vec![i])),
+            }
+        }
+        for (_, batch) in by_event {
+            steps.push(match batch.as_slice() {
+                [one] => Step::One(*one),
+                _ => Step::Batch(batch),
+            });
+        }
+    }
+    steps
+}
+
+/// One transaction: the inbox rows of `live`, their handlers (in
+/// [`steps`]; the members of `singles` one by one), the commit.
 async fn attempt(
     shared: &Shared,
     inbox: &Arc<dyn ConsumerInbox>,
     members: &[GroupMember<'_>],
     live: &[usize],
+    singles: &HashSet<usize>,
 ) -> Attempt {
     let failed = |what: &str, err: &(dyn std::error::Error + 'static)| Attempt::GroupFailed {
         reason: format!("{what}: {}", ErrorChain(err)),
@@ -187,44 +258,182 @@ async fn attempt(
         Ok(new) => new,
         Err(err) => return failed("recording the group in the inbox", &*err),
     };
-    for &index in live {
-        let member = &members[index];
-        if !new.contains(&member.envelope.id) {
-            continue; // a duplicate: acknowledged with the group, not run
-        }
-        let Some(handler) = shared.handlers.get(&member.envelope.event_name) else {
-            continue; // `joins_group` found one
+    // Duplicates are acknowledged with the group, not run.
+    let runnable: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| new.contains(&members[i].envelope.id))
+        .collect();
+    let batches = |i: usize| {
+        !singles.contains(&i)
+            && shared
+                .handlers
+                .get(&members[i].envelope.event_name)
+                .is_some_and(|handler| handler.applies_in_batches())
+    };
+    let key = |i: usize| &members[i].key;
+    let event = |i: usize| members[i].envelope.event_name.as_str();
+    for step in steps(&runnable, key, event, batches) {
+        let ran = match step {
+            Step::One(index) => run_one(shared, members, index, &mut *group).await,
+            Step::Batch(indices) => run_batch(shared, members, indices, &mut *group).await,
         };
-        let event = handler.registration().name();
-        let delivery = dispatch::delivery_of(shared, member.envelope.clone(), &member.delivered);
-        let started = Instant::now();
-        // A handler may panic while creating its future, or while it runs.
-        let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.call_in_group(&shared.registry, delivery, &mut *group)
-        }));
-        let result = match calling {
-            Ok(Ok(running)) => {
-                AssertUnwindSafe(running)
-                    .catch_unwind()
-                    .instrument(member.span.clone())
-                    .await
-            }
-            Ok(Err(err)) => {
-                let reason = ErrorChain(&err).to_string();
-                let kind = dispatch::decode_kind(&err);
-                let verdict = dispatch::dead(kind, reason, Some(event));
-                return Attempt::HandlerFailed { index, verdict };
-            }
-            Err(panic) => Err(panic),
-        };
-        dispatch::record_duration(shared, event, started);
-        let verdict = dispatch::verdict_of(shared, member.delivered.deliveries, event, result);
-        if !verdict.is_ack() {
-            return Attempt::HandlerFailed { index, verdict };
+        if let Err(failure) = ran {
+            return failure;
         }
     }
     match group.commit().await {
         Ok(()) => Attempt::Committed,
         Err(err) => failed("committing the group", &*err),
+    }
+}
+
+/// Runs member `index`'s handler in `group`.
+async fn run_one(
+    shared: &Shared,
+    members: &[GroupMember<'_>],
+    index: usize,
+    group: &mut dyn InboxGroup,
+) -> Result<(), Attempt> {
+    let member = &members[index];
+    let Some(handler) = shared.handlers.get(&member.envelope.event_name) else {
+        return Ok(()); // `joins_group` found one
+    };
+    let event = handler.registration().name();
+    let delivery = dispatch::delivery_of(shared, member.envelope.clone(), &member.delivered);
+    let started = Instant::now();
+    // A handler may panic while creating its future, or while it runs.
+    let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        handler.call_in_group(&shared.registry, delivery, group)
+    }));
+    let result = match calling {
+        Ok(Ok(running)) => {
+            AssertUnwindSafe(running)
+                .catch_unwind()
+                .instrument(member.span.clone())
+                .await
+        }
+        Ok(Err(err)) => {
+            let reason = ErrorChain(&err).to_string();
+            let verdict = dispatch::dead(dispatch::decode_kind(&err), reason, Some(event));
+            return Err(Attempt::HandlerFailed { index, verdict });
+        }
+        Err(panic) => Err(panic),
+    };
+    dispatch::record_duration(shared, event, started);
+    let verdict = dispatch::verdict_of(shared, member.delivered.deliveries, event, result);
+    if verdict.is_ack() {
+        Ok(())
+    } else {
+        Err(Attempt::HandlerFailed { index, verdict })
+    }
+}
+
+/// Runs the batch handler of `indices` (members of one event type, of
+/// distinct aggregates) once for all of them in `group`.
+async fn run_batch(
+    shared: &Shared,
+    members: &[GroupMember<'_>],
+    indices: Vec<usize>,
+    group: &mut dyn InboxGroup,
+) -> Result<(), Attempt> {
+    let Some(handler) = shared
+        .handlers
+        .get(&members[indices[0]].envelope.event_name)
+    else {
+        return Ok(()); // `joins_group` found one
+    };
+    let event = handler.registration().name();
+    let deliveries = indices
+        .iter()
+        .map(|&i| dispatch::delivery_of(shared, members[i].envelope.clone(), &members[i].delivered))
+        .collect();
+    let span = tracing::info_span!("outbox.consume_batch", consumer = %shared.consumer, event, messages = indices.len());
+    let started = Instant::now();
+    let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        handler.call_batch_in_group(&shared.registry, deliveries, group)
+    }));
+    let result = match calling {
+        Ok(Ok(running)) => {
+            AssertUnwindSafe(running)
+                .catch_unwind()
+                .instrument(span)
+                .await
+        }
+        Ok(Err((position, err))) => {
+            let reason = ErrorChain(&err).to_string();
+            let verdict = dispatch::dead(dispatch::decode_kind(&err), reason, Some(event));
+            let index = indices[position];
+            return Err(Attempt::HandlerFailed { index, verdict });
+        }
+        Err(panic) => Err(panic),
+    };
+    dispatch::record_duration(shared, event, started);
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) => Err(Attempt::BatchFailed {
+            indices,
+            reason: err.to_string(),
+        }),
+        Err(panic) => Err(Attempt::BatchFailed {
+            indices,
+            reason: format!("handler panicked: {}", dispatch::panic_message(&*panic)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Step, steps};
+
+    /// Members as (aggregate, event), in stream order; batch handlers for
+    /// the events named in `batched`.
+    fn plan(members: &[(&str, &str)], batched: &[&str]) -> Vec<Step> {
+        let runnable: Vec<usize> = (0..members.len()).collect();
+        steps(
+            &runnable,
+            |i| members[i].0,
+            |i| members[i].1,
+            |i| batched.contains(&members[i].1),
+        )
+    }
+
+    #[test]
+    fn without_batch_handlers_members_run_one_by_one_in_stream_order() {
+        let members = [("a", "paid"), ("b", "paid"), ("a", "shipped")];
+        let plan = plan(&members, &[]);
+        assert_eq!(plan, vec![Step::One(0), Step::One(1), Step::One(2)]);
+    }
+
+    #[test]
+    fn a_batch_takes_each_aggregate_once_and_its_next_message_runs_after() {
+        // a: paid, shipped, paid; b: paid; c: shipped.
+        let members = [
+            ("a", "paid"),
+            ("b", "paid"),
+            ("a", "shipped"),
+            ("c", "shipped"),
+            ("a", "paid"),
+        ];
+        let plan = plan(&members, &["paid", "shipped"]);
+        assert_eq!(
+            plan,
+            vec![
+                Step::Batch(vec![0, 1]), // round 1: a's and b's first
+                Step::One(3),            // round 1: c's first
+                Step::One(2),            // round 2: a's second
+                Step::One(4),            // round 3: a's third
+            ]
+        );
+    }
+
+    #[test]
+    fn handlers_without_batches_run_alone_within_their_round() {
+        let members = [("a", "paid"), ("b", "note"), ("c", "paid"), ("b", "paid")];
+        let plan = plan(&members, &["paid"]);
+        assert_eq!(
+            plan,
+            vec![Step::One(1), Step::Batch(vec![0, 2]), Step::One(3)]
+        );
     }
 }

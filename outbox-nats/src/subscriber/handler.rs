@@ -39,6 +39,19 @@ pub(crate) trait ErasedHandler: Send + Sync {
         delivery: Delivery,
         group: &'a mut dyn InboxGroup,
     ) -> Result<GroupHandlerFuture<'a>, DecodeError>;
+
+    /// Whether it takes several messages of a group at once.
+    fn applies_in_batches(&self) -> bool;
+
+    /// Decodes each delivered message (as [`call`](Self::call)) and starts
+    /// the handler on all of them inside `group`; the position of the first
+    /// message that cannot be decoded, with why.
+    fn call_batch_in_group<'a>(
+        &'a self,
+        registry: &EventRegistry,
+        deliveries: Vec<Delivery>,
+        group: &'a mut dyn InboxGroup,
+    ) -> Result<GroupHandlerFuture<'a>, (usize, DecodeError)>;
 }
 
 /// `H`, a handler of `E`.
@@ -90,6 +103,24 @@ where
     ) -> Result<GroupHandlerFuture<'a>, DecodeError> {
         let event = decode::<E>(registry, &delivery)?;
         Ok(self.handler.call_in_group(event, delivery, group))
+    }
+
+    fn applies_in_batches(&self) -> bool {
+        self.handler.applies_in_batches()
+    }
+
+    fn call_batch_in_group<'a>(
+        &'a self,
+        registry: &EventRegistry,
+        deliveries: Vec<Delivery>,
+        group: &'a mut dyn InboxGroup,
+    ) -> Result<GroupHandlerFuture<'a>, (usize, DecodeError)> {
+        let mut batch = Vec::with_capacity(deliveries.len());
+        for (position, delivery) in deliveries.into_iter().enumerate() {
+            let event = decode::<E>(registry, &delivery).map_err(|err| (position, err))?;
+            batch.push((event, delivery));
+        }
+        Ok(self.handler.call_batch_in_group(batch, group))
     }
 }
 

@@ -10,9 +10,11 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait}
 use txoutbox_core::consumer::{GroupEntry, GroupFuture, InboxGroup};
 use txoutbox_core::{Delivery, HandlerError, MessageId, OutboxMessage};
 
+use super::batch::{Batched, InboxBatchHandler};
 use super::handler::InboxHandler;
 use super::{Inbox, sql};
 use crate::error::OutboxError;
+use crate::unit_of_work::UnitOfWork;
 
 /// An open group transaction of one inbox (see
 /// [`ConsumerInbox::begin_group`](txoutbox_core::consumer::ConsumerInbox::begin_group)).
@@ -41,6 +43,19 @@ impl GroupTransaction {
         })
     }
 
+    /// `group` as the group transaction of `inbox`'s handlers; an error if
+    /// it is another's (a subscriber bug: nothing is applied).
+    pub(super) fn of<'g>(
+        inbox: &Inbox,
+        group: &'g mut dyn InboxGroup,
+    ) -> Result<&'g mut Self, HandlerError> {
+        group.as_any_mut().downcast_mut::<Self>().ok_or_else(|| {
+            HandlerError::retry(ForeignGroup {
+                consumer: inbox.consumer().to_owned(),
+            })
+        })
+    }
+
     fn txn(&self) -> Result<&DatabaseTransaction, OutboxError> {
         self.txn.as_ref().ok_or(OutboxError::GroupTransactionLost)
     }
@@ -56,19 +71,62 @@ impl GroupTransaction {
         delivery: Delivery,
         handler: &H,
     ) -> Result<(), HandlerError> {
+        let mut uow = self.unit(&delivery)?;
+        let handled = handler.handle(event, delivery, &mut uow).await;
+        self.take_back(uow, handled, 1).await
+    }
+
+    /// Runs `handler` for a batch of the group's messages (not empty) with
+    /// one unit of work in the group's transaction, begun with the first
+    /// message's caused context.
+    pub(super) async fn apply_batch<E, H: InboxBatchHandler<E>>(
+        &mut self,
+        batch: Vec<Batched<E>>,
+        handler: &H,
+    ) -> Result<(), HandlerError> {
+        let Some(first) = batch.first() else {
+            return Ok(());
+        };
+        let mut uow = self.unit(&first.delivery)?;
+        let messages = batch.len() as u64;
+        let handled = handler.handle_batch(batch, &mut uow).await;
+        self.take_back(uow, handled, messages).await
+    }
+
+    /// A unit of work in the group's transaction (lent to it until
+    /// [`take_back`](Self::take_back)), stamped with `delivery`'s caused
+    /// context.
+    fn unit(&mut self, delivery: &Delivery) -> Result<UnitOfWork, OutboxError> {
         let txn = self.txn.take().ok_or(OutboxError::GroupTransactionLost)?;
-        let mut uow = self
+        Ok(self
             .inbox
             .outbox
-            .begin_within(delivery.caused_context(), txn);
-        let handled = handler.handle(event, delivery, &mut uow).await;
+            .begin_within(delivery.caused_context(), txn))
+    }
+
+    /// Takes the transaction back from `uow`, writing the events it
+    /// recorded, after its handler `handled` `messages` messages.
+    async fn take_back(
+        &mut self,
+        uow: UnitOfWork,
+        handled: Result<(), HandlerError>,
+        messages: u64,
+    ) -> Result<(), HandlerError> {
         let (txn, written) = uow.give_back().await;
         self.txn = txn;
         handled?;
         self.written.extend(written?);
-        self.applied += 1;
+        self.applied += messages;
         Ok(())
     }
+}
+
+/// A group transaction that is not an inbox's was handed to an inbox
+/// handler (a subscriber bug): nothing is applied.
+#[derive(Debug, thiserror::Error)]
+#[error("the handler of inbox `{consumer}` was given a group transaction that is not an inbox's")]
+struct ForeignGroup {
+    consumer: String,
 }
 
 impl InboxGroup for GroupTransaction {

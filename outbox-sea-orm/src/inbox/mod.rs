@@ -16,6 +16,7 @@
 //! Metrics: `outbox_inbox_messages_total{consumer, outcome}`, `outcome`
 //! being `applied` or `duplicate`.
 
+mod batch;
 mod group;
 mod handler;
 mod held;
@@ -23,6 +24,7 @@ mod held_sql;
 mod sql;
 mod subscriber;
 
+pub use batch::{BatchThroughInbox, Batched, FnBatchHandler, InboxBatchFn, InboxBatchHandler};
 pub use handler::{FnHandler, InboxFn, InboxHandler};
 pub use subscriber::ThroughInbox;
 
@@ -316,6 +318,59 @@ impl Inbox {
         F: for<'a> Fn(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a> + Send + Sync + 'static,
     {
         self.handler(handler)
+    }
+
+    /// Wraps a plain `async fn(Vec<Batched<E>>, &mut UnitOfWork) ->
+    /// Result<(), HandlerError>` into a typed subscriber handler that applies
+    /// several messages at once, each exactly once, when the subscriber
+    /// applies in groups (a batch of one otherwise): one set-based statement
+    /// for a whole batch instead of one per message. A batch holds each
+    /// aggregate at most once; see [`InboxBatchHandler`] for what else it
+    /// promises and what a failure costs.
+    ///
+    /// ```no_run
+    /// # use txoutbox_core::IntegrationEvent;
+    /// # #[derive(serde::Serialize, serde::Deserialize, IntegrationEvent)]
+    /// # #[event(name = "order.paid")] struct OrderPaid { order_id: String, cents: i64 }
+    /// use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    /// use txoutbox_core::HandlerError;
+    /// use txoutbox_sea_orm::inbox::Batched;
+    /// use txoutbox_sea_orm::{Inbox, UnitOfWork};
+    ///
+    /// /// One UPDATE for the whole batch (PostgreSQL): each order once in it.
+    /// async fn on_paid(batch: Vec<Batched<OrderPaid>>, uow: &mut UnitOfWork) -> Result<(), HandlerError> {
+    ///     let (ids, cents): (Vec<String>, Vec<i64>) =
+    ///         batch.into_iter().map(|paid| (paid.event.order_id, paid.event.cents)).unzip();
+    ///     let update = Statement::from_sql_and_values(
+    ///         DbBackend::Postgres,
+    ///         "UPDATE orders_view AS o SET paid_cents = o.paid_cents + p.cents \
+    ///          FROM UNNEST($1::text[], $2::bigint[]) AS p(id, cents) WHERE o.id = p.id",
+    ///         [ids.into(), cents.into()],
+    ///     );
+    ///     uow.connection().await?.execute(update).await?;
+    ///     Ok(())
+    /// }
+    ///
+    /// # fn run(inbox: Inbox) {
+    /// let on_paid = inbox.batch_handler(on_paid); // `.on(on_paid)` on a subscriber builder
+    /// # let _ = on_paid; }
+    /// ```
+    pub fn batch_handler<E, F>(&self, handler: F) -> BatchThroughInbox<FnBatchHandler<F>>
+    where
+        E: Send + 'static,
+        F: for<'a> InboxBatchFn<'a, E>,
+    {
+        self.batch_handler_with(FnBatchHandler(handler))
+    }
+
+    /// [`batch_handler`](Inbox::batch_handler) for a type implementing
+    /// [`InboxBatchHandler`].
+    pub fn batch_handler_with<E, H>(&self, handler: H) -> BatchThroughInbox<H>
+    where
+        E: Send + 'static,
+        H: InboxBatchHandler<E>,
+    {
+        BatchThroughInbox::new(self.clone(), handler)
     }
 
     /// Whether this consumer has processed the message `id` (and its inbox

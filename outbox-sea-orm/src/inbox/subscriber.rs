@@ -162,22 +162,10 @@ where
         group: &'a mut dyn InboxGroup,
     ) -> GroupHandlerFuture<'a> {
         Box::pin(async move {
-            let Some(group) = group.as_any_mut().downcast_mut::<GroupTransaction>() else {
-                return Err(HandlerError::retry(ForeignGroup {
-                    consumer: self.inbox.consumer().to_owned(),
-                }));
-            };
+            let group = GroupTransaction::of(&self.inbox, group)?;
             group.apply(event, delivery, &*self.handler).await
         })
     }
-}
-
-/// A group transaction that is not an inbox's was handed to an inbox
-/// handler (a subscriber bug): nothing is applied.
-#[derive(Debug, thiserror::Error)]
-#[error("the handler of inbox `{consumer}` was given a group transaction that is not an inbox's")]
-struct ForeignGroup {
-    consumer: String,
 }
 
 /// What a typed subscriber needs of its inbox: the applied messages, the

@@ -216,6 +216,22 @@ impl UnitOfWork {
         &self.context
     }
 
+    /// Stamps the messages this unit records from now on with `context`
+    /// (those recorded before keep theirs): an inbox batch handler
+    /// ([`Inbox::batch_handler`](crate::Inbox::batch_handler)) sets each
+    /// message's [caused context](txoutbox_core::Delivery::caused_context)
+    /// before it records the events that message causes.
+    ///
+    /// ```no_run
+    /// # async fn run(mut uow: txoutbox_sea_orm::UnitOfWork, delivery: txoutbox_core::Delivery) {
+    /// uow.set_context(delivery.caused_context());
+    /// assert_eq!(uow.context().causation_id(), Some(delivery.message_id().to_string().as_str()));
+    /// # }
+    /// ```
+    pub fn set_context(&mut self, context: MessageContext) {
+        self.context = context;
+    }
+
     /// Loads an aggregate by primary key. Inside the unit's transaction if
     /// it is open or this unit has saved something (so the load sees it);
     /// otherwise on its own, as optimistic concurrency needs nothing more:

@@ -4,7 +4,9 @@
 //! committed once, without a redelivery; the failing aggregate retried, or
 //! held behind a rejected message); a hot aggregate among many cold ones
 //! keeps every aggregate's order; duplicates inside a group and across
-//! groups are applied once. On PostgreSQL: a connection cut in the middle
+//! groups are applied once; a batch handler (`Inbox::batch_handler`) takes
+//! many aggregates in one call, each once, keeps every order, and a failing
+//! batch costs its failing aggregate only. On PostgreSQL: a connection cut in the middle
 //! of a group's commit acks nothing, and everything is applied once after.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
@@ -17,6 +19,7 @@ use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent, OutboxMessage};
 use txoutbox_nats::subscriber::{InboxBatches, RunningSubscriber};
+use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 use txoutbox_suite::subscriber::SubscriberFixture;
 use txoutbox_suite::{Backend, TestDb};
@@ -319,7 +322,203 @@ async fn duplicates_inside_and_across_groups_are_applied_once(test: TestDb) {
     assert_eq!(test.count("outbox_inbox", "1=1").await, 3);
 }
 
+/// A batch handler (`Inbox::batch_handler_with`) that writes a whole
+/// batch's effects in one statement, records each batch's messages
+/// (aggregate, sequence, delivery), and fails a batch that holds a message
+/// `failing` names.
+struct BatchEffects {
+    batches: Arc<Mutex<Vec<Vec<(String, u64, u64)>>>>,
+    failing: Failing,
+}
+
+impl InboxBatchHandler<OrderChanged> for BatchEffects {
+    async fn handle_batch(
+        &self,
+        batch: Vec<Batched<OrderChanged>>,
+        uow: &mut UnitOfWork,
+    ) -> Result<(), HandlerError> {
+        let seen = batch
+            .iter()
+            .map(|m| {
+                let d = &m.delivery;
+                (
+                    d.aggregate_id().to_owned(),
+                    d.sequence(),
+                    d.delivery_count(),
+                )
+            })
+            .collect();
+        self.batches.lock().unwrap().push(seen);
+        let rows: Vec<String> = batch
+            .iter()
+            .map(|m| {
+                let d = &m.delivery;
+                format!(
+                    "('{}', '{}', {}, {})",
+                    d.message_id(),
+                    d.aggregate_id(),
+                    d.sequence(),
+                    d.delivery_count()
+                )
+            })
+            .collect();
+        uow.connection()
+            .await?
+            .execute_unprepared(&format!(
+                "INSERT INTO effects (message_id, aggregate_id, sequence, delivery) VALUES {}",
+                rows.join(", ")
+            ))
+            .await?;
+        match batch.iter().find_map(|m| (self.failing)(&m.delivery)) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A subscriber in groups whose handler is a [`BatchEffects`].
+async fn spawn_batches(
+    fx: &SubscriberFixture,
+    inbox: &Inbox,
+    batches: &Arc<Mutex<Vec<Vec<(String, u64, u64)>>>>,
+    failing: Failing,
+) -> RunningSubscriber {
+    let handler = inbox.batch_handler_with(BatchEffects {
+        batches: Arc::clone(batches),
+        failing,
+    });
+    fx.subscriber()
+        .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate())
+        .inbox_batches(
+            InboxBatches::default()
+                .max_messages(500)
+                .max_wait(Duration::from_millis(300)),
+        )
+        .on(handler)
+        .build()
+        .await
+        .unwrap()
+        .spawn()
+}
+
+/// A batch handler takes many aggregates' messages in one call, never one
+/// aggregate twice in a call; a hot aggregate (30 events) among 30 cold
+/// ones (3 each) keeps every aggregate's order, each message applied once.
+async fn a_batch_handler_takes_each_aggregate_once_a_call_and_keeps_every_order(test: TestDb) {
+    create_effects(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
+    let cold: Vec<String> = (1..=30).map(|n| format!("cold-{n}")).collect();
+    let mut shape: Vec<(&str, u64)> = vec![("hot", 30)];
+    shape.extend(cold.iter().map(|a| (a.as_str(), 3)));
+    let sent = publish(&fx, &shape).await;
+    let batches = Arc::default();
+    let running = spawn_batches(&fx, &inbox, &batches, never()).await;
+    fx.settled(Duration::from_secs(20)).await;
+    running.shutdown().await.unwrap();
+
+    let applied = applied(&test).await;
+    assert_eq!(
+        applied.values().map(Vec::len).sum::<usize>(),
+        sent.len(),
+        "each once"
+    );
+    let hot: Vec<i64> = applied["hot"].iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        hot,
+        (1..=30).collect::<Vec<i64>>(),
+        "the hot aggregate in order"
+    );
+    for aggregate in &cold {
+        assert_eq!(applied[aggregate], [(1, 1), (2, 1), (3, 1)], "{aggregate}");
+    }
+    let batches = batches.lock().unwrap();
+    for batch in batches.iter() {
+        let mut aggregates: Vec<&str> = batch.iter().map(|(a, _, _)| a.as_str()).collect();
+        aggregates.sort_unstable();
+        let calls = aggregates.len();
+        aggregates.dedup();
+        assert_eq!(
+            aggregates.len(),
+            calls,
+            "one aggregate twice in a batch: {batch:?}"
+        );
+    }
+    let largest = batches.iter().map(Vec::len).max().unwrap_or(0);
+    assert!(
+        largest >= 20,
+        "messages of many aggregates in one call: largest batch {largest}"
+    );
+    assert!(
+        batches.len() < sent.len() / 2,
+        "{} calls for {} messages",
+        batches.len(),
+        sent.len()
+    );
+}
+
+/// A batch fails because of `o-5`'s first message (on its first delivery):
+/// the group is applied again with that batch's messages one by one, so
+/// only `o-5` pays (retried after its backoff, then in order); every other
+/// aggregate's effects commit once, from their first delivery.
+async fn a_failing_batch_costs_its_aggregate_not_the_batch(test: TestDb) {
+    create_effects(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
+    let aggregates: Vec<String> = (1..=10).map(|n| format!("o-{n}")).collect();
+    let shape: Vec<(&str, u64)> = aggregates.iter().map(|a| (a.as_str(), 3)).collect();
+    let sent = publish(&fx, &shape).await;
+    let failing: Failing = Arc::new(|delivery: &Delivery| {
+        (delivery.aggregate_id() == "o-5" && delivery.sequence() == 1 && !delivery.is_redelivery())
+            .then(|| HandlerError::retry("o-5 is not ready yet"))
+    });
+    let batches = Arc::default();
+    let running = spawn_batches(&fx, &inbox, &batches, failing).await;
+    fx.settled(Duration::from_secs(20)).await;
+    running.shutdown().await.unwrap();
+
+    let applied = applied(&test).await;
+    assert_eq!(
+        applied.values().map(Vec::len).sum::<usize>(),
+        sent.len(),
+        "each once"
+    );
+    for aggregate in &aggregates {
+        let sequences: Vec<i64> = applied[aggregate].iter().map(|(s, _)| *s).collect();
+        assert_eq!(sequences, [1, 2, 3], "{aggregate} in order, once each");
+        if aggregate != "o-5" {
+            assert!(
+                applied[aggregate]
+                    .iter()
+                    .all(|(_, delivery)| *delivery == 1),
+                "{aggregate} committed from its first delivery: {:?}",
+                applied[aggregate]
+            );
+        }
+    }
+    assert_eq!(
+        applied["o-5"][0],
+        (1, 2),
+        "o-5's first message applied on its retry"
+    );
+    let batches = batches.lock().unwrap();
+    assert!(
+        batches
+            .iter()
+            .any(|b| b.len() > 1 && b.iter().any(|(a, s, _)| a == "o-5" && *s == 1)),
+        "o-5's message first failed inside a larger batch: {batches:?}"
+    );
+    assert!(
+        batches
+            .iter()
+            .any(|b| b.len() == 1 && b[0].0 == "o-5" && b[0].1 == 1 && b[0].2 == 1),
+        "then failed alone: {batches:?}"
+    );
+}
+
 txoutbox_suite::each_backend!(
+    a_batch_handler_takes_each_aggregate_once_a_call_and_keeps_every_order,
+    a_failing_batch_costs_its_aggregate_not_the_batch,
     a_failing_handler_costs_its_aggregate_not_the_group,
     a_rejected_message_holds_its_aggregate_and_the_group_goes_on,
     a_hot_aggregate_among_cold_ones_keeps_every_order,
