@@ -16,7 +16,7 @@ use txoutbox_nats::subscriber::{DeadLetterPolicy, Subscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, create_schema};
 
 use crate::Result;
-use crate::paths::{Transactions, Write, batches, inbox_handler, reset_read_model};
+use crate::paths::{Transactions, Write, batch_handler, batches, inbox_handler, reset_read_model};
 use crate::stream::{create, envelope, settled};
 
 const RATE: u64 = 100;
@@ -32,19 +32,16 @@ pub(crate) async fn measure(js: &Context, db: &DatabaseConnection, tag: &str) ->
         "{:<52} {:>9} {:>9} {:>9}",
         "path", "p50 ms", "p99 ms", "max ms"
     );
-    for transactions in [Transactions::PerMessage, Transactions::Batched] {
+    for transactions in Transactions::ALL {
         let mut latencies = one_path(js, db, tag, transactions).await?;
         latencies.sort_unstable();
         let at = |q: f64| {
             let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
             latencies[index].as_secs_f64() * 1000.0
         };
-        let name = match transactions {
-            Transactions::PerMessage => "inbox per message",
-            Transactions::Batched => "inbox batched",
-        };
         println!(
-            "{name:<52} {:>9.2} {:>9.2} {:>9.2}",
+            "{:<52} {:>9.2} {:>9.2} {:>9.2}",
+            transactions.name(),
             at(0.5),
             at(0.99),
             at(1.0)
@@ -68,13 +65,19 @@ async fn one_path(
         create_schema(db, &config).await?;
         let outbox = Outbox::new(db.clone(), config);
         let inbox = Inbox::new(&outbox, &durable)?;
-        let mut builder = Subscriber::builder(js.clone(), &durable)
+        let builder = Subscriber::builder(js.clone(), &durable)
             .stream(&stream)
-            .dead_letter(DeadLetterPolicy::terminate())
-            .on(inbox_handler(&inbox, Write::ReadModel));
-        builder = match transactions {
-            Transactions::PerMessage => builder.inbox_per_message(),
-            Transactions::Batched => builder.inbox_batches(batches()),
+            .dead_letter(DeadLetterPolicy::terminate());
+        let builder = match transactions {
+            Transactions::PerMessage => builder
+                .on(inbox_handler(&inbox, Write::ReadModel))
+                .inbox_per_message(),
+            Transactions::Batched => builder
+                .on(inbox_handler(&inbox, Write::ReadModel))
+                .inbox_batches(batches()),
+            Transactions::BatchHandler => builder
+                .on(batch_handler(&inbox, Write::ReadModel))
+                .inbox_batches(batches()),
         };
         let running = builder.build().await?.spawn();
         let acked: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();

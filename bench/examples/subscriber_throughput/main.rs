@@ -17,6 +17,9 @@
 //! - inbox per message: an `Inbox` handler, one transaction per message
 //!   (`inbox_per_message`);
 //! - inbox batched: the same in inbox groups (`inbox_batches`);
+//! - inbox batched, batch handler: in inbox groups with a batch handler
+//!   (`Inbox::batch_handler_with`) that writes a whole batch in one
+//!   set-based statement;
 //!
 //! each handler with a no-op write and with a realistic one: an `UPDATE` of
 //! the read-model row of the message's aggregate. The exactly-once paths

@@ -1,6 +1,7 @@
 //! The throughput of each path on one shape: raw pull, typed, inbox per
-//! message, inbox batched; the handlers with a no-op write and with an
-//! `UPDATE` of the aggregate's read-model row.
+//! message, inbox batched (a handler per message, or a batch handler with
+//! one set-based statement per batch); the handlers with a no-op write and
+//! with an `UPDATE` of the aggregate's read-model row.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use futures::StreamExt;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxBatches, Subscriber, SubscriberBuilder};
+use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork, create_schema};
 
 use crate::stream::{create, publish, settled};
@@ -32,6 +34,23 @@ pub(crate) enum Transactions {
     PerMessage,
     /// In groups (`inbox_batches`).
     Batched,
+    /// In groups, with a batch handler (`Inbox::batch_handler_with`): one
+    /// set-based statement for each batch.
+    BatchHandler,
+}
+
+impl Transactions {
+    /// Every way, in the order printed.
+    pub(crate) const ALL: [Self; 3] = [Self::PerMessage, Self::Batched, Self::BatchHandler];
+
+    /// The way's name in the bench's tables.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::PerMessage => "inbox per message",
+            Self::Batched => "inbox batched",
+            Self::BatchHandler => "inbox batched, batch handler",
+        }
+    }
 }
 
 /// Time the inbox handlers spent in their read-model `UPDATE`s (on the
@@ -86,6 +105,52 @@ pub(crate) fn inbox_handler(
             Ok::<(), HandlerError>(())
         })
     })
+}
+
+/// The inbox batch handler of `write`.
+pub(crate) fn batch_handler(
+    inbox: &Inbox,
+    write: Write,
+) -> impl txoutbox_core::consumer::Handler<Step> + use<> {
+    inbox.batch_handler_with(SetUpdate(write))
+}
+
+/// The batch handler of `write`: one `UPDATE ... FROM UNNEST(..)` for a
+/// whole batch (each aggregate at most once in it).
+struct SetUpdate(Write);
+
+impl InboxBatchHandler<Step> for SetUpdate {
+    async fn handle_batch(
+        &self,
+        batch: Vec<Batched<Step>>,
+        uow: &mut UnitOfWork,
+    ) -> std::result::Result<(), HandlerError> {
+        if self.0 == Write::ReadModel {
+            let started = Instant::now();
+            uow.connection()
+                .await?
+                .execute_raw(set_update(&batch))
+                .await?;
+            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            UPDATE_NANOS.fetch_add(nanos, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// The read model's update for every aggregate of `batch` (each at most
+/// once in it), in one statement.
+pub(crate) fn set_update(batch: &[Batched<Step>]) -> Statement {
+    let ids: Vec<String> = batch
+        .iter()
+        .map(|message| message.delivery.aggregate_id().to_owned())
+        .collect();
+    Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "UPDATE read_model AS r SET n = r.n + 1 FROM UNNEST($1::text[]) AS b(id) \
+         WHERE r.id = b.id",
+        [ids.into()],
+    )
 }
 
 /// A read model with one row per aggregate, at zero.
@@ -165,7 +230,7 @@ pub(crate) async fn measure(
             let elapsed = typed(js, db, &stream, write).await?;
             report(&format!("typed subscriber, {}", label(write)), elapsed);
         }
-        for transactions in [Transactions::PerMessage, Transactions::Batched] {
+        for transactions in Transactions::ALL {
             for write in [Write::Nothing, Write::ReadModel] {
                 reset_read_model(db, aggregates).await?;
                 let elapsed = inbox(
@@ -178,11 +243,7 @@ pub(crate) async fn measure(
                     write,
                 )
                 .await?;
-                let name = match transactions {
-                    Transactions::PerMessage => "inbox per message",
-                    Transactions::Batched => "inbox batched",
-                };
-                report(&format!("{name}, {}", label(write)), elapsed);
+                report(&format!("{}, {}", transactions.name(), label(write)), elapsed);
             }
         }
         Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
@@ -275,10 +336,18 @@ async fn inbox(
 ) -> Result<Duration> {
     let durable = format!("inbox_{transactions:?}_{write:?}_{aggregates}").to_lowercase();
     let inbox = Inbox::new(outbox, &durable)?;
-    let mut builder = builder(js, stream, &durable).on(inbox_handler(&inbox, write));
-    builder = match transactions {
-        Transactions::PerMessage => builder.max_in_flight(64).inbox_per_message(),
-        Transactions::Batched => builder.inbox_batches(batches()),
+    let builder = builder(js, stream, &durable);
+    let builder = match transactions {
+        Transactions::PerMessage => builder
+            .on(inbox_handler(&inbox, write))
+            .max_in_flight(64)
+            .inbox_per_message(),
+        Transactions::Batched => builder
+            .on(inbox_handler(&inbox, write))
+            .inbox_batches(batches()),
+        Transactions::BatchHandler => builder
+            .on(batch_handler(&inbox, write))
+            .inbox_batches(batches()),
     };
     let started = Instant::now();
     let running = builder.build().await?.spawn();

@@ -9,7 +9,7 @@ use sea_orm::DatabaseConnection;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::{Outbox, OutboxConfig, create_schema};
 
-use crate::stream::create;
+use crate::stream::{create, holding};
 use crate::{Result, Step};
 
 /// Events per transaction while the backlog is written (not timed).
@@ -45,10 +45,7 @@ pub(crate) async fn drain(
         let processor = outbox.processor(publisher).build()?;
         let started = Instant::now();
         let running = processor.spawn();
-        let mut info = js.get_stream(&stream).await?;
-        while info.info().await?.state.messages < count {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        holding(js, &stream, count).await?;
         let elapsed = started.elapsed();
         running.shutdown().await?;
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(elapsed)

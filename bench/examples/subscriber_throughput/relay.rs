@@ -2,7 +2,8 @@
 //! process (issue 31, item 4): each handler updates the read model and
 //! records a follow-up event in its message's unit of work; a processor
 //! (default settings) in the same runtime publishes the follow-ups. Per
-//! message and batched, it prints how long the consumer took, when the
+//! message, batched and with a batch handler (one `UPDATE` per batch, a
+//! follow-up per message), it prints how long the consumer took, when the
 //! last follow-up was published, and how many write transactions
 //! PostgreSQL ran per event in all (the inbox's and the processor's: its
 //! claims and completions; counted by transaction ids, the server's whole,
@@ -15,10 +16,11 @@ use async_nats::jetstream::Context;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::JetStreamPublisher;
+use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork, create_schema};
 
-use crate::paths::{Transactions, batches, reset_read_model, update_of};
-use crate::stream::{create, publish, settled};
+use crate::paths::{Transactions, batches, reset_read_model, set_update, update_of};
+use crate::stream::{create, holding, publish, settled};
 use crate::{Result, Step};
 
 /// Runs both ways on `count` messages over `aggregates`; prints a line each.
@@ -34,18 +36,15 @@ pub(crate) async fn measure(
          each handler an UPDATE of the read model and a follow-up event"
     );
     println!(
-        "{:<28} {:>16} {:>22} {:>22}",
+        "{:<30} {:>16} {:>22} {:>22}",
         "path", "consumed (msg/s)", "follow-ups published", "write txns per event"
     );
-    for transactions in [Transactions::PerMessage, Transactions::Batched] {
+    for transactions in Transactions::ALL {
         let (consumed, published, transactions_taken) =
             one_way(js, db, tag, (count, aggregates), transactions).await?;
         println!(
-            "{:<28} {:>16.0} {:>20.3} s {:>22.2}",
-            match transactions {
-                Transactions::PerMessage => "inbox per message",
-                Transactions::Batched => "inbox batched",
-            },
+            "{:<30} {:>16.0} {:>20.3} s {:>22.2}",
+            transactions.name(),
             count as f64 / consumed.as_secs_f64(),
             published.as_secs_f64(),
             transactions_taken as f64 / count as f64
@@ -92,13 +91,19 @@ async fn one_way(
                     Ok::<(), HandlerError>(())
                 })
             });
-        let mut builder = txoutbox_nats::Subscriber::builder(js.clone(), &durable)
+        let builder = txoutbox_nats::Subscriber::builder(js.clone(), &durable)
             .stream(&incoming)
-            .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate())
-            .on(handler);
-        builder = match transactions {
-            Transactions::PerMessage => builder.max_in_flight(64).inbox_per_message(),
-            Transactions::Batched => builder.max_in_flight(256).inbox_batches(batches()),
+            .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate());
+        let builder = match transactions {
+            Transactions::PerMessage => builder.on(handler).max_in_flight(64).inbox_per_message(),
+            Transactions::Batched => builder
+                .on(handler)
+                .max_in_flight(256)
+                .inbox_batches(batches()),
+            Transactions::BatchHandler => builder
+                .on(inbox.batch_handler_with(Relay))
+                .max_in_flight(256)
+                .inbox_batches(batches()),
         };
         let first_id = next_transaction_id(db).await?;
         let processor = outbox
@@ -109,10 +114,7 @@ async fn one_way(
         let consuming = builder.build().await?.spawn();
         settled(js, &incoming, &durable).await?;
         let consumed = started.elapsed();
-        let mut out = js.get_stream(&follow_ups).await?;
-        while out.info().await?.state.messages < count {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        holding(js, &follow_ups, count).await?;
         let published = started.elapsed();
         consuming.shutdown().await?;
         publishing.shutdown().await?;
@@ -123,6 +125,28 @@ async fn one_way(
     js.delete_stream(&incoming).await?;
     js.delete_stream(&follow_ups).await?;
     measured
+}
+
+/// The batch handler of the relay: one set-based `UPDATE` for the batch,
+/// then each message's follow-up event, stamped with its own context.
+struct Relay;
+
+impl InboxBatchHandler<Step> for Relay {
+    async fn handle_batch(
+        &self,
+        batch: Vec<Batched<Step>>,
+        uow: &mut UnitOfWork,
+    ) -> std::result::Result<(), HandlerError> {
+        uow.connection()
+            .await?
+            .execute_raw(set_update(&batch))
+            .await?;
+        for message in batch {
+            uow.set_context(message.delivery.caused_context());
+            uow.enqueue(&Step { n: message.event.n })?;
+        }
+        Ok(())
+    }
 }
 
 /// The next transaction id of the server: what write transactions

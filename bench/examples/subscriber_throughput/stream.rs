@@ -1,5 +1,6 @@
 //! The bench's streams: publishing envelopes as the outbox publisher
-//! would, and waiting until a consumer has acked them all.
+//! would, waiting until a consumer has acked them all, or until a stream
+//! holds what a processor published.
 
 use std::time::Duration;
 
@@ -85,4 +86,13 @@ pub(crate) async fn settled(js: &Context, stream: &str, consumer: &str) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Waits until `stream` holds `count` messages.
+pub(crate) async fn holding(js: &Context, stream: &str, count: u64) -> Result {
+    let mut stream = js.get_stream(stream).await?;
+    while stream.info().await?.state.messages < count {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
 }
