@@ -29,7 +29,7 @@ pub(crate) async fn measure(js: &Context, db: &DatabaseConnection, tag: &str) ->
         "\nhandle latency, publish to ack, {MESSAGES} messages at {RATE}/s over {AGGREGATES} aggregates, UPDATE of the read model"
     );
     println!(
-        "{:<52} {:>9} {:>9} {:>9}",
+        "{:<56} {:>9} {:>9} {:>9}",
         "path", "p50 ms", "p99 ms", "max ms"
     );
     for transactions in Transactions::ALL {
@@ -40,7 +40,7 @@ pub(crate) async fn measure(js: &Context, db: &DatabaseConnection, tag: &str) ->
             latencies[index].as_secs_f64() * 1000.0
         };
         println!(
-            "{:<52} {:>9.2} {:>9.2} {:>9.2}",
+            "{:<56} {:>9.2} {:>9.2} {:>9.2}",
             transactions.name(),
             at(0.5),
             at(0.99),

@@ -202,13 +202,13 @@ pub(crate) async fn measure(
         let outbox = Outbox::new(db.clone(), config);
         println!("\n{aggregates} aggregates");
         println!(
-            "{:<52} {:>9} {:>12} {:>11}",
+            "{:<56} {:>9} {:>12} {:>11}",
             "path", "seconds", "messages/s", "x producer"
         );
         let report = |name: &str, elapsed: Duration| {
             let rate = count as f64 / elapsed.as_secs_f64();
             println!(
-                "{name:<52} {:>9.3} {rate:>12.0} {:>11.2}",
+                "{name:<56} {:>9.3} {rate:>12.0} {:>11.2}",
                 elapsed.as_secs_f64(),
                 rate / producer_rate
             );

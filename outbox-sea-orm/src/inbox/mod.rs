@@ -347,7 +347,7 @@ impl Inbox {
     ///          FROM UNNEST($1::text[], $2::bigint[]) AS p(id, cents) WHERE o.id = p.id",
     ///         [ids.into(), cents.into()],
     ///     );
-    ///     uow.connection().await?.execute(update).await?;
+    ///     uow.connection().await?.execute_raw(update).await?;
     ///     Ok(())
     /// }
     ///
