@@ -171,16 +171,17 @@ pub(super) async fn count_before(
     Ok(u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0))
 }
 
-/// Rows per multi-row inbox insert (4 parameters each: well under every
-/// backend's limit).
-const ROWS_PER_RECORD: usize = 200;
+/// Rows per multi-row inbox insert: more than a group holds by default
+/// (256), so a full group is recorded in one statement; 3 parameters
+/// each, 3,000 in all, well under every backend's limit (SQLite's 32,766).
+const ROWS_PER_RECORD: usize = 1000;
 
 /// Records `(consumer, id)` for each of `entries` (distinct ids) in `txn`,
 /// skipping the ids recorded before without failing the transaction;
 /// returns the ids it recorded.
 ///
 /// PostgreSQL and SQLite: one `INSERT .. ON CONFLICT DO NOTHING RETURNING`
-/// per 200 rows (a row a concurrent transaction is inserting is waited
+/// per 1,000 rows (a row a concurrent transaction is inserting is waited
 /// for, then skipped). MySQL/MariaDB, which cannot return the rows an
 /// insert skipped: the recorded ids are read first, then the others
 /// inserted; should a concurrent transaction record one of them in
