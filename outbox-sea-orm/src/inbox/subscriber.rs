@@ -27,6 +27,9 @@ use super::{Inbox, Processed};
 /// group rolls them back and runs it again. A handler with effects outside
 /// the database (a call to another service, an e-mail) asks for a
 /// transaction of its own with [`own_transaction`](Self::own_transaction).
+/// In a group it still runs once per message, each statement a round trip:
+/// a handler that writes a row per message writes a whole batch in one
+/// statement as a batch handler ([`Inbox::batch_handler`]).
 ///
 /// A test can run it as the subscriber does, with [`apply`](Self::apply),
 /// which tells a duplicate from an application.
