@@ -36,6 +36,9 @@ type Failing = Arc<dyn Fn(&Delivery) -> Option<HandlerError> + Send + Sync>;
 /// Every call of the handler: (aggregate, sequence, delivery).
 type Calls = Arc<Mutex<Vec<(String, u64, u64)>>>;
 
+/// Every call of a batch handler: its messages' (aggregate, sequence, delivery).
+type Batches = Arc<Mutex<Vec<Vec<(String, u64, u64)>>>>;
+
 /// `effects`: one row per applied message, numbered in the order they
 /// were applied (committed).
 async fn create_effects(test: &TestDb) {
@@ -327,7 +330,7 @@ async fn duplicates_inside_and_across_groups_are_applied_once(test: TestDb) {
 /// (aggregate, sequence, delivery), and fails a batch that holds a message
 /// `failing` names.
 struct BatchEffects {
-    batches: Arc<Mutex<Vec<Vec<(String, u64, u64)>>>>,
+    batches: Batches,
     failing: Failing,
 }
 
@@ -380,7 +383,7 @@ impl InboxBatchHandler<OrderChanged> for BatchEffects {
 async fn spawn_batches(
     fx: &SubscriberFixture,
     inbox: &Inbox,
-    batches: &Arc<Mutex<Vec<Vec<(String, u64, u64)>>>>,
+    batches: &Batches,
     failing: Failing,
 ) -> RunningSubscriber {
     let handler = inbox.batch_handler_with(BatchEffects {
@@ -412,7 +415,7 @@ async fn a_batch_handler_takes_each_aggregate_once_a_call_and_keeps_every_order(
     let mut shape: Vec<(&str, u64)> = vec![("hot", 30)];
     shape.extend(cold.iter().map(|a| (a.as_str(), 3)));
     let sent = publish(&fx, &shape).await;
-    let batches = Arc::default();
+    let batches = Batches::default();
     let running = spawn_batches(&fx, &inbox, &batches, never()).await;
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
@@ -472,7 +475,7 @@ async fn a_failing_batch_costs_its_aggregate_not_the_batch(test: TestDb) {
         (delivery.aggregate_id() == "o-5" && delivery.sequence() == 1 && !delivery.is_redelivery())
             .then(|| HandlerError::retry("o-5 is not ready yet"))
     });
-    let batches = Arc::default();
+    let batches = Batches::default();
     let running = spawn_batches(&fx, &inbox, &batches, failing).await;
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
