@@ -1,7 +1,7 @@
 //! `txoutbox-bench soak-subscriber --schema S --prefix P --nats URL --stream
 //! NAME`: the soak's consumer in a process of its own, modelled on the
 //! tests' `outbox-test-consumer`. A durable subscriber (`soak`) with the
-//! library's defaults (order kept) in inbox groups and an inbox handler
+//! library's defaults (order kept, inbox groups) and an inbox handler
 //! applies every [`BenchEvent`] as one row of `effects` (aggregate,
 //! sequence, message id) in the inbox's transaction, in groups of messages.
 //! Prints `ready` once it runs and `dups <n>` whenever the count of
@@ -52,7 +52,6 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         .stream(value("--stream")?)
         .dead_letter_stream(StreamSpec::dead_letters())
         .ack_wait(ACK_WAIT)
-        .inbox_batches(txoutbox_nats::subscriber::InboxBatches::default())
         .on(handler)
         .build()
         .await?;

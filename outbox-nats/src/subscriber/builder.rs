@@ -49,7 +49,7 @@ use crate::StreamSpec;
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
 /// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
-/// | [`inbox_batches`](Self::inbox_batches) | off: one transaction per message ([`inbox_per_message`](Self::inbox_per_message)); with it, inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once) |
+/// | [`inbox_batches`](Self::inbox_batches) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
 /// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
 /// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
@@ -121,7 +121,7 @@ impl SubscriberBuilder {
             dead_letter_stream: None,
             dead_letter_unhandled: false,
             unordered: false,
-            inbox_batches: None,
+            inbox_batches: Some(InboxBatches::default()),
             cleanup: Some(Cleanup::default()),
             inbox: None,
             registry: None,
@@ -441,7 +441,8 @@ impl SubscriberBuilder {
 
     /// Applies the messages of inbox handlers in groups, one database
     /// transaction per group, as `batches` says (see [`InboxBatches`]: how
-    /// groups form, what a failure costs, why it is not the default yet).
+    /// groups form, what a failure costs). The default is
+    /// `InboxBatches::default()`.
     ///
     /// ```no_run
     /// # async fn build(nats: async_nats::Client) {
@@ -457,7 +458,10 @@ impl SubscriberBuilder {
     /// Applies each message of an inbox handler in a transaction of its
     /// own (inbox row, effects, commit), as `Inbox::process` does: one
     /// commit per message, instead of one per group
-    /// ([`inbox_batches`](Self::inbox_batches)). The default.
+    /// ([`inbox_batches`](Self::inbox_batches), the default): for a
+    /// subscriber whose handlers are not safe to apply again after another
+    /// message's failure rolled their group back (one handler can ask for
+    /// this alone: `ThroughInbox::own_transaction`).
     pub fn inbox_per_message(mut self) -> Self {
         self.inbox_batches = None;
         self

@@ -163,10 +163,22 @@ pub(crate) async fn run(
                     }
                     // A takeover is a restart for the messages the previous
                     // pinned process held: everything delivered past what this
-                    // process received is waited for unless applied.
+                    // process received is waited for unless applied, and what
+                    // was delivered before this message is handed back.
                     if connects_now != connects_seen || failed || took_over {
                         connects_seen = connects_now;
-                        restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, LOST_IN_TRANSIT_PATIENCE).await;
+                        let patience = LOST_IN_TRANSIT_PATIENCE;
+                        // The first message with the new pin: before it, the
+                        // previous pinned process's deliveries.
+                        let first = message.info().ok().map(|info| info.stream_sequence);
+                        match first.filter(|_| took_over) {
+                            Some(first) => {
+                                restart::expect_taken_over(&shared, &consumer, &lanes, received, first, patience).await;
+                            }
+                            None => {
+                                restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, patience).await;
+                            }
+                        }
                     }
                     if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
                         received = received.max(sequence);

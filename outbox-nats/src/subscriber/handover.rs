@@ -13,6 +13,15 @@
 //! at its first message with a new pin) then waits for what was not
 //! applied, as after a restart.
 //!
+//! When the dead process's window was not full, the server has new
+//! messages to deliver: after the pin timeout it pins a standby with them
+//! at once, and no process ever finds the durable unpinned with messages
+//! pending. The newly pinned process's restart guard therefore also hands
+//! back what was delivered before its first message and not acknowledged
+//! (`restart::expect_taken_over`); otherwise those messages would come
+//! back only after their ack wait, and the new messages of their
+//! aggregates would wait for them here that long.
+//!
 //! A pinned process that stops in order releases its pin instead
 //! ([`release_pin`]): a standby is pinned at the server's next delivery,
 //! without waiting for the pin timeout.

@@ -10,13 +10,10 @@ use std::time::Duration;
 /// effects, one commit — and are acknowledged after that commit. Set with
 /// [`SubscriberBuilder::inbox_batches`](super::SubscriberBuilder::inbox_batches).
 ///
-/// Not the default yet: without it ([`inbox_per_message`](super::SubscriberBuilder::inbox_per_message))
-/// each message has a transaction of its own. With groups on, the
-/// failover test whose pinned process is SIGKILLed mid-burst saw the next
-/// process's effects flow 13 s after the kill (against 4-5 s) in 2 of
-/// about 10 runs under the full suite's load; not traced. A process
-/// frozen in the middle of a group (SIGSTOP, a paused VM) holds its rows
-/// until the database ends its transaction: see
+/// The default of every subscriber; without it ([`inbox_per_message`](super::SubscriberBuilder::inbox_per_message))
+/// each message has a transaction of its own. A process frozen in the
+/// middle of a group (SIGSTOP, a paused VM) holds its rows until the
+/// database ends its transaction: see
 /// [`idle_transaction_limit`](super::SubscriberBuilder::idle_transaction_limit).
 ///
 /// | setting | default | what it bounds |

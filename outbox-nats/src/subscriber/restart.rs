@@ -13,6 +13,14 @@
 //! transit): they come back after their ack wait, behind later ones. The
 //! subscriber then marks every delivered message past the last one it
 //! received, and not applied, as away ([`expect_lost_in_transit`]).
+//!
+//! With failover, a process newly pinned does both ([`expect_taken_over`]):
+//! what the previous pinned process held and did not acknowledge is marked
+//! away and handed back, as at a start, since the server may pin this
+//! process with new messages while the previous one's are still pending
+//! (its window was not full, so no process found the durable unpinned with
+//! messages pending to hand them back: see `handover`); left to their ack
+//! wait, they would hold up their aggregates' new messages here that long.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -73,6 +81,29 @@ pub(crate) async fn expect_lost_in_transit<T>(
     .await;
 }
 
+/// At a takeover (failover: this process newly pinned, `first` the stream
+/// sequence of the first message with its new pin): marks the messages
+/// delivered past `received` (the highest stream sequence this process
+/// received) and not applied as away in `lanes`, and hands back those
+/// delivered before `first`: the previous pinned process held them (those
+/// after it are on their way to this process). Asks again every 250 ms for
+/// up to `patience`, as [`expect_lost_in_transit`] does.
+pub(crate) async fn expect_taken_over<T>(
+    shared: &Shared,
+    consumer: &PullConsumer,
+    lanes: &Lanes<T>,
+    received: u64,
+    first: u64,
+    patience: Duration,
+) {
+    let gave_up = "cannot read what the previous pinned process held; order across the takeover \
+                   is not kept, and its messages come back after their ack wait";
+    patiently(patience, gave_up, shared, || {
+        expect_after(shared, consumer, lanes, received, HandBack::Before(first))
+    })
+    .await;
+}
+
 /// Runs `attempt` until it succeeds, again every [`RETRY`] for up to
 /// `patience`; then logs `gave_up` with the last error.
 async fn patiently<F, Fut>(patience: Duration, gave_up: &str, shared: &Shared, mut attempt: F)
@@ -112,19 +143,35 @@ enum Unreadable {
     Applied(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Whether the outstanding messages found are handed back to the server
+/// Which of the outstanding messages found are handed back to the server
 /// for an immediate redelivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HandBack {
-    /// At a start: a process that is gone held them.
+    /// At a start, every one: a process that is gone held them.
     Yes,
-    /// After a reconnect: they may still be on their way to this process.
+    /// At a takeover, those before this stream sequence (the first message
+    /// with the new pin): the previous pinned process held them; those
+    /// after it are on their way to this process.
+    Before(u64),
+    /// After a reconnect, none: they may still be on their way to this
+    /// process.
     No,
 }
 
+impl HandBack {
+    /// Whether the outstanding message `sequence` is handed back.
+    fn covers(self, sequence: u64) -> bool {
+        match self {
+            Self::Yes => true,
+            Self::Before(first) => sequence < first,
+            Self::No => false,
+        }
+    }
+}
+
 /// Marks the messages delivered past both the consumer's ack floor and
-/// `after`, not applied, as away in `lanes`; with [`HandBack::Yes`], hands
-/// every one of them back (see [`hand_back_outstanding`]).
+/// `after`, not applied, as away in `lanes`; hands back those of them
+/// `back` covers (see [`hand_back_outstanding`]).
 async fn expect_after<T>(
     shared: &Shared,
     consumer: &PullConsumer,
@@ -156,8 +203,8 @@ async fn expect_after<T>(
         .map(|sequence| stream.get_raw_message(sequence))
         .buffer_unordered(READS_IN_FLIGHT);
     let mut candidates: HashMap<MessageId, (u64, LaneKey)> = HashMap::new();
-    // Every outstanding message of this consumer, whatever becomes of it
-    // here: all of them are handed back.
+    // Every outstanding message of this consumer `back` covers, whatever
+    // becomes of it here: all of them are handed back.
     let mut outstanding: Vec<u64> = Vec::new();
     while let Some(read) = messages.next().await {
         let message = match read {
@@ -169,7 +216,9 @@ async fn expect_after<T>(
         if !filter.is_empty() && !subject_matches(&filter, &message.subject) {
             continue; // never delivered to this consumer
         }
-        outstanding.push(message.sequence);
+        if back.covers(message.sequence) {
+            outstanding.push(message.sequence);
+        }
         let pairs = header_pairs_of(&message.headers);
         let (Some(id), Some(event), Some(aggregate_type), Some(aggregate_id)) = (
             header(&pairs, wire::ID).and_then(|id| id.parse::<MessageId>().ok()),
@@ -193,9 +242,7 @@ async fn expect_after<T>(
         candidates.insert(id, (message.sequence, key));
     }
     if candidates.is_empty() {
-        if back == HandBack::Yes {
-            hand_back_outstanding(shared, &info, outstanding).await;
-        }
+        hand_back_outstanding(shared, &info, outstanding).await;
         return Ok(());
     }
     let done = applied
@@ -216,9 +263,7 @@ async fn expect_after<T>(
              of their aggregates wait for them (at most the ack wait and 1 s)"
         );
     }
-    if back == HandBack::Yes {
-        hand_back_outstanding(shared, &info, outstanding).await;
-    }
+    hand_back_outstanding(shared, &info, outstanding).await;
     Ok(())
 }
 
@@ -244,5 +289,21 @@ async fn hand_back_outstanding(shared: &Shared, info: &consumer::Info, mut seque
             consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err),
             "cannot hand back what a previous process held; it comes back after its ack wait"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HandBack;
+
+    #[test]
+    fn what_is_handed_back() {
+        assert!(HandBack::Yes.covers(1) && HandBack::Yes.covers(u64::MAX));
+        assert!(!HandBack::No.covers(1));
+        // A takeover: the previous pinned process's deliveries, before the
+        // first message with the new pin, not that one and those after it.
+        let takeover = HandBack::Before(1481);
+        assert!(takeover.covers(102) && takeover.covers(1480));
+        assert!(!takeover.covers(1481) && !takeover.covers(1500));
     }
 }

@@ -7,7 +7,7 @@
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
 //!     --subject-prefix PREFIX --stream NAME --durable NAME [--ack-wait-ms N] [--unordered] \
-//!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--inbox-batches] [--label NAME]
+//!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--inbox-per-message] [--label NAME]
 //! ```
 //!
 //! The subscriber is wired the default way (inbox handlers, no order-specific
@@ -19,7 +19,8 @@
 //! split into N under the subject prefix, and records the `--own` text in
 //! the effect's `process` column. `--failover` runs it in failover mode
 //! (`failover()`: any number of processes on the durable, one pinned);
-//! `--inbox-batches` applies the messages in inbox groups (`inbox_batches`);
+//! `--inbox-per-message` applies each message in a transaction of its own
+//! (`inbox_per_message`; inbox groups are the default);
 //! `--label NAME` records `NAME` in the `process` column. Prints
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
@@ -44,7 +45,7 @@ struct Args {
     ack_wait: Option<Duration>,
     unordered: bool,
     only_amended: bool,
-    inbox_batches: bool,
+    inbox_per_message: bool,
     partitions: Option<u32>,
     own: Option<String>,
     failover: bool,
@@ -62,7 +63,7 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             }
             "--unordered" => args.unordered = true,
             "--only-amended" => args.only_amended = true,
-            "--inbox-batches" => args.inbox_batches = true,
+            "--inbox-per-message" => args.inbox_per_message = true,
             "--partitions" => args.partitions = Some(number(flag, &value()?)?),
             "--own" => args.own = Some(value()?),
             "--failover" => args.failover = true,
@@ -141,8 +142,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.failover {
         builder = builder.failover();
     }
-    if args.inbox_batches {
-        builder = builder.inbox_batches(txoutbox_nats::subscriber::InboxBatches::default());
+    if args.inbox_per_message {
+        builder = builder.inbox_per_message();
     }
     // Its message, not its Debug form, on standard error.
     let subscriber = builder

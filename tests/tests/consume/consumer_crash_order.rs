@@ -205,14 +205,15 @@ async fn a_consumer_killed_mid_burst_applies_each_aggregate_in_order_after_its_r
     );
 }
 
-/// The same with the consumer applying its messages in inbox groups: it
-/// is killed in the middle of groups (a transaction holding many
-/// aggregates' messages rolls back with it); after the restart every
-/// aggregate's events are applied once, in order.
+/// The same with the consumer applying each message in a transaction of
+/// its own (`inbox_per_message`; the test above kills it in the middle of
+/// inbox groups, the default: a transaction holding many aggregates'
+/// messages rolls back with it); after the restart every aggregate's
+/// events are applied once, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_consumer_killed_mid_group_applies_each_aggregate_in_order_after_its_restart() {
+async fn a_consumer_applying_each_message_alone_killed_mid_burst_applies_them_in_order() {
     let setup = shared_setup(Backend::Postgres).await;
-    let after = crash_mid_burst(&setup, BURST, Consumer::Short(&["--inbox-batches"])).await;
+    let after = crash_mid_burst(&setup, BURST, Consumer::Short(&["--inbox-per-message"])).await;
     delete_dead_letters(&setup).await;
     assert_in_order(
         &after.applied,

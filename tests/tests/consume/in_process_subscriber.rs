@@ -89,17 +89,17 @@ async fn setup(test: &TestDb) -> Inbox {
 /// How the harness's subscriber applies its inbox handler's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transactions {
-    /// One transaction per message (the default).
+    /// One transaction per message (`inbox_per_message`).
     PerMessage,
-    /// In inbox groups (`inbox_batches`): one message per group here.
+    /// In inbox groups (the default): one message per group here.
     Grouped,
 }
 
 async fn harness(inbox: &Inbox, world: &World, transactions: Transactions) -> TestSubscriber {
     let nats = TestSubscriber::jetstream().await.unwrap();
     let mut builder = steps_subscriber(nats, inbox, world);
-    if transactions == Transactions::Grouped {
-        builder = builder.inbox_batches(txoutbox_nats::subscriber::InboxBatches::default());
+    if transactions == Transactions::PerMessage {
+        builder = builder.inbox_per_message();
     }
     TestSubscriber::new(builder).await.unwrap()
 }
