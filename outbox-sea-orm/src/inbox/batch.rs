@@ -30,8 +30,9 @@ pub struct Batched<E> {
 /// per message: what makes a consumer with a realistic write as fast as
 /// its producer.
 ///
-/// What a batch holds, when the subscriber applies in groups
-/// (`SubscriberBuilder::inbox_batches` in `txoutbox_nats`): messages of
+/// What a batch holds, when the subscriber applies in groups (its
+/// default; `SubscriberBuilder::inbox_per_message` in `txoutbox_nats`
+/// turns them off): messages of
 /// **distinct aggregates**, each aggregate at most once, each one new (its
 /// inbox row recorded in the same transaction); an aggregate's next
 /// message comes in a later batch, after this one ran. So a statement
