@@ -71,13 +71,13 @@ pub(crate) fn batches() -> InboxBatches {
     }
 }
 
-/// Runs the read model's update for `delivery` on `db`, timed.
+/// Runs the read model's `update` on `db`, timed.
 async fn timed_update(
     db: &impl ConnectionTrait,
-    delivery: &Delivery,
+    update: Statement,
 ) -> std::result::Result<(), sea_orm::DbErr> {
     let started = Instant::now();
-    db.execute_raw(update_of(delivery)).await?;
+    db.execute_raw(update).await?;
     let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     UPDATE_NANOS.fetch_add(nanos, Ordering::Relaxed);
     Ok(())
@@ -100,7 +100,7 @@ pub(crate) fn inbox_handler(
     inbox.handler_boxed(move |_: Step, delivery: Delivery, uow: &mut UnitOfWork| {
         Box::pin(async move {
             if write == Write::ReadModel {
-                timed_update(uow.connection().await?, &delivery).await?;
+                timed_update(uow.connection().await?, update_of(&delivery)).await?;
             }
             Ok::<(), HandlerError>(())
         })
@@ -126,13 +126,7 @@ impl InboxBatchHandler<Step> for SetUpdate {
         uow: &mut UnitOfWork,
     ) -> std::result::Result<(), HandlerError> {
         if self.0 == Write::ReadModel {
-            let started = Instant::now();
-            uow.connection()
-                .await?
-                .execute_raw(set_update(&batch))
-                .await?;
-            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            UPDATE_NANOS.fetch_add(nanos, Ordering::Relaxed);
+            timed_update(uow.connection().await?, set_update(&batch)).await?;
         }
         Ok(())
     }

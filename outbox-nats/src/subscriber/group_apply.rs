@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use futures::FutureExt;
 use tracing::{Instrument, Span};
-use txoutbox_core::consumer::{ConsumerInbox, GroupEntry, InboxGroup};
-use txoutbox_core::{ErrorChain, OutboxMessage, wire};
+use txoutbox_core::consumer::{ConsumerInbox, GroupEntry, GroupHandlerFuture, InboxGroup};
+use txoutbox_core::{DecodeError, ErrorChain, HandlerError, OutboxMessage, wire};
 
 use super::dispatch::{self, Delivered, Verdict};
 use super::ordering::LaneKey;
@@ -302,23 +302,10 @@ async fn run_one(
     let event = handler.registration().name();
     let delivery = dispatch::delivery_of(shared, member.envelope.clone(), &member.delivered);
     let started = Instant::now();
-    // A handler may panic while creating its future, or while it runs.
-    let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        handler.call_in_group(&shared.registry, delivery, group)
-    }));
-    let result = match calling {
-        Ok(Ok(running)) => {
-            AssertUnwindSafe(running)
-                .catch_unwind()
-                .instrument(member.span.clone())
-                .await
-        }
-        Ok(Err(err)) => {
-            let reason = ErrorChain(&err).to_string();
-            let verdict = dispatch::dead(dispatch::decode_kind(&err), reason, Some(event));
-            return Err(Attempt::HandlerFailed { index, verdict });
-        }
-        Err(panic) => Err(panic),
+    let calling = || handler.call_in_group(&shared.registry, delivery, group);
+    let result = match caught(calling, member.span.clone()).await {
+        Ok(result) => result,
+        Err(err) => return Err(undecodable(index, event, &err)),
     };
     dispatch::record_duration(shared, event, started);
     let verdict = dispatch::verdict_of(shared, member.delivered.deliveries, event, result);
@@ -350,23 +337,10 @@ async fn run_batch(
         .collect();
     let span = tracing::info_span!("outbox.consume_batch", consumer = %shared.consumer, event, messages = indices.len());
     let started = Instant::now();
-    let calling = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        handler.call_batch_in_group(&shared.registry, deliveries, group)
-    }));
-    let result = match calling {
-        Ok(Ok(running)) => {
-            AssertUnwindSafe(running)
-                .catch_unwind()
-                .instrument(span)
-                .await
-        }
-        Ok(Err((position, err))) => {
-            let reason = ErrorChain(&err).to_string();
-            let verdict = dispatch::dead(dispatch::decode_kind(&err), reason, Some(event));
-            let index = indices[position];
-            return Err(Attempt::HandlerFailed { index, verdict });
-        }
-        Err(panic) => Err(panic),
+    let calling = || handler.call_batch_in_group(&shared.registry, deliveries, group);
+    let result = match caught(calling, span).await {
+        Ok(result) => result,
+        Err((position, err)) => return Err(undecodable(indices[position], event, &err)),
     };
     dispatch::record_duration(shared, event, started);
     match result {
@@ -380,6 +354,30 @@ async fn run_batch(
             reason: format!("handler panicked: {}", dispatch::panic_message(&*panic)),
         }),
     }
+}
+
+/// Starts a handler (`start`) and runs it in `span`, catching a panic
+/// while it creates its future or while it runs; the error `start` gives
+/// when the handler could not start (a message that cannot be decoded).
+async fn caught<'a, E>(
+    start: impl FnOnce() -> Result<GroupHandlerFuture<'a>, E>,
+    span: Span,
+) -> Result<std::thread::Result<Result<(), HandlerError>>, E> {
+    match std::panic::catch_unwind(AssertUnwindSafe(start)) {
+        Ok(Ok(running)) => Ok(AssertUnwindSafe(running)
+            .catch_unwind()
+            .instrument(span)
+            .await),
+        Ok(Err(err)) => Err(err),
+        Err(panic) => Ok(Err(panic)),
+    }
+}
+
+/// Member `index`'s message cannot be decoded: it is dead-lettered.
+fn undecodable(index: usize, event: &'static str, err: &DecodeError) -> Attempt {
+    let reason = ErrorChain(err).to_string();
+    let verdict = dispatch::dead(dispatch::decode_kind(err), reason, Some(event));
+    Attempt::HandlerFailed { index, verdict }
 }
 
 #[cfg(test)]

@@ -154,6 +154,35 @@ async fn applied(test: &TestDb) -> HashMap<String, Vec<(i64, i64)>> {
     by_aggregate
 }
 
+/// Every message of `aggregates` applied once, in order; every aggregate
+/// but `o-5` from its first delivery, `o-5`'s first message on its retry.
+async fn assert_only_o5_retried(test: &TestDb, aggregates: &[String], sent: usize) {
+    let applied = applied(test).await;
+    assert_eq!(
+        applied.values().map(Vec::len).sum::<usize>(),
+        sent,
+        "each message once"
+    );
+    for aggregate in aggregates {
+        let sequences: Vec<i64> = applied[aggregate].iter().map(|(s, _)| *s).collect();
+        assert_eq!(sequences, [1, 2, 3], "{aggregate} in order, once each");
+        if aggregate != "o-5" {
+            assert!(
+                applied[aggregate]
+                    .iter()
+                    .all(|(_, delivery)| *delivery == 1),
+                "{aggregate} committed from its first delivery: {:?}",
+                applied[aggregate]
+            );
+        }
+    }
+    assert_eq!(
+        applied["o-5"][0],
+        (1, 2),
+        "o-5's first message applied on its retry"
+    );
+}
+
 fn outbox(test: &TestDb) -> Outbox {
     Outbox::new(test.db.clone(), OutboxConfig::default().without_notify())
 }
@@ -182,30 +211,7 @@ async fn a_failing_handler_costs_its_aggregate_not_the_group(test: TestDb) {
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
 
-    let applied = applied(&test).await;
-    assert_eq!(
-        applied.values().map(Vec::len).sum::<usize>(),
-        sent.len(),
-        "each message once"
-    );
-    for aggregate in &aggregates {
-        let sequences: Vec<i64> = applied[aggregate].iter().map(|(s, _)| *s).collect();
-        assert_eq!(sequences, [1, 2, 3], "{aggregate} in order, once each");
-        if aggregate != "o-5" {
-            assert!(
-                applied[aggregate]
-                    .iter()
-                    .all(|(_, delivery)| *delivery == 1),
-                "{aggregate} committed from its first delivery: {:?}",
-                applied[aggregate]
-            );
-        }
-    }
-    assert_eq!(
-        applied["o-5"][0],
-        (1, 2),
-        "o-5's first message applied on its retry"
-    );
+    assert_only_o5_retried(&test, &aggregates, sent.len()).await;
     let calls = calls.lock().unwrap();
     let rolled_back = calls
         .iter()
@@ -480,30 +486,7 @@ async fn a_failing_batch_costs_its_aggregate_not_the_batch(test: TestDb) {
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
 
-    let applied = applied(&test).await;
-    assert_eq!(
-        applied.values().map(Vec::len).sum::<usize>(),
-        sent.len(),
-        "each once"
-    );
-    for aggregate in &aggregates {
-        let sequences: Vec<i64> = applied[aggregate].iter().map(|(s, _)| *s).collect();
-        assert_eq!(sequences, [1, 2, 3], "{aggregate} in order, once each");
-        if aggregate != "o-5" {
-            assert!(
-                applied[aggregate]
-                    .iter()
-                    .all(|(_, delivery)| *delivery == 1),
-                "{aggregate} committed from its first delivery: {:?}",
-                applied[aggregate]
-            );
-        }
-    }
-    assert_eq!(
-        applied["o-5"][0],
-        (1, 2),
-        "o-5's first message applied on its retry"
-    );
+    assert_only_o5_retried(&test, &aggregates, sent.len()).await;
     let batches = batches.lock().unwrap();
     assert!(
         batches
