@@ -11,6 +11,7 @@
 
 mod applied;
 mod delivery;
+mod failure;
 mod group;
 mod handler;
 mod handler_error;
@@ -19,6 +20,7 @@ mod inbox;
 
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
+pub use failure::FailureCause;
 pub use group::{GroupEntry, GroupFuture, GroupHandlerFuture, InboxGroup};
 pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};

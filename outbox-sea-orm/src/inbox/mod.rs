@@ -21,6 +21,7 @@ mod group;
 mod handler;
 mod held;
 mod held_sql;
+mod probe;
 mod sql;
 mod subscriber;
 
