@@ -74,6 +74,19 @@ impl PrivateMariaDb {
     /// Stops the server (`Fast`: a clean shutdown, `Immediate`: SIGKILL,
     /// a crash recovered at the next start) and starts it again.
     pub async fn restart(&mut self, mode: Shutdown) {
+        self.stop(mode);
+        self.spawn().await;
+    }
+
+    /// Starts the server again after [`stop`](Self::stop), on the same port
+    /// and data; returns once it accepts connections.
+    pub async fn start_again(&mut self) {
+        self.spawn().await;
+    }
+
+    /// Stops the server (`Fast`: a clean shutdown, `Immediate`: SIGKILL, a
+    /// crash recovered at the next start) and waits for it to exit.
+    pub fn stop(&mut self, mode: Shutdown) {
         if let Some(mut child) = self.child.take() {
             let signal = match mode {
                 Shutdown::Fast => "-TERM",
@@ -85,7 +98,6 @@ impl PrivateMariaDb {
                 .status();
             let _ = child.wait();
         }
-        self.spawn().await;
     }
 
     /// Freezes the server (SIGSTOP): connections stay open, nothing answers.

@@ -16,7 +16,9 @@ pub(super) async fn writable(
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
     let dialect = Dialect::of(db.get_database_backend());
     let check = match dialect {
-        Dialect::Postgres => "SELECT CAST(pg_is_in_recovery() AS INT8) AS read_only",
+        Dialect::Postgres => {
+            "SELECT CAST(CASE WHEN pg_is_in_recovery() THEN 1 ELSE 0 END AS INT8) AS read_only"
+        }
         Dialect::MySql => "SELECT CAST(@@global.read_only AS SIGNED) AS read_only",
         Dialect::Sqlite => "SELECT 0 AS read_only",
     };
