@@ -8,13 +8,15 @@
 //! effect is applied once, in each aggregate's order, each from its first
 //! delivery, and everything is applied within 5 s of the database's
 //! return. With inbox groups (the default) and with one transaction per
-//! message.
+//! message. And a rejected message whose hold cannot be recorded (the
+//! database is down) is not dead-lettered without it: it waits, and its
+//! aggregate's next message is not applied past it.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
@@ -297,4 +299,73 @@ async fn a_mariadb_outage_spends_no_delivery() {
     let mut server = Server::start(Backend::MySql).await;
     an_outage_spends_no_delivery(&mut server, Backend::MySql, Mode::Groups).await;
     an_outage_spends_no_delivery(&mut server, Backend::MySql, Mode::PerMessage).await;
+}
+
+/// A rejected message whose hold cannot be recorded, the database being
+/// down, waits: no dead letter, and its aggregate's next message is not
+/// applied past it. Once the database is back, the hold is recorded, the
+/// message dead-lettered and the next one parked behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
+    let server = PrivatePostgres::start();
+    let test = TestDb::with_schema_on(Backend::Postgres, &server.url()).await;
+    let fx = SubscriberFixture::shared().await;
+    let outbox = Outbox::new(
+        short_pool(&test).await,
+        OutboxConfig::default().without_notify(),
+    );
+    let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
+    let handled: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = Arc::clone(&handled);
+    let running = fx
+        .subscriber()
+        .max_deliver(3)
+        .keep_order(inbox.clone())
+        .on(move |event: AccountCredited, _: Delivery| {
+            let seen = Arc::clone(&seen);
+            async move {
+                if event.step == 1 {
+                    return Err(HandlerError::permanent("step 1 is refused"));
+                }
+                seen.lock().unwrap().push(event.step);
+                Ok(())
+            }
+        })
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    server.stop(Shutdown::Immediate);
+    for step in 1..=2 {
+        fx.publish(&fx.message(&AccountCredited { step }, "a-1", step))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let dead = |fx: &SubscriberFixture| {
+        let jetstream = fx.jetstream.clone();
+        let stream = fx.dead_letters.clone();
+        async move {
+            let mut stream = jetstream.get_stream(&stream).await.unwrap();
+            stream.info().await.unwrap().state.messages
+        }
+    };
+    assert_eq!(dead(&fx).await, 0, "not dead-lettered without its hold");
+    assert!(
+        handled.lock().unwrap().is_empty(),
+        "step 2 was not applied past step 1: {:?}",
+        handled.lock().unwrap()
+    );
+
+    server.start_again();
+    fx.dead_letters(1).await;
+    let holds = inbox.holds().await.unwrap();
+    assert_eq!(holds.len(), 1, "a-1 is held: {holds:?}");
+    fx.settled(Duration::from_secs(10)).await;
+    assert!(
+        handled.lock().unwrap().is_empty(),
+        "step 2 is parked behind the hold, not applied: {:?}",
+        handled.lock().unwrap()
+    );
+    running.shutdown().await.unwrap();
+    fx.delete().await;
 }
