@@ -340,9 +340,9 @@ async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
         fx.publish(&fx.message(&AccountCredited { step }, "a-1", step))
             .await;
     }
-    // Longer than the few quick attempts at recording the hold (each
-    // waiting for the pool's 1-s acquire timeout).
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Longer than the attempts at recording the hold made before this
+    // change (5, each waiting for the pool's 1-s acquire timeout: ~10 s).
+    tokio::time::sleep(Duration::from_secs(13)).await;
     let dead = |fx: &SubscriberFixture| {
         let jetstream = fx.jetstream.clone();
         let stream = fx.dead_letters.clone();
