@@ -63,6 +63,7 @@ mod engine;
 mod health;
 pub mod metrics;
 mod sync;
+mod unrecorded;
 mod wake;
 
 pub use abandoned::ABANDONED_LIMIT;

@@ -99,6 +99,24 @@ pub trait OutboxStore: Send + Sync {
     /// Counts by status and event name.
     fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
 
+    /// Whether the database answers now: one round trip, as cheap as the
+    /// store can make it (`SELECT 1` on a connection of the pool). While
+    /// the database is away, the processor asks this, with a timeout of
+    /// its own well below the pool's acquire timeout, to notice its return
+    /// within a second or so, instead of sending statements that each wait
+    /// for a connection as long as the pool lets them. The default says
+    /// yes (a store that cannot tell: the processor then tries its
+    /// statements directly).
+    ///
+    /// ```
+    /// # async fn run(store: impl txoutbox_core::OutboxStore) {
+    /// let answers = store.ping().await.is_ok();
+    /// # let _ = answers; }
+    /// ```
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
+
     /// Checks that the table exists with every column this store needs;
     /// the processor calls it once as it starts. A missing table or column
     /// is a [`StoreError`] carrying a [`MissingSchema`] (see

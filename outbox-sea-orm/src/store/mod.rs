@@ -269,6 +269,14 @@ impl OutboxStore for SeaOrmOutboxStore {
         maintenance::stats(self).await
     }
 
+    /// A connection of the pool, checked (`DatabaseConnection::ping`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.db
+            .ping()
+            .await
+            .map_err(store_err("pinging the database"))
+    }
+
     /// The table and every column the store reads, from all the
     /// migrations (see [`OutboxMigrator`](crate::migration)); a missing one
     /// is named with the migration that adds it.

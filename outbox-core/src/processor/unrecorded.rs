@@ -1,0 +1,400 @@
+//! What the broker acknowledged but the database has not recorded yet.
+//!
+//! A batch settles with three statements (complete, fail, release). When
+//! the database does not answer them, the batch leaves its settlement here
+//! and ends; the processor keeps it in memory, claims nothing more, and
+//! records it first when the database answers again. So a publish whose
+//! completion could not be written is recorded late rather than published
+//! again after the stream's duplicate window; only a processor that dies
+//! meanwhile leaves its messages to be published again (see the guide's
+//! chapter on guarantees).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::health::HealthProbe;
+use super::metrics;
+use super::sync::locked;
+use crate::id::{LeaseToken, MessageId};
+use crate::store::{Failure, LeaseOutcome, OutboxStore, Published, RetryPolicy, StoreError};
+
+/// One batch's outcome, as far as it is not recorded yet.
+#[derive(Debug)]
+pub(super) struct Settlement {
+    /// The batch's lease: every statement is fenced by it.
+    pub(super) token: LeaseToken,
+    /// Acknowledged by the broker: message id and stream sequence.
+    pub(super) published: Vec<Published>,
+    /// Rejected by the broker (each spends an attempt).
+    pub(super) failures: Vec<Failure>,
+    /// Given back unpublished.
+    pub(super) released: Vec<MessageId>,
+}
+
+impl Settlement {
+    /// Nothing to record yet, under `token`.
+    pub(super) fn new(token: LeaseToken) -> Self {
+        Self {
+            token,
+            published: Vec::new(),
+            failures: Vec::new(),
+            released: Vec::new(),
+        }
+    }
+
+    /// Nothing left to record.
+    fn is_empty(&self) -> bool {
+        self.published.is_empty() && self.failures.is_empty() && self.released.is_empty()
+    }
+
+    /// Records what is left, in order: the completion, the failures, the
+    /// release; each part leaves the settlement once the database took it.
+    /// On an error, what was not recorded stays.
+    ///
+    /// Each statement is fenced by the lease's token: a part whose messages
+    /// another processor took over after the lease ran out (by the
+    /// database's clock) changes nothing (counted stale). A completion
+    /// recorded after the lease ran out, with no other processor having
+    /// taken the messages, marks them published: they were.
+    pub(super) async fn record<S: OutboxStore>(
+        &mut self,
+        store: &S,
+        retry: &RetryPolicy,
+    ) -> Result<(), StoreError> {
+        if !self.published.is_empty() {
+            let outcome = store.complete(self.token, &self.published).await?;
+            note_stale(outcome, "completing");
+            self.published.clear();
+        }
+        if !self.failures.is_empty() {
+            let outcome = store.fail(self.token, &self.failures, retry).await?;
+            note_stale(outcome, "recording failures");
+            self.failures.clear();
+        }
+        if !self.released.is_empty() {
+            let outcome = store.release(self.token, &self.released).await?;
+            note_stale(outcome, "releasing");
+            self.released.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Counts and logs the rows a settlement found taken over.
+pub(super) fn note_stale(outcome: LeaseOutcome, what: &'static str) {
+    if outcome.stale > 0 {
+        ::metrics::counter!(metrics::STALE).increment(outcome.stale);
+        tracing::warn!(
+            stale = outcome.stale,
+            what,
+            "outbox lease passed to another processor; its settlement was refused"
+        );
+    }
+}
+
+/// How long a ping may take before the database counts as away: far below
+/// a pool's acquire timeout (30 s by default), above any healthy round trip.
+pub(super) const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a statement may run before the processor pings, to tell a slow
+/// database from one that is away (a statement waiting for a connection to
+/// a database that is down waits as long as the pool lets it).
+const PATIENCE: Duration = Duration::from_secs(1);
+
+/// Whether the database answers a ping within [`PING_TIMEOUT`].
+pub(super) async fn answers<S: OutboxStore>(store: &S) -> bool {
+    matches!(
+        tokio::time::timeout(PING_TIMEOUT, store.ping()).await,
+        Ok(Ok(()))
+    )
+}
+
+/// The settlements batches could not record, and whether the database is
+/// away; shared by the processor and its batches.
+#[derive(Debug)]
+pub(super) struct Unrecorded {
+    settlements: Mutex<Vec<Settlement>>,
+    /// Published messages among `settlements`.
+    publishes: AtomicUsize,
+    /// A statement failed, or a ping went unanswered, and the database has
+    /// not answered since: batches leave their settlements here without
+    /// trying, the processor claims nothing and pings.
+    away: watch::Sender<bool>,
+    health: HealthProbe,
+}
+
+impl Unrecorded {
+    /// Nothing unrecorded; the database counted as answering.
+    pub(super) fn new(health: HealthProbe) -> Self {
+        Self {
+            settlements: Mutex::new(Vec::new()),
+            publishes: AtomicUsize::new(0),
+            away: watch::Sender::new(false),
+            health,
+        }
+    }
+
+    /// Whether the database counts as away.
+    pub(super) fn away(&self) -> bool {
+        *self.away.borrow()
+    }
+
+    /// A statement failed or a ping went unanswered: the database counts as
+    /// away until it answers a ping.
+    pub(super) fn database_away(&self) {
+        self.away.send_replace(true);
+    }
+
+    /// The database answered a ping.
+    pub(super) fn database_answered(&self) {
+        self.away.send_replace(false);
+    }
+
+    /// Resolves once the database counts as away: at once if it does,
+    /// when a statement elsewhere finds it away, or when it leaves a ping
+    /// unanswered (asked after each [`PATIENCE`] this runs). For a
+    /// statement to give up on: one waiting for a connection to a database
+    /// that is down waits as long as the pool lets it (30 s by default),
+    /// while the processor should notice the database's return within a
+    /// second.
+    pub(super) async fn until_away<S: OutboxStore>(&self, store: &S) {
+        let mut away = self.away.subscribe();
+        let pinging = async {
+            loop {
+                tokio::time::sleep(PATIENCE).await;
+                if !answers(store).await {
+                    self.database_away();
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = away.wait_for(|away| *away) => {}
+            () = pinging => {}
+        }
+    }
+
+    /// Whether settlements wait to be recorded.
+    pub(super) fn is_empty(&self) -> bool {
+        locked(&self.settlements).is_empty()
+    }
+
+    /// Published messages waiting to be recorded.
+    pub(super) fn publishes(&self) -> usize {
+        self.publishes.load(Ordering::Acquire)
+    }
+
+    /// Records `settlement` now unless the database is away; what it could
+    /// not record stays here (and the database counts as away). Given up
+    /// when `abort` fires (the shutdown deadline): the leases run out.
+    pub(super) async fn settle<S: OutboxStore>(
+        &self,
+        store: &S,
+        retry: &RetryPolicy,
+        mut settlement: Settlement,
+        abort: &CancellationToken,
+    ) {
+        if settlement.is_empty() {
+            return;
+        }
+        let recorded = tokio::select! {
+            biased;
+            () = abort.cancelled() => {
+                tracing::error!(
+                    unrecorded = settlement.published.len(),
+                    "outbox settlement not recorded by the shutdown deadline; the leases will \
+                     run out and the messages be claimed again"
+                );
+                return;
+            }
+            () = self.until_away(store) => None,
+            recorded = settlement.record(store, retry) => Some(recorded),
+        };
+        match recorded {
+            Some(Ok(())) => return,
+            Some(Err(err)) => {
+                self.database_away();
+                tracing::warn!(
+                    error = %crate::ErrorChain(&err),
+                    unrecorded = settlement.published.len(),
+                    "outbox settlement failed; kept until the database answers"
+                );
+            }
+            // A statement given up on may still have been applied: recorded
+            // again, it changes nothing (each is fenced and idempotent).
+            None => tracing::warn!(
+                unrecorded = settlement.published.len(),
+                "outbox database away; settlement kept until it answers"
+            ),
+        }
+        self.keep(settlement);
+    }
+
+    /// Records every settlement kept here, oldest first; stops at the first
+    /// error (the database counts as away again) and keeps what is left.
+    pub(super) async fn record<S: OutboxStore>(
+        &self,
+        store: &S,
+        retry: &RetryPolicy,
+    ) -> Result<(), StoreError> {
+        let waiting = std::mem::take(&mut *locked(&self.settlements));
+        let publishes: usize = waiting.iter().map(|s| s.published.len()).sum();
+        let mut left = waiting.into_iter();
+        let mut result = Ok(());
+        let mut kept = Vec::new();
+        for mut settlement in left.by_ref() {
+            if let Err(err) = settlement.record(store, retry).await {
+                self.database_away();
+                kept.push(settlement);
+                result = Err(err);
+                break;
+            }
+        }
+        kept.extend(left);
+        let still: usize = kept.iter().map(|s| s.published.len()).sum();
+        if result.is_ok() && publishes > 0 {
+            tracing::info!(
+                recorded = publishes,
+                "outbox recorded the publishes it kept while the database was away"
+            );
+        }
+        {
+            let mut settlements = locked(&self.settlements);
+            // Kept ones first: they are older than any left here meanwhile.
+            kept.append(&mut settlements);
+            *settlements = kept;
+        }
+        self.publishes
+            .fetch_sub(publishes - still, Ordering::AcqRel);
+        self.show();
+        result
+    }
+
+    fn keep(&self, settlement: Settlement) {
+        self.publishes
+            .fetch_add(settlement.published.len(), Ordering::AcqRel);
+        locked(&self.settlements).push(settlement);
+        self.show();
+    }
+
+    /// The gauge and the health probe follow the count.
+    fn show(&self) {
+        let publishes = self.publishes();
+        ::metrics::gauge!(metrics::UNRECORDED).set(publishes as f64);
+        self.health.unrecorded(publishes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ClaimedBatch, OutboxStats};
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    use std::time::Duration;
+
+    /// A store whose completions fail while `down`, counting what it marked.
+    #[derive(Default)]
+    struct Flaky {
+        down: AtomicBool,
+        completed: AtomicU32,
+    }
+
+    impl OutboxStore for Flaky {
+        async fn claim(&self, _: u32, _: Duration) -> Result<ClaimedBatch, StoreError> {
+            unreachable!("not claimed here")
+        }
+        async fn claim_ids(
+            &self,
+            _: &[MessageId],
+            _: Duration,
+        ) -> Result<ClaimedBatch, StoreError> {
+            unreachable!("not claimed here")
+        }
+        async fn complete(
+            &self,
+            _: LeaseToken,
+            published: &[Published],
+        ) -> Result<LeaseOutcome, StoreError> {
+            if self.down.load(Ordering::Acquire) {
+                return Err(StoreError::msg("connection refused"));
+            }
+            self.completed
+                .fetch_add(published.len() as u32, Ordering::AcqRel);
+            Ok(LeaseOutcome::new(published.len() as u64, 0))
+        }
+        async fn fail(
+            &self,
+            _: LeaseToken,
+            _: &[Failure],
+            _: &RetryPolicy,
+        ) -> Result<LeaseOutcome, StoreError> {
+            Ok(LeaseOutcome::default())
+        }
+        async fn release(
+            &self,
+            _: LeaseToken,
+            _: &[MessageId],
+        ) -> Result<LeaseOutcome, StoreError> {
+            Ok(LeaseOutcome::default())
+        }
+        async fn renew(
+            &self,
+            _: LeaseToken,
+            _: &[MessageId],
+            _: Duration,
+        ) -> Result<LeaseOutcome, StoreError> {
+            Ok(LeaseOutcome::default())
+        }
+        async fn stats(&self) -> Result<OutboxStats, StoreError> {
+            Ok(OutboxStats::default())
+        }
+    }
+
+    fn published(count: usize) -> Settlement {
+        let mut settlement = Settlement::new(LeaseToken::new());
+        settlement.published = (0..count)
+            .map(|n| Published {
+                id: MessageId::new(),
+                stream_sequence: Some(n as u64 + 1),
+            })
+            .collect();
+        settlement
+    }
+
+    #[tokio::test]
+    async fn kept_while_the_database_is_away_and_recorded_when_it_answers() {
+        let store = Flaky::default();
+        let health = HealthProbe::default();
+        let unrecorded = Unrecorded::new(health.clone());
+        let retry = RetryPolicy::default();
+        let abort = CancellationToken::new();
+        store.down.store(true, Ordering::Release);
+        unrecorded
+            .settle(&store, &retry, published(3), &abort)
+            .await;
+        assert!(unrecorded.away(), "the failed completion marks it away");
+        // Away: the next batch leaves its settlement without trying.
+        unrecorded
+            .settle(&store, &retry, published(2), &abort)
+            .await;
+        assert_eq!(unrecorded.publishes(), 5);
+        assert!(unrecorded.record(&store, &retry).await.is_err());
+        assert_eq!(unrecorded.publishes(), 5, "nothing lost on a failed try");
+        store.down.store(false, Ordering::Release);
+        unrecorded.database_answered();
+        unrecorded.record(&store, &retry).await.expect("recorded");
+        assert!(unrecorded.is_empty());
+        assert_eq!(unrecorded.publishes(), 0);
+        assert_eq!(store.completed.load(Ordering::Acquire), 5);
+        assert_eq!(
+            health
+                .check(&super::super::HealthThresholds::default())
+                .unrecorded,
+            0
+        );
+    }
+}
