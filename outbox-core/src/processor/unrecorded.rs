@@ -9,9 +9,12 @@
 //! meanwhile leaves its messages to be published again (see the guide's
 //! chapter on guarantees).
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +36,9 @@ pub(super) struct Settlement {
     pub(super) failures: Vec<Failure>,
     /// Given back unpublished.
     pub(super) released: Vec<MessageId>,
+    /// Recorded once already, perhaps lost (see [`REPLAY`]): a completion
+    /// that finds its messages published is no news.
+    replay: bool,
 }
 
 impl Settlement {
@@ -43,6 +49,7 @@ impl Settlement {
             published: Vec::new(),
             failures: Vec::new(),
             released: Vec::new(),
+            replay: false,
         }
     }
 
@@ -52,23 +59,33 @@ impl Settlement {
     }
 
     /// Records what is left, in order: the completion, the failures, the
-    /// release; each part leaves the settlement once the database took it.
-    /// On an error, what was not recorded stays.
+    /// release; each part leaves the settlement once the database took it
+    /// (the completion for `recent`, see [`REPLAY`]). On an error, what was
+    /// not recorded stays.
     ///
     /// Each statement is fenced by the lease's token: a part whose messages
     /// another processor took over after the lease ran out (by the
     /// database's clock) changes nothing (counted stale). A completion
     /// recorded after the lease ran out, with no other processor having
     /// taken the messages, marks them published: they were.
-    pub(super) async fn record<S: OutboxStore>(
+    async fn record<S: OutboxStore>(
         &mut self,
         store: &S,
         retry: &RetryPolicy,
+        recent: &Mutex<VecDeque<(Instant, LeaseToken, Vec<Published>)>>,
     ) -> Result<(), StoreError> {
         if !self.published.is_empty() {
             let outcome = store.complete(self.token, &self.published).await?;
-            note_stale(outcome, "completing");
-            self.published.clear();
+            if !self.replay {
+                note_stale(outcome, "completing");
+            }
+            let published = std::mem::take(&mut self.published);
+            let now = Instant::now();
+            let mut recent = locked(recent);
+            while recent.front().is_some_and(|(at, _, _)| now - *at > REPLAY) {
+                recent.pop_front();
+            }
+            recent.push_back((now, self.token, published));
         }
         if !self.failures.is_empty() {
             let outcome = store.fail(self.token, &self.failures, retry).await?;
@@ -99,6 +116,14 @@ pub(super) fn note_stale(outcome: LeaseOutcome, what: &'static str) {
 /// How long a ping may take before the database counts as away: far below
 /// a pool's acquire timeout (30 s by default), above any healthy round trip.
 pub(super) const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How far back the completions the database took are replayed when it is
+/// found away: on PostgreSQL the processor's statements commit
+/// asynchronously (`outbox-sea-orm`), and a crash loses the last of them
+/// (up to three `wal_writer_delay`s, 600 ms by default), which would leave
+/// messages the broker stored pending, to be published again after the
+/// outage, past the duplicate window. The database is found away up to
+/// [`PATIENCE`] + [`PING_TIMEOUT`] after it went.
+const REPLAY: Duration = Duration::from_secs(3);
 /// How long a statement may run before the processor pings, to tell a slow
 /// database from one that is away (a statement waiting for a connection to
 /// a database that is down waits as long as the pool lets it).
@@ -119,6 +144,8 @@ pub(super) struct Unrecorded {
     settlements: Mutex<Vec<Settlement>>,
     /// Published messages among `settlements`.
     publishes: AtomicUsize,
+    /// The completions recorded in the last [`REPLAY`], oldest first.
+    recent: Mutex<VecDeque<(Instant, LeaseToken, Vec<Published>)>>,
     /// A statement failed, or a ping went unanswered, and the database has
     /// not answered since: batches leave their settlements here without
     /// trying, the processor claims nothing and pings.
@@ -132,6 +159,7 @@ impl Unrecorded {
         Self {
             settlements: Mutex::new(Vec::new()),
             publishes: AtomicUsize::new(0),
+            recent: Mutex::new(VecDeque::new()),
             away: watch::Sender::new(false),
             health,
         }
@@ -145,7 +173,21 @@ impl Unrecorded {
     /// A statement failed or a ping went unanswered: the database counts as
     /// away until it answers a ping.
     pub(super) fn database_away(&self) {
-        self.away.send_replace(true);
+        if self.away.send_replace(true) {
+            return;
+        }
+        // What it took last may be lost with it (see `REPLAY`): recorded
+        // again when it answers.
+        let now = Instant::now();
+        let recent = std::mem::take(&mut *locked(&self.recent));
+        for (at, token, published) in recent {
+            if now - at <= REPLAY {
+                let mut replay = Settlement::new(token);
+                replay.published = published;
+                replay.replay = true;
+                self.keep(replay);
+            }
+        }
     }
 
     /// The database answered a ping.
@@ -212,7 +254,7 @@ impl Unrecorded {
                 return;
             }
             () = self.until_away(store) => None,
-            recorded = settlement.record(store, retry) => Some(recorded),
+            recorded = settlement.record(store, retry, &self.recent) => Some(recorded),
         };
         match recorded {
             Some(Ok(())) => return,
@@ -247,7 +289,7 @@ impl Unrecorded {
         let mut result = Ok(());
         let mut kept = Vec::new();
         for mut settlement in left.by_ref() {
-            if let Err(err) = settlement.record(store, retry).await {
+            if let Err(err) = settlement.record(store, retry, &self.recent).await {
                 self.database_away();
                 kept.push(settlement);
                 result = Err(err);
@@ -390,6 +432,13 @@ mod tests {
         assert!(unrecorded.is_empty());
         assert_eq!(unrecorded.publishes(), 0);
         assert_eq!(store.completed.load(Ordering::Acquire), 5);
+        // Found away again at once: what it just took may be lost with it
+        // (an asynchronous commit), so it is recorded again.
+        unrecorded.database_away();
+        assert_eq!(unrecorded.publishes(), 5, "replayed");
+        unrecorded.database_answered();
+        unrecorded.record(&store, &retry).await.expect("recorded");
+        assert_eq!(store.completed.load(Ordering::Acquire), 10);
         assert_eq!(
             health
                 .check(&super::super::HealthThresholds::default())

@@ -61,7 +61,13 @@ pub trait OutboxStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
 
-    /// Marks messages published (or deletes them, per the store's retention).
+    /// Marks messages published (or deletes them, per the store's
+    /// retention): those still pending under `token`, and those pending
+    /// under no lease at all (a claim lost in a database crash; or the
+    /// processor that took them over after the lease ran out gave them
+    /// back): the broker acknowledged them, and nobody else is publishing
+    /// them. Those another processor holds now (`stale`), or already
+    /// published, are left as they are.
     fn complete(
         &self,
         token: LeaseToken,
