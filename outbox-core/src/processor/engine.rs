@@ -31,11 +31,11 @@ const RUN_WINDOW: usize = 64;
 const AVAILABILITY_CHECK: Duration = Duration::from_millis(50);
 /// First and longest pause after the store failed a claim.
 const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
-/// How often the processor pings a database that is away.
-const PING_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the processor probes a database that is away.
+const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// How long after the database's return the processor waits before it
 /// claims: time for every processor to record what it published while the
-/// database was away (each notices the return within a ping, and records
+/// database was away (each notices the return within a probe, and records
 /// first), so none claims, and publishes again, what another one published
 /// but could not record yet.
 const RECORD_GRACE: Duration = Duration::from_secs(1);
@@ -85,9 +85,9 @@ struct Engine<S, P> {
     broker_disconnected: bool,
     store_backoff: Doubling,
     /// The pause before the next claim after a failed one, when the
-    /// database answers a ping at once (the failure was not an outage).
+    /// database answers a probe at once (the failure was not an outage).
     store_pause: Option<Duration>,
-    /// A ping went unanswered since the database last answered: when it
+    /// A probe went unanswered since the database last answered: when it
     /// does, the processor records what it kept, then waits
     /// [`RECORD_GRACE`] before it claims.
     database_was_away: bool,
@@ -229,7 +229,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         };
         let leased_at = claim.leased_at();
         // A claim waiting for a connection to a database that went away is
-        // given up once a ping goes unanswered (see `Unrecorded::until_away`).
+        // given up once a probe goes unanswered (see `Unrecorded::until_away`).
         let store = Arc::clone(&engine.ctx.store);
         let claimed = tokio::select! {
             biased;
@@ -587,7 +587,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     }
 
     /// A claim failed: the database counts as away until it answers a
-    /// ping (see [`wait_for_database`](Self::wait_for_database)).
+    /// probe (see [`wait_for_database`](Self::wait_for_database)).
     fn store_failed(&mut self, err: &StoreError) {
         let pause = self.store_backoff.next_pause();
         self.store_pause = Some(pause);
@@ -597,8 +597,8 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     }
 
     /// While the database is away, or what batches published is not
-    /// recorded yet: pings (each with a timeout far shorter than a pool's
-    /// acquire timeout) every [`PING_INTERVAL`] until it answers, then
+    /// recorded yet: probes (each with a timeout far shorter than a pool's
+    /// acquire timeout) every [`PROBE_INTERVAL`] until it answers, then
     /// records what the batches kept, first, then claims: after
     /// [`RECORD_GRACE`] when the database was away (other processors record
     /// theirs meanwhile), after the store backoff when it answered at once
@@ -611,12 +611,12 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 if !std::mem::replace(&mut self.database_was_away, true) {
                     tracing::warn!(
                         unrecorded = unrecorded.publishes(),
-                        "outbox database away: claiming nothing, keeping what was published \
-                         until it can be recorded; pinging"
+                        "outbox database away: claiming nothing, keeprobe what was published \
+                         until it can be recorded; probing"
                     );
                 }
                 tokio::select! {
-                    () = sleep(PING_INTERVAL) => {}
+                    () = sleep(PROBE_INTERVAL) => {}
                     () = shutdown.cancelled() => {}
                 }
                 return;
@@ -654,7 +654,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         }
     }
 
-    /// At shutdown: records what batches kept, pinging while the database
+    /// At shutdown: records what batches kept, probing while the database
     /// is away, until `deadline`; what is left then is published again
     /// after its lease runs out (deduplicated inside the stream's duplicate
     /// window).
@@ -673,7 +673,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             if recorded == Ok(true) {
                 continue;
             }
-            if recorded.is_err() || Instant::now() + PING_INTERVAL >= deadline {
+            if recorded.is_err() || Instant::now() + PROBE_INTERVAL >= deadline {
                 tracing::error!(
                     unrecorded = unrecorded.publishes(),
                     "outbox shutdown deadline reached before the database recorded what was \
@@ -681,7 +681,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 );
                 return;
             }
-            sleep(PING_INTERVAL).await;
+            sleep(PROBE_INTERVAL).await;
         }
     }
 }

@@ -113,26 +113,26 @@ pub(super) fn note_stale(outcome: LeaseOutcome, what: &'static str) {
     }
 }
 
-/// How long a ping may take before the database counts as away: far below
+/// How long a probe may take before the database counts as away: far below
 /// a pool's acquire timeout (30 s by default), above any healthy round trip.
-pub(super) const PING_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How far back the completions the database took are replayed when it is
 /// found away: on PostgreSQL the processor's statements commit
 /// asynchronously (`outbox-sea-orm`), and a crash loses the last of them
 /// (up to three `wal_writer_delay`s, 600 ms by default), which would leave
 /// messages the broker stored pending, to be published again after the
 /// outage, past the duplicate window. The database is found away up to
-/// [`PATIENCE`] + [`PING_TIMEOUT`] after it went.
+/// [`PATIENCE`] + [`PROBE_TIMEOUT`] after it went.
 const REPLAY: Duration = Duration::from_secs(3);
-/// How long a statement may run before the processor pings, to tell a slow
+/// How long a statement may run before the processor probes, to tell a slow
 /// database from one that is away (a statement waiting for a connection to
 /// a database that is down waits as long as the pool lets it).
 const PATIENCE: Duration = Duration::from_secs(1);
 
-/// Whether the database answers a ping within [`PING_TIMEOUT`].
+/// Whether the database answers a probe within [`PROBE_TIMEOUT`].
 pub(super) async fn answers<S: OutboxStore>(store: &S) -> bool {
     matches!(
-        tokio::time::timeout(PING_TIMEOUT, store.ping()).await,
+        tokio::time::timeout(PROBE_TIMEOUT, store.probe()).await,
         Ok(Ok(()))
     )
 }
@@ -146,9 +146,9 @@ pub(super) struct Unrecorded {
     publishes: AtomicUsize,
     /// The completions recorded in the last [`REPLAY`], oldest first.
     recent: Mutex<VecDeque<(Instant, LeaseToken, Vec<Published>)>>,
-    /// A statement failed, or a ping went unanswered, and the database has
+    /// A statement failed, or a probe went unanswered, and the database has
     /// not answered since: batches leave their settlements here without
-    /// trying, the processor claims nothing and pings.
+    /// trying, the processor claims nothing and probes.
     away: watch::Sender<bool>,
     health: HealthProbe,
 }
@@ -170,8 +170,8 @@ impl Unrecorded {
         *self.away.borrow()
     }
 
-    /// A statement failed or a ping went unanswered: the database counts as
-    /// away until it answers a ping.
+    /// A statement failed or a probe went unanswered: the database counts as
+    /// away until it answers a probe.
     pub(super) fn database_away(&self) {
         if self.away.send_replace(true) {
             return;
@@ -190,13 +190,13 @@ impl Unrecorded {
         }
     }
 
-    /// The database answered a ping.
+    /// The database answered a probe.
     pub(super) fn database_answered(&self) {
         self.away.send_replace(false);
     }
 
     /// Resolves once the database counts as away: at once if it does,
-    /// when a statement elsewhere finds it away, or when it leaves a ping
+    /// when a statement elsewhere finds it away, or when it leaves a probe
     /// unanswered (asked after each [`PATIENCE`] this runs). For a
     /// statement to give up on: one waiting for a connection to a database
     /// that is down waits as long as the pool lets it (30 s by default),
@@ -204,7 +204,7 @@ impl Unrecorded {
     /// second.
     pub(super) async fn until_away<S: OutboxStore>(&self, store: &S) {
         let mut away = self.away.subscribe();
-        let pinging = async {
+        let probing = async {
             loop {
                 tokio::time::sleep(PATIENCE).await;
                 if !answers(store).await {
@@ -216,7 +216,7 @@ impl Unrecorded {
         tokio::select! {
             biased;
             _ = away.wait_for(|away| *away) => {}
-            () = pinging => {}
+            () = probing => {}
         }
     }
 

@@ -105,21 +105,23 @@ pub trait OutboxStore: Send + Sync {
     /// Counts by status and event name.
     fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
 
-    /// Whether the database answers now: one round trip, as cheap as the
-    /// store can make it (`SELECT 1` on a connection of the pool). While
-    /// the database is away, the processor asks this, with a timeout of
-    /// its own well below the pool's acquire timeout, to notice its return
-    /// within a second or so, instead of sending statements that each wait
-    /// for a connection as long as the pool lets them. The default says
-    /// yes (a store that cannot tell: the processor then tries its
-    /// statements directly).
+    /// Checks that the database answers and takes writes (not a read-only
+    /// replica: after a failover, until the service's address points at the
+    /// new primary): one round trip, as cheap as the store can make it. While
+    /// the database is away, the processor asks this every 250 ms, with a
+    /// timeout of its own (1 s) far below a pool's acquire timeout, to notice
+    /// the database's return within a second instead of sending statements
+    /// that each wait for a connection as long as the pool lets them; as
+    /// [`ConsumerInbox::probe`](crate::consumer::ConsumerInbox::probe) does
+    /// for a subscriber. The default answers `Ok` at once (a store that
+    /// cannot tell: the processor then tries its statements directly).
     ///
     /// ```
     /// # async fn run(store: impl txoutbox_core::OutboxStore) {
-    /// let answers = store.ping().await.is_ok();
+    /// let answers = store.probe().await.is_ok();
     /// # let _ = answers; }
     /// ```
-    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn probe(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         async { Ok(()) }
     }
 

@@ -269,12 +269,12 @@ impl OutboxStore for SeaOrmOutboxStore {
         maintenance::stats(self).await
     }
 
-    /// A connection of the pool, checked (`DatabaseConnection::ping`).
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.db
-            .ping()
+    /// One statement: the database answers and is not a read-only replica
+    /// (the inbox's probe).
+    async fn probe(&self) -> Result<(), StoreError> {
+        crate::inbox::writable(&self.db)
             .await
-            .map_err(store_err("pinging the database"))
+            .map_err(|err| StoreError::new("probing the database", err))
     }
 
     /// The table and every column the store reads, from all the

@@ -134,8 +134,8 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         timed(&self.calls.stats, self.inner.stats(), |_| 0).await
     }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
+    async fn probe(&self) -> Result<(), StoreError> {
+        self.inner.probe().await
     }
     async fn check_schema(&self) -> Result<(), StoreError> {
         self.inner.check_schema().await

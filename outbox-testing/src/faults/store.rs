@@ -152,8 +152,8 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         self.inner.stats().await
     }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
+    async fn probe(&self) -> Result<(), StoreError> {
+        self.inner.probe().await
     }
     async fn check_schema(&self) -> Result<(), StoreError> {
         self.inner.check_schema().await
