@@ -1,20 +1,20 @@
 //! What was published stays published once across a database outage longer
-//! than the stream's duplicate window (issue 42): the database crashes
-//! (`pg_ctl stop -m immediate`, or SIGKILL for MariaDB) right after the
-//! broker acknowledged the processor's first publishes and before the
-//! processor could record them, stays down longer than the stream's
-//! duplicate window (4 s here, 2 min by default) and than the lease, and
-//! comes back. The processor kept what it published in memory and records
-//! it before it claims again: the stream stores every message once although
-//! JetStream no longer remembers the first copies' `Nats-Msg-Id`s, nothing
-//! is lost, and the processor has caught up within seconds of the return
-//! (it pings the database rather than waiting on the pool's 30-s acquire
-//! timeout).
+//! than the stream's duplicate window (issue 42): two processors drain a
+//! backlog; the database crashes (`pg_ctl stop -m immediate`, or SIGKILL for
+//! MariaDB) right after the broker acknowledged one processor's first
+//! publishes and before it could record them, stays down longer than the
+//! stream's duplicate window (4 s here, 2 min by default) and than the
+//! lease, and comes back. Each processor kept what it published in memory
+//! and records it before anyone claims again: the stream stores every
+//! message once although JetStream no longer remembers the first copies'
+//! `Nats-Msg-Id`s, nothing is lost, and the processors have caught up
+//! within seconds of the return (they probe the database rather than wait
+//! on the pool's 30-s acquire timeout).
 
 mod processor_support;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use txoutbox_core::processor::{DEFAULT_LEASE, HealthThresholds};
 use txoutbox_core::publisher::PublishAck;
 use txoutbox_core::{OutboxMessage, PublishError, Publisher};
 use txoutbox_nats::{JetStreamPublisher, StreamSpec};
+use txoutbox_sea_orm::Outbox;
 use txoutbox_suite::jetstream::TestStream;
 use txoutbox_suite::nats::NatsServer;
 use txoutbox_suite::private_mariadb::PrivateMariaDb;
@@ -37,8 +38,10 @@ use txoutbox_suite::{Backend, TestDb};
 const WINDOW: Duration = Duration::from_secs(4);
 /// How long the database stays down: past the window and the lease.
 const DOWN: Duration = Duration::from_secs(6);
-/// How soon after the database's return every message is published.
-const BACK_WITHIN: Duration = Duration::from_secs(5);
+/// How soon after the database's return every message is published: the
+/// return noticed within a probe (250 ms), what was kept recorded, a second
+/// for the other processor to record its own, the rest of the backlog.
+const BACK_WITHIN: Duration = Duration::from_secs(3);
 
 /// One outage at a time: a private database, a private nats-server and a
 /// processor are what a 2-core machine carries.
@@ -101,38 +104,63 @@ impl Server {
     }
 }
 
-/// The JetStream publisher, crashing the database once right after the
-/// broker acknowledged a run and before the processor hears of it: the
-/// processor has published what it cannot record.
-struct CrashAfterAck {
-    inner: JetStreamPublisher,
+/// What the processors' publishers share: a gate every publish waits at
+/// until the test opens it (so both processors are running and hold
+/// batches), and a crash of the database once, right after the broker
+/// acknowledged a run and before the processor hears of it: that processor
+/// has published what it cannot record.
+struct Hook {
+    gate: tokio::sync::Semaphore,
     crash: Box<dyn Fn() + Send + Sync>,
-    armed: AtomicBool,
-    crashed_at: Arc<Mutex<Option<Instant>>>,
+    crashed: AtomicBool,
+    crashed_at: Mutex<Option<Instant>>,
 }
 
-impl CrashAfterAck {
+impl Hook {
     fn acked(&self) {
-        if self.armed.swap(false, Ordering::AcqRel) {
+        if !self.crashed.swap(true, Ordering::AcqRel) {
             tokio::task::block_in_place(|| (self.crash)());
             *self.crashed_at.lock().expect("crash time") = Some(Instant::now());
         }
+    }
+
+    fn crashed_at(&self) -> Option<Instant> {
+        *self.crashed_at.lock().expect("crash time")
+    }
+}
+
+/// The JetStream publisher of one processor, through the [`Hook`].
+struct CrashAfterAck {
+    inner: JetStreamPublisher,
+    hook: Arc<Hook>,
+    /// Runs waiting at the gate.
+    waiting: Arc<AtomicUsize>,
+}
+
+impl CrashAfterAck {
+    async fn through_gate(&self) {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let permit = self.hook.gate.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        permit.expect("the gate is never closed").forget();
     }
 }
 
 impl Publisher for CrashAfterAck {
     async fn publish(&self, message: &OutboxMessage) -> Result<PublishAck, PublishError> {
+        self.through_gate().await;
         let ack = self.inner.publish(message).await;
         if ack.is_ok() {
-            self.acked();
+            self.hook.acked();
         }
         ack
     }
 
     async fn publish_run(&self, run: &[&OutboxMessage]) -> Vec<Result<PublishAck, PublishError>> {
+        self.through_gate().await;
         let acks = self.inner.publish_run(run).await;
         if acks.iter().any(Result::is_ok) {
-            self.acked();
+            self.hook.acked();
         }
         acks
     }
@@ -176,28 +204,54 @@ async fn published_once(backend: Backend) {
     // when the first run is acknowledged, up to three batches are out.
     let total = write_orders(&outbox, "o", 300, 2, 50).await as i64;
 
-    let crashed_at = Arc::new(Mutex::new(None));
-    let publisher = CrashAfterAck {
-        inner: JetStreamPublisher::new(client, "/published-once-test"),
+    let hook = Arc::new(Hook {
+        gate: tokio::sync::Semaphore::new(0),
         crash: server.crash(),
-        armed: AtomicBool::new(true),
-        crashed_at: Arc::clone(&crashed_at),
+        crashed: AtomicBool::new(false),
+        crashed_at: Mutex::new(None),
+    });
+    let publisher = |client: async_nats::Client| CrashAfterAck {
+        inner: JetStreamPublisher::new(client, "/published-once-test"),
+        hook: Arc::clone(&hook),
+        waiting: Arc::new(AtomicUsize::new(0)),
     };
-    let processor = outbox
-        .processor(publisher)
+    let (first, second) = (
+        publisher(client),
+        publisher(nats.connect().await.expect("a client of the nats-server")),
+    );
+    let waiting = [Arc::clone(&first.waiting), Arc::clone(&second.waiting)];
+    let processor = outbox.processor(first).batch_size(100).build_and_spawn();
+    // Another processor, as another process: its own pool and connection.
+    let other = Outbox::new(test.connect_again().await, outbox.config().clone())
+        .processor(second)
         .batch_size(100)
         .build_and_spawn();
-    let health = processor.health();
-    let crashed = || *crashed_at.lock().expect("crash time");
+    let healths = [processor.health(), other.health()];
+    wait_until(
+        Duration::from_secs(20),
+        "both processors hold batches",
+        || async {
+            waiting
+                .iter()
+                .all(|waiting| waiting.load(Ordering::Acquire) > 0)
+        },
+    )
+    .await;
+    hook.gate
+        .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
     wait_until(Duration::from_secs(20), "the database crashed", || async {
-        crashed().is_some()
+        hook.crashed_at().is_some()
     })
     .await;
-    let crashed = crashed().expect("crashed");
+    let crashed = hook.crashed_at().expect("crashed");
     // While the database is down: the processor holds what it published.
     let mut held = 0;
     while crashed.elapsed() < DOWN {
-        held = held.max(health.check(&HealthThresholds::default()).unrecorded);
+        let holding = healths
+            .iter()
+            .map(|health| health.check(&HealthThresholds::default()).unrecorded)
+            .sum();
+        held = held.max(holding);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let in_stream = stream.count().await;
@@ -205,7 +259,7 @@ async fn published_once(backend: Backend) {
     let back = Instant::now();
     println!(
         "{backend:?}: database down {:?}; {in_stream} messages in the stream at its return, \
-         {held} held unrecorded by the processor",
+         {held} held unrecorded by the processors",
         crashed.elapsed()
     );
     assert!(
@@ -243,10 +297,15 @@ async fn published_once(backend: Backend) {
     );
     assert!(
         held > 0,
-        "the processor held what it published and could not record"
+        "the processors held what they published and could not record"
     );
     let report = processor.shutdown().await.expect("clean stop");
+    let other = other.shutdown().await.expect("clean stop");
     assert_stream_matches_outbox(&stream, &test, &table).await;
     assert_all_published_cleanly(&test, &table).await;
-    assert_eq!(report.dead + report.failed, 0, "{report:?}");
+    assert_eq!(
+        report.dead + report.failed + other.dead + other.failed,
+        0,
+        "{report:?} {other:?}"
+    );
 }
