@@ -611,7 +611,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 if !std::mem::replace(&mut self.database_was_away, true) {
                     tracing::warn!(
                         unrecorded = unrecorded.publishes(),
-                        "outbox database away: claiming nothing, keeprobe what was published \
+                        "outbox database away: claiming nothing, keeping what was published \
                          until it can be recorded; probing"
                     );
                 }
