@@ -138,7 +138,7 @@ async fn settle_abandoned<S: OutboxStore, P: Publisher>(
     settlement.failures = failures;
     settlement.released = triage.released.clone();
     ctx.unrecorded
-        .settle(&*ctx.store, &ctx.retry, settlement, &ctx.abort)
+        .settle(&*ctx.store, &ctx.retry, settlement)
         .await;
     BatchReport {
         dead,
@@ -468,6 +468,6 @@ async fn settle<S: OutboxStore, P: Publisher>(
     settlement.failures = outcomes.failures;
     settlement.released = outcomes.released;
     ctx.unrecorded
-        .settle(&*ctx.store, &ctx.retry, settlement, &ctx.abort)
+        .settle(&*ctx.store, &ctx.retry, settlement)
         .await;
 }

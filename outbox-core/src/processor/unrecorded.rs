@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::health::HealthProbe;
 use super::metrics;
@@ -230,28 +229,21 @@ impl Unrecorded {
     }
 
     /// Records `settlement` now unless the database is away; what it could
-    /// not record stays here (and the database counts as away). Given up
-    /// when `abort` fires (the shutdown deadline): the leases run out.
+    /// not record stays here (and the database counts as away). Also at the
+    /// shutdown deadline it is tried once: a statement to a database that
+    /// answers is quick, and one that does not is given up within
+    /// [`PATIENCE`] + [`PROBE_TIMEOUT`].
     pub(super) async fn settle<S: OutboxStore>(
         &self,
         store: &S,
         retry: &RetryPolicy,
         mut settlement: Settlement,
-        abort: &CancellationToken,
     ) {
         if settlement.is_empty() {
             return;
         }
         let recorded = tokio::select! {
             biased;
-            () = abort.cancelled() => {
-                tracing::error!(
-                    unrecorded = settlement.published.len(),
-                    "outbox settlement not recorded by the shutdown deadline; the leases will \
-                     run out and the messages be claimed again"
-                );
-                return;
-            }
             () = self.until_away(store) => None,
             recorded = settlement.record(store, retry, &self.recent) => Some(recorded),
         };
@@ -412,16 +404,11 @@ mod tests {
         let health = HealthProbe::default();
         let unrecorded = Unrecorded::new(health.clone());
         let retry = RetryPolicy::default();
-        let abort = CancellationToken::new();
         store.down.store(true, Ordering::Release);
-        unrecorded
-            .settle(&store, &retry, published(3), &abort)
-            .await;
+        unrecorded.settle(&store, &retry, published(3)).await;
         assert!(unrecorded.away(), "the failed completion marks it away");
         // Away: the next batch leaves its settlement without trying.
-        unrecorded
-            .settle(&store, &retry, published(2), &abort)
-            .await;
+        unrecorded.settle(&store, &retry, published(2)).await;
         assert_eq!(unrecorded.publishes(), 5);
         assert!(unrecorded.record(&store, &retry).await.is_err());
         assert_eq!(unrecorded.publishes(), 5, "nothing lost on a failed try");
