@@ -27,6 +27,7 @@ mod subscriber;
 
 pub use batch::{BatchThroughInbox, Batched, FnBatchHandler, InboxBatchFn, InboxBatchHandler};
 pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub(crate) use probe::writable;
 pub use subscriber::ThroughInbox;
 
 use std::collections::HashSet;
