@@ -32,7 +32,8 @@ struct StockMoved {
     step: u64,
 }
 
-/// The aggregate whose message meets the trouble.
+/// The aggregate whose message meets the trouble on MariaDB: in the
+/// middle of a group, so later handlers run after the rollback.
 const VICTIM: &str = "o-3";
 
 /// `effects`: how many times each message's first statement was applied;
@@ -65,7 +66,9 @@ enum Trouble {
 struct Rival {
     /// The handler holds row 1.
     handler_holds_row_1: Notify,
-    /// The rival waits for row 1 (seen in `information_schema.innodb_trx`).
+    /// The rival's session (`CONNECTION_ID()`).
+    session: u64,
+    /// Watches the rival's session in `information_schema.processlist`.
     watch: DatabaseConnection,
 }
 
@@ -73,12 +76,9 @@ impl Rival {
     /// Starts the rival's transaction on a pool of its own; it has locked
     /// row 2 when this returns. The task ends with the rival's commit.
     async fn start(test: &TestDb) -> (Arc<Self>, JoinHandle<Result<(), DbErr>>) {
-        let rival = Arc::new(Self {
-            handler_holds_row_1: Notify::new(),
-            watch: test.connect_with(1).await,
-        });
         let db = test.connect_with(1).await;
         let txn = db.begin().await.unwrap();
+        let session = query_u64(&txn, "SELECT CONNECTION_ID() AS n").await;
         txn.execute_unprepared(
             "INSERT INTO ballast (id, pad) WITH RECURSIVE s(n) AS \
              (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 500) SELECT n, 'ballast' FROM s",
@@ -88,6 +88,11 @@ impl Rival {
         txn.execute_unprepared("UPDATE locks SET n = n + 1 WHERE id = 2")
             .await
             .unwrap();
+        let rival = Arc::new(Self {
+            handler_holds_row_1: Notify::new(),
+            session,
+            watch: test.connect_with(1).await,
+        });
         let signalled = Arc::clone(&rival);
         let task = tokio::spawn(async move {
             signalled.handler_holds_row_1.notified().await;
@@ -100,31 +105,37 @@ impl Rival {
         (rival, task)
     }
 
-    /// Waits (up to 10 s) until a transaction waits for a lock: the rival,
-    /// for row 1.
+    /// Waits (up to 10 s) until the rival runs its statement on row 1 (and
+    /// 50 ms more, for it to ask for the lock). Either way round the two
+    /// requests make the deadlock; this makes the handler's the second.
     async fn waits_for_row_1(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let row = self
-                .watch
-                .query_one_raw(sea_orm::Statement::from_string(
-                    self.watch.get_database_backend(),
-                    "SELECT COUNT(*) AS n FROM information_schema.innodb_trx \
-                     WHERE trx_state = 'LOCK WAIT'",
-                ))
-                .await
-                .unwrap()
-                .unwrap();
-            if row.try_get::<i64>("", "n").unwrap() > 0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the rival never waited for row 1"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let asking = format!(
+            "SELECT COUNT(*) AS n FROM information_schema.processlist \
+             WHERE ID = {} AND INFO LIKE 'UPDATE locks%'",
+            self.session
+        );
+        while query_u64(&self.watch, &asking).await == 0 {
+            assert!(Instant::now() < deadline, "the rival never asked for row 1");
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The one unsigned number `sql` selects (as `n`).
+async fn query_u64(db: &impl ConnectionTrait, sql: &str) -> u64 {
+    let row = db
+        .query_one_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            sql,
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get::<u64>("", "n")
+        .or_else(|_| row.try_get::<i64>("", "n").map(|n| n as u64))
+        .unwrap()
 }
 
 /// The handler of every message: its effect (counted in `effects`); the
@@ -133,6 +144,8 @@ impl Rival {
 /// its statement does. `swallowed` counts the troubles caught.
 #[derive(Clone)]
 struct Handler {
+    /// The aggregate whose message meets the trouble.
+    victim: &'static str,
     trouble: Arc<Trouble>,
     armed: Arc<AtomicBool>,
     swallowed: Arc<AtomicUsize>,
@@ -142,8 +155,9 @@ struct Handler {
 }
 
 impl Handler {
-    fn new(trouble: Trouble) -> Self {
+    fn new(victim: &'static str, trouble: Trouble) -> Self {
         Self {
+            victim,
             trouble: Arc::new(trouble),
             armed: Arc::new(AtomicBool::new(true)),
             swallowed: Arc::default(),
@@ -162,7 +176,7 @@ impl Handler {
             delivery.message_id(),
         ))
         .await?;
-        if delivery.aggregate_id() != VICTIM {
+        if delivery.aggregate_id() != self.victim {
             return Ok(());
         }
         let armed = self.armed.swap(false, Ordering::SeqCst);
@@ -303,7 +317,7 @@ async fn a_swallowed_deadlock_commits_nothing_and_everything_is_applied_once(gro
     let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
     let sent = publish(&fx, 5).await;
     let (rival, rival_done) = Rival::start(&test).await;
-    let handler = Handler::new(Trouble::Deadlock(rival));
+    let handler = Handler::new(VICTIM, Trouble::Deadlock(rival));
     let running = spawn(&fx, &inbox, &handler, groups).await;
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
@@ -343,7 +357,7 @@ async fn mysql_a_unit_that_saw_a_deadlock_fails_its_message_though_the_handler_r
     let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
     let message = fx.message(&StockMoved { step: 1 }, VICTIM, 1);
     let (rival, rival_done) = Rival::start(&test).await;
-    let mut handler = Handler::new(Trouble::Deadlock(rival));
+    let mut handler = Handler::new(VICTIM, Trouble::Deadlock(rival));
     handler.checked = true;
     let process = |delivery: Delivery| {
         let handler = handler.clone();
@@ -383,7 +397,10 @@ async fn postgres_a_swallowed_failure_commits_nothing(groups: bool) {
     let fx = SubscriberFixture::shared().await;
     let inbox = Inbox::new(&outbox(&test), &fx.durable).unwrap();
     let sent = publish(&fx, 5).await;
-    let handler = Handler::new(Trouble::FailedStatement);
+    // The last of the group: a later handler's statement would fail in the
+    // aborted transaction on its own; the check before the commit is what
+    // finds it.
+    let handler = Handler::new("o-5", Trouble::FailedStatement);
     let running = spawn(&fx, &inbox, &handler, groups).await;
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
