@@ -5,7 +5,7 @@
 //! it and retries its statement, as handlers often do; in a group of
 //! several messages and on the one-message path, every message's effects
 //! end up applied exactly once, none acknowledged without them, nothing
-//! dead-lettered. A unit of work that saw the deadlock (`UnitOfWork::checked`)
+//! dead-lettered, no delivery spent (the failure is a conflict). A unit of work that saw the deadlock (`UnitOfWork::checked`)
 //! fails its message even though its handler returned `Ok`. On PostgreSQL,
 //! a handler that swallows a failed statement (which aborts the
 //! transaction) gets the same outcome.
@@ -41,7 +41,8 @@ const VICTIM: &str = "o-3";
 /// `ballast`: what the rival writes to be the heavier transaction.
 async fn create_tables(test: &TestDb) {
     for sql in [
-        "CREATE TABLE effects (message_id VARCHAR(64) PRIMARY KEY, applied BIGINT NOT NULL)",
+        "CREATE TABLE effects (message_id VARCHAR(64) PRIMARY KEY, applied BIGINT NOT NULL, \
+         delivery BIGINT NOT NULL)",
         "CREATE TABLE locks (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
         "INSERT INTO locks (id, n) VALUES (1, 0), (2, 0)",
         "CREATE TABLE ballast (id BIGINT PRIMARY KEY, pad VARCHAR(64) NOT NULL)",
@@ -172,8 +173,9 @@ impl Handler {
             _ => "ON CONFLICT (message_id) DO UPDATE SET applied = effects.applied + 1",
         };
         txn.execute_unprepared(&format!(
-            "INSERT INTO effects (message_id, applied) VALUES ('{}', 1) {upsert}",
+            "INSERT INTO effects (message_id, applied, delivery) VALUES ('{}', 1, {}) {upsert}",
             delivery.message_id(),
+            delivery.delivery_count(),
         ))
         .await?;
         if delivery.aggregate_id() != self.victim {
@@ -257,27 +259,42 @@ async fn publish(fx: &SubscriberFixture, aggregates: u64) -> Vec<OutboxMessage> 
 }
 
 /// Every message of `sent` applied once (its effect, its inbox row), the
-/// victim's lock updates once (after the rival's), nothing dead-lettered.
+/// victim's lock updates once (after the rival's), nothing dead-lettered;
+/// with `no_redelivery`, each from its first delivery (a conflict is
+/// applied again at once, spending no delivery).
 async fn assert_each_applied_once(
     test: &TestDb,
     fx: &SubscriberFixture,
     inbox: &Inbox,
     sent: &[OutboxMessage],
+    no_redelivery: bool,
 ) {
     for message in sent {
-        let applied = test
+        let (applied, delivery) = test
             .rows(&format!(
-                "SELECT applied FROM effects WHERE message_id = '{}'",
+                "SELECT applied, delivery FROM effects WHERE message_id = '{}'",
                 message.id
             ))
             .await
             .first()
-            .map_or(0, |row| row.try_get::<i64>("", "applied").unwrap());
+            .map_or((0, 0), |row| {
+                (
+                    row.try_get::<i64>("", "applied").unwrap(),
+                    row.try_get::<i64>("", "delivery").unwrap(),
+                )
+            });
         assert_eq!(
             applied, 1,
             "{} acknowledged with its effect applied {applied} times, want 1",
             message.aggregate_id
         );
+        if no_redelivery {
+            assert_eq!(
+                delivery, 1,
+                "{} applied again without a redelivery (a conflict spends no delivery)",
+                message.aggregate_id
+            );
+        }
         assert!(inbox.contains(message.id).await.unwrap());
     }
     let locks: Vec<i64> = test
@@ -331,7 +348,7 @@ async fn a_swallowed_deadlock_commits_nothing_and_everything_is_applied_once(gro
         1,
         "the handler met the deadlock once"
     );
-    assert_each_applied_once(&test, &fx, &inbox, &sent).await;
+    assert_each_applied_once(&test, &fx, &inbox, &sent, true).await;
     fx.delete().await;
 }
 
@@ -384,13 +401,14 @@ async fn mysql_a_unit_that_saw_a_deadlock_fails_its_message_though_the_handler_r
     assert!(!inbox.contains(message.id).await.unwrap());
 
     process(Delivery::new(message.clone())).await.unwrap();
-    assert_each_applied_once(&test, &fx, &inbox, &[message]).await;
+    assert_each_applied_once(&test, &fx, &inbox, &[message], false).await;
     fx.delete().await;
 }
 
 /// PostgreSQL: the victim's handler swallows a failed statement, which
 /// aborted the transaction; in a group of five or alone, nothing is acked
-/// without its effect and each message is applied once.
+/// without its effect and each message is applied once (the failure is
+/// the handler's: the messages come back as redeliveries).
 async fn postgres_a_swallowed_failure_commits_nothing(groups: bool) {
     let test = TestDb::with_schema(Backend::Postgres).await;
     create_tables(&test).await;
@@ -406,7 +424,7 @@ async fn postgres_a_swallowed_failure_commits_nothing(groups: bool) {
     running.shutdown().await.unwrap();
 
     assert_eq!(handler.swallowed.load(Ordering::SeqCst), 1);
-    assert_each_applied_once(&test, &fx, &inbox, &sent).await;
+    assert_each_applied_once(&test, &fx, &inbox, &sent, false).await;
     fx.delete().await;
 }
 
