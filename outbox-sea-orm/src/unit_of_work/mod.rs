@@ -384,9 +384,9 @@ impl UnitOfWork {
     }
 }
 
-/// A unit dropped with an inbox's transaction (see [`UnitOfWork::within`])
-/// rolls it back as an inbox transaction ends; any other unit's
-/// transaction rolls back as it drops.
+/// A unit dropped with an inbox's transaction (a handler panicked, or
+/// replaced its unit) rolls it back as an inbox transaction ends; any
+/// other unit's transaction rolls back as it drops.
 impl Drop for UnitOfWork {
     fn drop(&mut self) {
         if self.lent
