@@ -6,7 +6,9 @@
 //! several messages and on the one-message path, every message's effects
 //! end up applied exactly once, none acknowledged without them, nothing
 //! dead-lettered, no delivery spent (the failure is a conflict). A unit of work that saw the deadlock (`UnitOfWork::checked`)
-//! fails its message even though its handler returned `Ok`. On PostgreSQL,
+//! fails its message even though its handler returned `Ok`. An inbox
+//! transaction dropped mid-handler (a panic, a cancelled future) leaves its
+//! pooled connection with `autocommit` on again. On PostgreSQL,
 //! a handler that swallows a failed statement (which aborts the
 //! transaction) gets the same outcome.
 
@@ -402,6 +404,82 @@ async fn mysql_a_unit_that_saw_a_deadlock_fails_its_message_though_the_handler_r
 
     process(Delivery::new(message.clone())).await.unwrap();
     assert_each_applied_once(&test, &fx, &inbox, &[message], false).await;
+    fx.delete().await;
+}
+
+/// MariaDB: an inbox transaction that ends without its commit or rollback
+/// (its handler panicked; its future was dropped mid-handler) hands its
+/// connection back with `autocommit` on again and nothing of it committed:
+/// on a pool of one connection, the next statement outside a transaction
+/// commits on its own, as it did before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_an_inbox_transaction_dropped_mid_handler_leaves_autocommit_on() {
+    let test = TestDb::with_schema(Backend::MySql).await;
+    create_tables(&test).await;
+    let one = test.connect_with(1).await;
+    let outbox = Outbox::new(one.clone(), OutboxConfig::default().without_notify());
+    let inbox = Inbox::new(&outbox, "dropped-mid-handler").unwrap();
+    let fx = SubscriberFixture::shared().await;
+    let (panicking, cancelled) = (
+        fx.message(&StockMoved { step: 1 }, "p-1", 1),
+        fx.message(&StockMoved { step: 1 }, "c-1", 1),
+    );
+    let run = |message: OutboxMessage, panics: bool| {
+        let inbox = inbox.clone();
+        tokio::spawn(async move {
+            inbox
+                .process(StockMoved { step: 1 }, Delivery::new(message), move |_, delivery, uow| {
+                    Box::pin(async move {
+                        uow.connection()
+                            .await?
+                            .execute_unprepared(&format!(
+                                "INSERT INTO effects (message_id, applied, delivery) VALUES ('{}', 1, 1)",
+                                delivery.message_id()
+                            ))
+                            .await?;
+                        assert!(!panics, "the handler panics");
+                        std::future::pending::<()>().await;
+                        Ok(())
+                    })
+                })
+                .await
+        })
+    };
+    assert!(run(panicking.clone(), true).await.unwrap_err().is_panic());
+    let stuck = run(cancelled.clone(), false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stuck.abort();
+    assert!(stuck.await.unwrap_err().is_cancelled());
+
+    let autocommit = one
+        .query_one_raw(sea_orm::Statement::from_string(
+            one.get_database_backend(),
+            "SELECT @@autocommit AS n",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64>("", "n")
+        .unwrap();
+    assert_eq!(
+        autocommit, 1,
+        "the pooled connection has autocommit on again"
+    );
+    one.execute_unprepared("UPDATE locks SET n = 7 WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(
+        test.count("locks", "n = 7").await,
+        1,
+        "a statement outside a transaction commits on its own"
+    );
+    assert_eq!(
+        test.count("effects", "1=1").await,
+        0,
+        "nothing of either committed"
+    );
+    assert!(!inbox.contains(panicking.id).await.unwrap());
+    assert!(!inbox.contains(cancelled.id).await.unwrap());
     fx.delete().await;
 }
 
