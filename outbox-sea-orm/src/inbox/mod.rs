@@ -17,6 +17,7 @@
 //! being `applied` or `duplicate`.
 
 mod batch;
+mod commit;
 mod group;
 mod handler;
 mod held;
@@ -37,10 +38,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sea_orm::{DbErr, SqlErr};
+use sea_orm::{DbErr, SqlErr, TransactionTrait};
 use txoutbox_core::consumer::{AppliedFuture, AppliedMessages};
 use txoutbox_core::{Delivery, HandlerError, MessageId};
 
+use crate::autocommit;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
 use crate::unit_of_work::UnitOfWork;
@@ -192,11 +194,18 @@ impl Inbox {
     ///    [`Processed::Duplicate`] without running `handler` (a concurrent
     ///    transaction holding the same row is waited for first);
     /// 3. runs `handler` with the unit of work;
-    /// 4. commits: the handler's writes, the events it queued and the inbox
-    ///    row, together.
+    /// 4. checks, in the transaction, that the inbox row is still there
+    ///    (a database that ended the transaction under a handler which
+    ///    went on, a swallowed deadlock on MySQL/MariaDB, took it away),
+    ///    and commits: the handler's writes, the events it queued and the
+    ///    inbox row, together.
     ///
-    /// A handler error, or any database error, rolls everything back and is
-    /// returned, so the message is redelivered and tried again.
+    /// A handler error, any database error, a missing inbox row
+    /// ([`OutboxError::InboxRowsMissing`]) or a unit of work that
+    /// [saw a retryable failure](UnitOfWork::saw_retryable_failure) though
+    /// its handler returned `Ok` ([`OutboxError::RetryableFailureSwallowed`])
+    /// rolls everything back and is returned, so the message is
+    /// redelivered and tried again.
     pub async fn process<E, F>(
         &self,
         event: E,
@@ -206,11 +215,12 @@ impl Inbox {
     where
         F: for<'a> FnOnce(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a>,
     {
+        let id = delivery.message_id();
         let Some(mut uow) = self.open(&delivery).await? else {
             return Ok(Processed::Duplicate);
         };
-        handler(event, delivery, &mut uow).await?;
-        self.close(uow).await
+        let handled = handler(event, delivery, &mut uow).await;
+        self.close(uow, id, handled).await
     }
 
     /// [`process`](Inbox::process) with an [`InboxHandler`].
@@ -220,44 +230,75 @@ impl Inbox {
         delivery: Delivery,
         handler: &H,
     ) -> Result<Processed, HandlerError> {
+        let id = delivery.message_id();
         let Some(mut uow) = self.open(&delivery).await? else {
             return Ok(Processed::Duplicate);
         };
-        handler.handle(event, delivery, &mut uow).await?;
-        self.close(uow).await
+        let handled = handler.handle(event, delivery, &mut uow).await;
+        self.close(uow, id, handled).await
     }
 
-    /// Begins the message's unit of work and records the inbox row in it;
-    /// `None` for a duplicate.
+    /// Begins the message's inbox transaction, records the inbox row in it
+    /// and lends it to a unit of work stamped with the message's caused
+    /// context; `None` for a duplicate.
     async fn open(&self, delivery: &Delivery) -> Result<Option<UnitOfWork>, HandlerError> {
         let id = delivery.message_id();
-        let mut uow = self.outbox.begin_with(delivery.caused_context());
-        let recorded = sql::insert(
-            uow.connection().await?,
-            self.table(),
-            &self.consumer,
-            id,
-            delivery.event_name(),
-            self.idle_limit(),
-        )
+        let txn = self.outbox.db().begin().await.map_err(OutboxError::from)?;
+        let recorded = async {
+            autocommit::turn_off(&txn).await?;
+            sql::insert(
+                &txn,
+                self.table(),
+                &self.consumer,
+                id,
+                delivery.event_name(),
+                self.idle_limit(),
+            )
+            .await
+        }
         .await;
         match recorded {
-            Ok(()) => Ok(Some(uow)),
+            Ok(()) => Ok(Some(
+                self.outbox.begin_within(delivery.caused_context(), txn),
+            )),
             Err(err) if is_unique_violation(&err) => {
-                // Discard the transaction (PostgreSQL aborted it anyway).
-                drop(uow);
+                commit::discard(txn).await;
                 tracing::debug!(consumer = %self.consumer, message_id = %id, "inbox: duplicate, handler skipped");
                 self.count("duplicate");
                 Ok(None)
             }
-            Err(err) => Err(OutboxError::from(err).into()),
+            Err(err) => {
+                commit::discard(txn).await;
+                Err(OutboxError::from(err).into())
+            }
         }
     }
 
-    /// Commits the handler's effects with the inbox row.
-    async fn close(&self, uow: UnitOfWork) -> Result<Processed, HandlerError> {
-        uow.commit().await?;
+    /// After the handler of message `id` `handled` it: commits its effects
+    /// with the inbox row, if it succeeded and the row is still there.
+    async fn close(
+        &self,
+        uow: UnitOfWork,
+        id: MessageId,
+        handled: Result<(), HandlerError>,
+    ) -> Result<Processed, HandlerError> {
+        let swallowed = uow.saw_retryable_failure();
+        let (txn, written) = uow.give_back().await;
+        let txn = txn.ok_or(OutboxError::GroupTransactionLost)?;
+        let outcome = handled.and_then(|()| match written {
+            Ok(_) if swallowed => Err(OutboxError::RetryableFailureSwallowed.into()),
+            written => written.map_err(HandlerError::from),
+        });
+        let written = match outcome {
+            Ok(written) => written,
+            Err(err) => {
+                commit::discard(txn).await;
+                return Err(err);
+            }
+        };
+        commit::commit(self, txn, &[id]).await?;
         self.count("applied");
+        self.outbox.committed_elsewhere(written).await;
         Ok(Processed::Applied)
     }
 
