@@ -21,6 +21,7 @@ mod group;
 mod handler;
 mod held;
 mod held_sql;
+mod lease_sql;
 mod sql;
 mod subscriber;
 
@@ -133,8 +134,8 @@ impl Inbox {
         &self.outbox
     }
 
-    /// Checks that the inbox table and its held-messages table
-    /// (`<inbox>_held`) exist with every column the inbox reads: a missing
+    /// Checks that the inbox table, its held-messages table
+    /// (`<inbox>_held`) and its reader-lease table (`<inbox>_lease`) exist with every column the inbox reads: a missing
     /// one is [`OutboxError::MissingSchema`], naming the migration to run
     /// (`outbox migrate`, `OutboxMigrator::up`); another error means the
     /// database could not answer. For a consumer's start, so a missing
@@ -156,11 +157,12 @@ impl Inbox {
     /// # Ok(()) }
     /// ```
     pub async fn check_table(&self) -> Result<(), OutboxError> {
-        use crate::schema_check::{HELD, INBOX, check};
+        use crate::schema_check::{HELD, INBOX, LEASE, check};
         let inbox = self.outbox.config().inbox_table();
         let db = self.outbox.db();
         check(db, inbox.as_str(), inbox, &INBOX).await?;
-        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await
+        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await?;
+        check(db, &crate::schema::lease_table(inbox), inbox, &LEASE).await
     }
 
     fn table(&self) -> &str {

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use txoutbox_core::consumer::{
     ConsumerInbox, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture, HeldFuture, InboxGroup,
+    ReaderLease,
 };
 use txoutbox_core::{Delivery, HandlerError};
 
 use super::group::GroupTransaction;
 use super::handler::InboxHandler;
+use super::lease_sql;
 use super::{Inbox, Processed};
+use crate::schema::lease_table;
 
 /// A subscriber handler that applies `H`'s effects through an inbox, in
 /// one transaction with the inbox row: made by [`Inbox::handler`] (and its
@@ -172,7 +175,7 @@ where
 }
 
 /// What a typed subscriber needs of its inbox: the applied messages, the
-/// held aggregates, the schema check, the cleanup.
+/// held aggregates, the schema check, the cleanup, the reader lease.
 impl ConsumerInbox for Inbox {
     fn consumer(&self) -> &str {
         Inbox::consumer(self)
@@ -198,5 +201,26 @@ impl ConsumerInbox for Inbox {
 
     fn limit_idle_transactions(&self, limit: Duration) {
         self.limit_idle(limit);
+    }
+
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Duration,
+    ) -> Option<HeldFuture<ReaderLease>> {
+        let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
+        Some(Box::pin(async move {
+            let table = lease_table(inbox.outbox().config().inbox_table());
+            Ok(lease_sql::take(inbox.outbox().db(), &table, &name, &holder, duration).await?)
+        }))
+    }
+
+    fn end_lease(&self, name: &str, holder: &str) -> HeldFuture<()> {
+        let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
+        Box::pin(async move {
+            let table = lease_table(inbox.outbox().config().inbox_table());
+            Ok(lease_sql::end(inbox.outbox().db(), &table, &name, &holder).await?)
+        })
     }
 }
