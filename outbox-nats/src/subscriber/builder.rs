@@ -63,6 +63,8 @@ pub struct SubscriberBuilder {
     partitions: Option<Owned>,
     /// The pin timeout, with failover.
     failover: Option<Duration>,
+    /// How long the reader lease is held per take or renewal.
+    reader_lease: Duration,
     deliver_policy: DeliverPolicy,
     max_in_flight: usize,
     max_ack_pending: Option<usize>,
@@ -110,6 +112,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             partitions: None,
             failover: None,
+            reader_lease: super::lease::DEFAULT_LEASE,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -271,6 +274,42 @@ impl SubscriberBuilder {
     /// agree.
     pub fn failover_after(mut self, pinned_ttl: Duration) -> Self {
         self.failover = Some(pinned_ttl);
+        self
+    }
+
+    /// How long the reader lease is held per take or renewal, by the
+    /// database's clock (at least 1 s; 5 s by default).
+    ///
+    /// A subscriber that keeps order ([`keep_order`](Self::keep_order),
+    /// or inbox handlers) must be its durable's one reader. Besides what
+    /// the broker says ([`SubscriberBuildError::DurableInUse`] at build, the
+    /// pin with [`failover`](Self::failover)), it holds a lease in its
+    /// inbox's database (`<inbox>_lease`: a row per JetStream consumer with
+    /// the holder, a fencing token and an expiry), taken before its first
+    /// pull. A process that finds it held by another *stands by*: it pulls
+    /// nothing, and its [health](super::SubscriberHealth::lease_held) says so
+    /// (a standby is ready). Two processes started in the same second
+    /// therefore never read side by side, and a process that lost the
+    /// broker's pin (a leader change of the consumer) goes on alone, since
+    /// the standbys do not pull.
+    ///
+    /// The holder renews the lease every third of `duration` and counts it
+    /// held until nine tenths of `duration` after it sent the renewal (by
+    /// its own clock: the database's expiry is later). While renewals fail
+    /// (the database is away) it goes on with what it holds; once the lease
+    /// ran out by that reckoning it starts no handler and pulls nothing,
+    /// and it goes on when a renewal succeeds again, unless another process
+    /// took the lease meanwhile: then it hands back what it holds (as at a
+    /// shutdown) and stands by. At shutdown it gives the lease up, and a
+    /// standby takes over within a second; a crashed holder is replaced
+    /// about `duration` after its last renewal.
+    ///
+    /// A subscriber without an inbox ([`unordered`](Self::unordered)) takes
+    /// no lease. Only used with an inbox that keeps leases
+    /// (`txoutbox_sea_orm::Inbox` does, in the table of migration
+    /// `m20261128_000007_lease_<inbox>`).
+    pub fn reader_lease(mut self, duration: Duration) -> Self {
+        self.reader_lease = duration;
         self
     }
 
@@ -595,6 +634,7 @@ impl SubscriberBuilder {
     async fn build_on_the_server(self) -> Result<Subscriber, SubscriberBuildError> {
         let Checked {
             shared,
+            reader_lease,
             stream_name,
             keeps_order,
             pulls,
@@ -603,8 +643,16 @@ impl SubscriberBuilder {
             partitioned,
             deliver_policy,
             dead_letter_stream,
-            inbox: _,
+            inbox,
         } = self.checked().await?;
+        let mut shared = shared;
+        if keeps_order
+            && let Some(inbox) = inbox
+            && super::lease::keeps_leases(&*inbox)
+        {
+            shared.lease = Some(super::lease::Lease::of(inbox, reader_lease));
+            shared.gate = super::lease::Gate::new(true);
+        }
         let stream = shared
             .context
             .get_stream(&stream_name)
@@ -785,9 +833,13 @@ impl SubscriberBuilder {
                 .clone()
                 .filter(|inbox| inbox.begin_group().is_some())
                 .zip(self.inbox_batches),
+            // Set by `build` (a subscriber run in process reads alone).
+            lease: None,
+            gate: super::lease::Gate::new(false),
         };
         Ok(Checked {
             shared,
+            reader_lease: self.reader_lease,
             inbox,
             stream_name,
             keeps_order,
@@ -851,6 +903,13 @@ impl SubscriberBuilder {
         if let Some(owned) = &self.partitions {
             owned.check(&self.filter_subject)?;
         }
+        if self.reader_lease < super::lease::MIN_LEASE {
+            return invalid(format!(
+                "the reader lease ({:?}) must be at least {:?}",
+                self.reader_lease,
+                super::lease::MIN_LEASE
+            ));
+        }
         if let Some(pinned_ttl) = self.failover {
             if self.partitions.is_some() {
                 return invalid(
@@ -886,6 +945,8 @@ impl SubscriberBuilder {
 /// [`SubscriberBuilder::checked`]).
 struct Checked {
     shared: Shared,
+    /// How long the reader lease is held per take or renewal.
+    reader_lease: Duration,
     /// The inbox the handlers apply through (or `keep_order`'s).
     inbox: Option<Arc<dyn ConsumerInbox>>,
     stream_name: String,

@@ -89,6 +89,12 @@ pub struct SubscriberHealth {
     /// process is the pinned one (receiving) rather than a standby, as the
     /// server says; `None` without failover or without the server's answer.
     pub pinned: Option<bool>,
+    /// With the reader lease (a subscriber that keeps order, see
+    /// [`reader_lease`](super::SubscriberBuilder::reader_lease)): whether
+    /// this process holds it and reads (`true`) or stands by (`false`,
+    /// also while a lease it holds ran out because the database is away);
+    /// `None` without a lease. A standby is ready.
+    pub lease_held: Option<bool>,
     /// Why it is not ready, one line each.
     pub problems: Vec<String>,
 }
@@ -173,6 +179,15 @@ impl SubscriberProbe {
         self.shared.holds.as_ref().map(|holds| holds.count())
     }
 
+    /// With the reader lease: whether this process holds it (no I/O; see
+    /// [`SubscriberHealth::lease_held`]).
+    pub fn lease_held(&self) -> Option<bool> {
+        self.shared
+            .gate
+            .is_leased()
+            .then(|| self.is_running() && self.shared.gate.holds())
+    }
+
     /// Checks the subscriber: the in-memory state, and each consumer's info
     /// from the server, asked at once and waited for at most `timeout`
     /// (keep it under the orchestrator's probe timeout). While the client
@@ -236,6 +251,7 @@ impl SubscriberProbe {
             in_flight: self.in_flight(),
             held_aggregates: self.held_aggregates(),
             pinned,
+            lease_held: self.lease_held(),
             problems,
         }
     }

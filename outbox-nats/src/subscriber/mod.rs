@@ -188,6 +188,7 @@ mod hold;
 mod holding;
 mod in_process;
 mod inbox_batches;
+mod lease;
 pub mod metrics;
 mod ordering;
 mod partitioned;
@@ -327,31 +328,11 @@ impl Subscriber {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
         let stop = shutdown.child_token();
         let cleaning = cleanup::run(Arc::clone(&self.shared), stop.clone());
-        let mut loops: futures::stream::FuturesUnordered<_> = self
-            .consumers
-            .into_iter()
-            .enumerate()
-            .map(|(index, consumer)| {
-                // One task applies released holds for all of them.
-                let watch_holds = index == 0;
-                fetch::run(
-                    Arc::clone(&self.shared),
-                    consumer,
-                    stop.clone(),
-                    watch_holds,
-                )
-            })
-            .collect();
         let reading = async {
-            let mut result = Ok(());
-            while let Some(ended) = futures::StreamExt::next(&mut loops).await {
-                if let Err(err) = ended
-                    && result.is_ok()
-                {
-                    stop.cancel();
-                    result = Err(err);
-                }
-            }
+            let result = lease::read_under_lease(&self.shared, &self.consumers, &stop, |session| {
+                read(Arc::clone(&self.shared), self.consumers.clone(), session)
+            })
+            .await;
             stop.cancel(); // ends the cleanup
             result
         };
@@ -370,6 +351,35 @@ impl Subscriber {
             task: Some(task),
         }
     }
+}
+
+/// Reads `consumers` until `stop` is cancelled, one fetch loop each;
+/// should one consumer be deleted, the others shut down in order and the
+/// error is returned.
+async fn read(
+    shared: Arc<Shared>,
+    consumers: Vec<PullConsumer>,
+    stop: CancellationToken,
+) -> Result<(), SubscriberError> {
+    let mut loops: futures::stream::FuturesUnordered<_> = consumers
+        .into_iter()
+        .enumerate()
+        .map(|(index, consumer)| {
+            // One task applies released holds for all of them.
+            let watch_holds = index == 0;
+            fetch::run(Arc::clone(&shared), consumer, stop.clone(), watch_holds)
+        })
+        .collect();
+    let mut result = Ok(());
+    while let Some(ended) = futures::StreamExt::next(&mut loops).await {
+        if let Err(err) = ended
+            && result.is_ok()
+        {
+            stop.cancel();
+            result = Err(err);
+        }
+    }
+    result
 }
 
 /// A [`Subscriber`] running on its own task. Dropping it starts a graceful
