@@ -181,7 +181,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (common, args) = parse()?;
     let outbox = common.outbox().await?;
     let inbox = Inbox::new(&outbox, args.durable.clone())?;
-    let client = async_nats::connect(&common.nats).await?;
+    // `--nats` may name every node of a cluster, comma-separated.
+    let servers = common
+        .nats
+        .split(',')
+        .map(str::parse::<async_nats::ServerAddr>)
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = async_nats::connect(servers).await?;
     // Dead letters go to a subject and a memory stream of this test's own
     // (by its subject prefix: tests running at once share durable names),
     // which the test deletes.

@@ -114,8 +114,9 @@ async fn assert_one_reader(setup: &Setup, total: i64, within: Duration) {
     .await;
     // A second reader's copies would land meanwhile.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
     let appliers = appliers(setup).await;
+    println!("applied by {appliers:?}");
+    effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
     assert_eq!(appliers.len(), 1, "one process applies: {appliers:?}");
 }
 
