@@ -31,9 +31,9 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, SchemaManager};
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 use crate::schema::{
-    abandoned_column, create_held, create_inbox, create_lease, create_outbox, drop_held, drop_inbox,
-    drop_lease, drop_outbox, drop_skipped_columns, held_table, lease_table, queue_index_name,
-    queue_indexes, skipped_columns,
+    abandoned_column, create_held, create_inbox, create_lease, create_outbox, drop_held,
+    drop_inbox, drop_lease, drop_outbox, drop_skipped_columns, held_table, lease_table,
+    queue_index_name, queue_indexes, skipped_columns,
 };
 
 /// Where [`OutboxMigrator`] records which migrations ran.

@@ -401,7 +401,10 @@ pub(crate) fn create_lease(dialect: Dialect, inbox: &TableName) -> String {
 /// The statement that drops the reader-lease table.
 #[cfg(feature = "migration")]
 pub(crate) fn drop_lease(dialect: Dialect, inbox: &TableName) -> String {
-    format!("DROP TABLE IF EXISTS {}", dialect.quote(&lease_table(inbox)))
+    format!(
+        "DROP TABLE IF EXISTS {}",
+        dialect.quote(&lease_table(inbox))
+    )
 }
 
 /// The statement that drops the held-messages table.

@@ -23,7 +23,7 @@
 //!   handler starts; what waits is handed back; running handlers finish),
 //!   and the process stands by again.
 //! - **Shutdown**: the session drains, then the leases are ended so that a
-//!   standby takes over within a second.
+//!   standby takes over within a fifth of the lease's duration.
 //!
 //! Handlers start only through [`Shared::slot`](super::shared::Shared::slot),
 //! which checks the [`Gate`] after taking the handler slot, so a process
@@ -43,8 +43,9 @@ use super::error::SubscriberError;
 use super::shared::Shared;
 
 /// The lease's duration by default: a crashed reader is replaced about
-/// this long after its last renewal.
-pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(5);
+/// this long after its last renewal. Under the failover pin timeout (4 s),
+/// so that with failover the lease adds nothing to a takeover.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(3);
 
 /// The shortest lease accepted: renewals every third of it, and a database
 /// round trip must fit many times in one.
@@ -57,8 +58,11 @@ pub(crate) fn keeps_leases(inbox: &dyn ConsumerInbox) -> bool {
     inbox.take_lease("", "", MIN_LEASE).is_some()
 }
 
-/// How often a standby asks for the lease.
-const STANDBY_POLL: Duration = Duration::from_secs(1);
+/// How often a standby asks for the lease: a fifth of its duration,
+/// between 200 ms and 1 s.
+fn standby_poll(duration: Duration) -> Duration {
+    (duration / 5).clamp(Duration::from_millis(200), Duration::from_secs(1))
+}
 
 /// The lease of a subscriber: where it is kept, for how long, by whom.
 pub(crate) struct Lease {
@@ -92,7 +96,10 @@ impl Lease {
     /// Takes or renews every lease of `names`: their tokens when this
     /// process holds all of them, the other holder of the first it does
     /// not; `None` when this inbox keeps no leases.
-    async fn take(&self, names: &[String]) -> Result<Taken, Box<dyn std::error::Error + Send + Sync>> {
+    async fn take(
+        &self,
+        names: &[String],
+    ) -> Result<Taken, Box<dyn std::error::Error + Send + Sync>> {
         let mut tokens = Vec::with_capacity(names.len());
         for name in names {
             let Some(taking) = self.inbox.take_lease(name, &self.holder, self.duration) else {
@@ -169,7 +176,11 @@ impl Gate {
 
     /// Whether handlers may start now.
     pub(crate) fn holds(&self) -> bool {
-        !self.leased || self.until.borrow().is_some_and(|until| until > Instant::now())
+        !self.leased
+            || self
+                .until
+                .borrow()
+                .is_some_and(|until| until > Instant::now())
     }
 
     /// Resolves once handlers may start.
@@ -287,7 +298,7 @@ async fn stand_by(
         }
         tokio::select! {
             () = stop.cancelled() => return None,
-            () = tokio::time::sleep(STANDBY_POLL) => {}
+            () = tokio::time::sleep(standby_poll(lease.duration)) => {}
         }
     }
 }

@@ -31,7 +31,9 @@ pub(super) async fn take(
     // ones before it: the token is computed before the holder changes.
     let mut update = Sql::new(dialect);
     update.push(&format!("UPDATE {t} SET token = CASE WHEN holder = "));
-    update.bind(holder).push(" THEN token ELSE token + 1 END, holder = ");
+    update
+        .bind(holder)
+        .push(" THEN token ELSE token + 1 END, holder = ");
     update.bind(holder).push(", expires_at = ");
     let until = update.param(lease);
     update.push(&dialect.now_plus_millis(&until));

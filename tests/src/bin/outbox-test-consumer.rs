@@ -106,7 +106,9 @@ impl Failing {
 fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 fn parse() -> Result<(ChildArgs, Args), String> {
@@ -152,11 +154,7 @@ fn owned(own: &str) -> Result<Vec<u16>, String> {
 
 /// Applies one event of `aggregate` at `sequence`: a row of `effects`,
 /// naming the partitions this process owns (`process`) when it owns some.
-async fn apply(
-    uow: &mut UnitOfWork,
-    delivery: &Delivery,
-    how: &How,
-) -> Result<(), HandlerError> {
+async fn apply(uow: &mut UnitOfWork, delivery: &Delivery, how: &How) -> Result<(), HandlerError> {
     // Some work, so that many messages are in flight when the process dies.
     tokio::time::sleep(Duration::from_millis(2)).await;
     if how.fail.as_ref().is_some_and(|fail| fail.fails(delivery)) {
