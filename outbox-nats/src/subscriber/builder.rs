@@ -225,13 +225,23 @@ impl SubscriberBuilder {
     /// not refuse it ([`SubscriberBuildError::DurableInUse`] is for
     /// subscribers without failover).
     ///
-    /// **What it costs.** A SIGKILLed pinned process is replaced after the
-    /// pin timeout: on nats-server 2.14 with the default 4 s, the next
-    /// process's effects flowed 4.3-5.0 s after the kill (three processes,
-    /// two kills, `tests/tests/consume/consumer_failover.rs`; see
-    /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
-    /// after handing back what it held: the next one's effects flowed
-    /// 0.3-0.9 s after the stop began. The pin timeout trades what a crash
+    /// **Under the reader lease** (an inbox that keeps leases, see
+    /// [`reader_lease`](Self::reader_lease)) only the lease's holder pulls:
+    /// the standbys neither pull nor hand anything back, so a consumer
+    /// leader change (which clears the pin) cannot get a standby pinned
+    /// beside a holder that goes on; the holder is pinned again at its next
+    /// pull, and a new pin id on its messages is no takeover. The next
+    /// process takes over when the lease is given up (an orderly stop) or
+    /// runs out (a crash), and runs the restart guard at once.
+    ///
+    /// **What it costs.** A SIGKILLed pinned process is replaced once its
+    /// pin timed out and its lease ran out: on nats-server 2.14 with the
+    /// defaults (pin timeout 4 s, lease 3 s), the next process's effects
+    /// flowed 4.0-4.1 s after the kill (three processes, two kills,
+    /// `tests/tests/consume/consumer_failover.rs`; see `BENCHMARKS.md`). A
+    /// pinned process stopped in order releases its pin and its lease after
+    /// handing back what it held: the next one's effects flowed 1.6 s after
+    /// the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
     /// alive, and what it held is handed to the next one. Effects still
@@ -278,7 +288,8 @@ impl SubscriberBuilder {
     }
 
     /// How long the reader lease is held per take or renewal, by the
-    /// database's clock (at least 1 s; 5 s by default).
+    /// database's clock (at least 1 s; 3 s by default, under the failover
+    /// pin timeout).
     ///
     /// A subscriber that keeps order ([`keep_order`](Self::keep_order),
     /// or inbox handlers) must be its durable's one reader. Besides what
@@ -301,7 +312,7 @@ impl SubscriberBuilder {
     /// and it goes on when a renewal succeeds again, unless another process
     /// took the lease meanwhile: then it hands back what it holds (as at a
     /// shutdown) and stands by. At shutdown it gives the lease up, and a
-    /// standby takes over within a second; a crashed holder is replaced
+    /// standby takes over within a fifth of `duration`; a crashed holder is replaced
     /// about `duration` after its last renewal.
     ///
     /// A subscriber without an inbox ([`unordered`](Self::unordered)) takes
@@ -546,7 +557,9 @@ impl SubscriberBuilder {
     /// one's and the two would apply one aggregate's messages side by
     /// side. So [`build`](Self::build) refuses to start while another
     /// process is reading the durable
-    /// ([`SubscriberBuildError::DurableInUse`]). To run several processes,
+    /// ([`SubscriberBuildError::DurableInUse`]), and a process that got
+    /// past that check at the same instant as another stands by under the
+    /// [reader lease](Self::reader_lease) until the reader stops. To run several processes,
     /// let one receive at a time and the others stand by
     /// ([`failover`](Self::failover), nats-server 2.11+), give each its own
     /// partitions ([`partitions`](Self::partitions)), or share the durable

@@ -106,7 +106,11 @@
 //! - messages JetStream delivered to another process bound to the same
 //!   durable are not waited for (they are the ones a lane gives up on), so
 //!   across processes one aggregate's messages may run in parallel or out
-//!   of order. Where that matters, run one process per durable, or give
+//!   of order. A subscriber with an inbox keeps a second process from
+//!   reading beside the first: `build` refuses one that starts while
+//!   another reads ([`SubscriberBuildError::DurableInUse`]), and the
+//!   [reader lease](SubscriberBuilder::reader_lease) makes one that got
+//!   past that check stand by. Without an inbox, run one process per durable, or give
 //!   each process its own filter subject, or split the stream into
 //!   partitions by aggregate and give each process its own
 //!   ([`partitions`](SubscriberBuilder::partitions));
