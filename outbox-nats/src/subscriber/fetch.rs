@@ -249,18 +249,17 @@ async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, Stream
                 .await
         }
         // Under the lease, pulls short enough that those of a process whose
-        // lease ran out end soon after it stops pulling.
+        // lease ran out end soon after it stops pulling; without an idle
+        // heartbeat (as with failover): the answer to each expired pull
+        // shows the server alive, and a heartbeat late under load would
+        // count as a failed pull.
         None if shared.gate.is_leased() => {
             let expires = shared
                 .lease
                 .as_ref()
                 .map_or(PULL_EXPIRES, |lease| lease.duration / 2)
                 .clamp(Duration::from_secs(1), PULL_EXPIRES);
-            pulls
-                .expires(expires)
-                .heartbeat(expires / 4)
-                .messages()
-                .await
+            pulls.expires(expires).messages().await
         }
         None => {
             pulls
