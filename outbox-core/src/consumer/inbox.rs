@@ -53,7 +53,9 @@ pub trait ConsumerInbox: AppliedMessages + HeldMessages {
     /// broker's checks alone keep a second process away). Whether it is
     /// `Some` is decided without I/O (a subscriber asks, without awaiting
     /// the future, to learn whether the inbox keeps leases); the future
-    /// does the work.
+    /// does the work. An implementation should also refuse to commit an
+    /// inbox transaction once the lease it last took is another's (a
+    /// fencing check in the transaction): `txoutbox_sea_orm::Inbox` does.
     fn take_lease(
         &self,
         name: &str,

@@ -157,7 +157,11 @@ impl InboxGroup for GroupTransaction {
                 applied,
             } = *self;
             let txn = txn.ok_or(OutboxError::GroupTransactionLost)?;
-            if txn.get_database_backend() == DbBackend::Postgres {
+            let fences = inbox.fences();
+            if !fences.is_empty() {
+                // Also the probe below: a read in the transaction.
+                inbox.check_fences(&txn, &fences).await?;
+            } else if txn.get_database_backend() == DbBackend::Postgres {
                 // PostgreSQL turns COMMIT of a transaction aborted by a
                 // failed statement (one a handler swallowed) into a silent
                 // ROLLBACK: probe it, so such a group is never reported

@@ -72,6 +72,48 @@ pub(super) async fn take(
     })
 }
 
+/// A reader lease this process holds, as its last take found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Fence {
+    /// The lease's name (a JetStream consumer's).
+    pub(super) name: String,
+    /// This process as holder.
+    pub(super) holder: String,
+    /// The fencing token it was given.
+    pub(super) token: i64,
+}
+
+/// Whether every lease of `fences` is still its holder's with its token,
+/// read in the transaction `db` (one statement). Expiry is not checked: a
+/// lease that ran out and was not taken by another is still this
+/// process's to renew, and the subscriber starts nothing past it.
+pub(super) async fn fenced(
+    db: &impl ConnectionTrait,
+    table: &str,
+    fences: &[Fence],
+) -> Result<bool, DbErr> {
+    let dialect = Dialect::of(db.get_database_backend());
+    let mut sql = Sql::new(dialect);
+    sql.push(&format!(
+        "SELECT COUNT(*) AS held FROM {} WHERE ",
+        dialect.quote(table)
+    ));
+    for (k, fence) in fences.iter().enumerate() {
+        if k > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(consumer = ").bind(fence.name.as_str());
+        sql.push(" AND holder = ").bind(fence.holder.as_str());
+        sql.push(" AND token = ").bind(fence.token).push(")");
+    }
+    let row = db
+        .query_one_raw(sql.build())
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("the reader leases".to_owned()))?;
+    let held: i64 = row.try_get("", "held")?;
+    Ok(usize::try_from(held).is_ok_and(|held| held == fences.len()))
+}
+
 /// Ends `holder`'s lease `name` now, if it has it: the row stays (the next
 /// holder's token grows from its token), expired.
 pub(super) async fn end(

@@ -103,6 +103,10 @@ pub struct Inbox {
     /// (0: no bound); shared by the clones handlers hold (see
     /// `ConsumerInbox::limit_idle_transactions`).
     idle_limit: Arc<AtomicU64>,
+    /// The reader leases this inbox's subscriber holds, as its last take
+    /// or renewal found them; shared by the clones handlers hold. An inbox
+    /// transaction commits only if they still hold (see `lease_sql::fenced`).
+    fences: Arc<std::sync::Mutex<Vec<lease_sql::Fence>>>,
 }
 
 impl Inbox {
@@ -120,6 +124,7 @@ impl Inbox {
             outbox: outbox.clone(),
             consumer: consumer.into(),
             idle_limit: Arc::new(AtomicU64::new(0)),
+            fences: Arc::default(),
         })
     }
 
@@ -167,6 +172,48 @@ impl Inbox {
 
     fn table(&self) -> &str {
         self.outbox.config().inbox_table().as_str()
+    }
+
+    /// The reader leases to check before a commit (see `fences`).
+    fn fences(&self) -> Vec<lease_sql::Fence> {
+        self.fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Fails with [`OutboxError::ReaderLeaseLost`] unless `fences` all
+    /// still hold, read in the transaction `db` about to commit.
+    async fn check_fences(
+        &self,
+        db: &impl sea_orm::ConnectionTrait,
+        fences: &[lease_sql::Fence],
+    ) -> Result<(), OutboxError> {
+        let table = crate::schema::lease_table(self.outbox.config().inbox_table());
+        if lease_sql::fenced(db, &table, fences).await? {
+            return Ok(());
+        }
+        tracing::warn!(consumer = %self.consumer, "the reader lease passed to another process: this transaction does not commit");
+        Err(OutboxError::ReaderLeaseLost {
+            consumer: self.consumer.to_string(),
+        })
+    }
+
+    /// Remembers the token of the reader lease `name` that `holder` took
+    /// (`None`: it gave the lease up): a fence to check before each commit.
+    fn remember_lease(&self, name: &str, holder: &str, token: Option<u64>) {
+        let mut fences = self
+            .fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        fences.retain(|fence| fence.name != name);
+        if let Some(token) = token {
+            fences.push(lease_sql::Fence {
+                name: name.to_owned(),
+                holder: holder.to_owned(),
+                token: i64::try_from(token).unwrap_or(i64::MAX),
+            });
+        }
     }
 
     /// How long a transaction of this inbox may sit idle, if bounded.
@@ -255,7 +302,11 @@ impl Inbox {
     }
 
     /// Commits the handler's effects with the inbox row.
-    async fn close(&self, uow: UnitOfWork) -> Result<Processed, HandlerError> {
+    async fn close(&self, mut uow: UnitOfWork) -> Result<Processed, HandlerError> {
+        let fences = self.fences();
+        if !fences.is_empty() {
+            self.check_fences(uow.connection().await?, &fences).await?;
+        }
         uow.commit().await?;
         self.count("applied");
         Ok(Processed::Applied)

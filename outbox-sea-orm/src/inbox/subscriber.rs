@@ -212,13 +212,21 @@ impl ConsumerInbox for Inbox {
         let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
         Some(Box::pin(async move {
             let table = lease_table(inbox.outbox().config().inbox_table());
-            Ok(lease_sql::take(inbox.outbox().db(), &table, &name, &holder, duration).await?)
+            let found =
+                lease_sql::take(inbox.outbox().db(), &table, &name, &holder, duration).await?;
+            // Another's: the fence keeps this process's last token, so
+            // what it still runs does not commit.
+            if let ReaderLease::Ours { token } = found {
+                inbox.remember_lease(&name, &holder, Some(token));
+            }
+            Ok(found)
         }))
     }
 
     fn end_lease(&self, name: &str, holder: &str) -> HeldFuture<()> {
         let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
         Box::pin(async move {
+            inbox.remember_lease(&name, &holder, None);
             let table = lease_table(inbox.outbox().config().inbox_table());
             Ok(lease_sql::end(inbox.outbox().db(), &table, &name, &holder).await?)
         })
