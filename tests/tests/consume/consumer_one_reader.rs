@@ -29,10 +29,14 @@ use processor_support::{
     Setup, current_cluster_setup, private_setup, spawn_processor, wait_all_published, wait_until,
     write_orders,
 };
-use txoutbox_suite::Backend;
+use txoutbox_core::Delivery;
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::effects;
 use txoutbox_suite::nats::{NatsServer, current_nats_server};
+use txoutbox_suite::orders::OrderPlaced;
 use txoutbox_suite::process::ProcessorProcess;
+use txoutbox_suite::subscriber::{SubscriberFixture, eventually};
+use txoutbox_suite::{Backend, TestDb};
 
 const DURABLE: &str = "effects";
 
@@ -219,4 +223,61 @@ async fn a_consumer_leader_change_while_an_event_retries_keeps_one_reader() {
     for replica in running {
         replica.stop();
     }
+}
+
+/// Two subscribers of one durable built before either runs (both pass the
+/// build's check): the one that takes the reader lease reads, the other
+/// stands by. Both are ready, their health tells which is which, and when
+/// the reader stops in order the standby takes the lease at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_is_ready_says_so_and_takes_over_when_the_reader_stops() {
+    let test = TestDb::with_schema(Backend::Postgres).await;
+    let outbox = Outbox::new(test.db.clone(), OutboxConfig::default().without_notify());
+    let fx = SubscriberFixture::shared().await;
+    let inbox = Inbox::new(&outbox, fx.durable.clone()).expect("an inbox");
+    let build = || async {
+        fx.subscriber()
+            .on(inbox.handler_boxed(|_: OrderPlaced, _: Delivery, _| Box::pin(async { Ok(()) })))
+            .build()
+            .await
+            .expect("a subscriber")
+    };
+    let (one, other) = (build().await, build().await);
+    let (one, other) = (one.spawn(), other.spawn());
+    eventually(
+        "one of them takes the lease",
+        Duration::from_secs(10),
+        || async {
+            one.health().lease_held() == Some(true) || other.health().lease_held() == Some(true)
+        },
+    )
+    .await;
+    let timeout = Duration::from_secs(2);
+    let (first, second) = (
+        one.health().check(timeout).await,
+        other.health().check(timeout).await,
+    );
+    assert!(first.ready && second.ready, "{first:?} {second:?}");
+    let mut held = [first.lease_held, second.lease_held];
+    held.sort();
+    assert_eq!(held, [Some(false), Some(true)], "one reader, one standby");
+    let (reader, standby) = if first.lease_held == Some(true) {
+        (one, other)
+    } else {
+        (other, one)
+    };
+    let stopped = Instant::now();
+    reader.shutdown().await.expect("clean shutdown");
+    eventually(
+        "the standby takes the lease",
+        Duration::from_secs(5),
+        || async { standby.health().lease_held() == Some(true) },
+    )
+    .await;
+    println!(
+        "the standby read {:.2} s after the reader began to stop",
+        stopped.elapsed().as_secs_f64()
+    );
+    standby.shutdown().await.expect("clean shutdown");
+    fx.delete().await;
 }
