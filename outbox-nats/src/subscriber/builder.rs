@@ -240,8 +240,8 @@ impl SubscriberBuilder {
     /// flowed 4.0-4.1 s after the kill (three processes, two kills,
     /// `tests/tests/consume/consumer_failover.rs`; see `BENCHMARKS.md`). A
     /// pinned process stopped in order releases its pin and its lease after
-    /// handing back what it held: the next one's effects flowed 1.6 s after
-    /// the stop began. The pin timeout trades what a crash
+    /// handing back what it held: the next one's effects flowed 1.6-2.2 s
+    /// after the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
     /// alive, and what it held is handed to the next one. Effects still
@@ -314,6 +314,11 @@ impl SubscriberBuilder {
     /// shutdown) and stands by. At shutdown it gives the lease up, and a
     /// standby takes over within a fifth of `duration`; a crashed holder is replaced
     /// about `duration` after its last renewal.
+    ///
+    /// The inbox also checks, in each transaction before it commits, that
+    /// the lease is still this process's with its fencing token, so a
+    /// handler that was running when its process froze past the lease does
+    /// not commit when it wakes.
     ///
     /// A subscriber without an inbox ([`unordered`](Self::unordered)) takes
     /// no lease. Only used with an inbox that keeps leases

@@ -27,7 +27,9 @@
 //!
 //! Handlers start only through [`Shared::slot`](super::shared::Shared::slot),
 //! which checks the [`Gate`] after taking the handler slot, so a process
-//! waking from a freeze past its lease starts nothing.
+//! waking from a freeze past its lease starts nothing; and the inbox
+//! (`txoutbox_sea_orm::Inbox`) checks the lease's fencing token in each
+//! transaction before it commits, so what was running does not commit.
 
 use std::sync::Arc;
 use std::time::Duration;
