@@ -128,6 +128,8 @@ struct SubscriberBody<'a> {
     ack_pending: Option<u64>,
     in_flight: usize,
     held_aggregates: Option<usize>,
+    /// Why it is paused (its inbox's database away), while it is.
+    paused: Option<&'a str>,
     consumers: Vec<ConsumerBody<'a>>,
     problems: &'a [String],
 }
@@ -144,6 +146,7 @@ impl<'a> From<&'a SubscriberHealth> for SubscriberBody<'a> {
             ack_pending: health.ack_pending,
             in_flight: health.in_flight,
             held_aggregates: health.held_aggregates,
+            paused: health.paused.as_deref(),
             consumers: health.consumers.iter().map(ConsumerBody::from).collect(),
             problems: &health.problems,
         }

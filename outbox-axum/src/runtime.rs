@@ -65,7 +65,7 @@ impl Runtime {
     /// | route | answers |
     /// |---|---|
     /// | `GET /health/live` | 200 while every part's task runs (or the runtime shuts down), else 503; JSON `{"live", "shutting_down", "problems"}` |
-    /// | `GET /health/ready` | 200 when not shutting down, the processor healthy and every subscriber ready, else 503; JSON with the processor's health and, per subscriber, `connected`, its consumers on the server, `pending` (the lag), `ack_pending`, `in_flight`, `held_aggregates` |
+    /// | `GET /health/ready` | 200 when not shutting down, the processor healthy and every subscriber ready, else 503; JSON with the processor's health and, per subscriber, `connected`, its consumers on the server, `pending` (the lag), `ack_pending`, `in_flight`, `held_aggregates`, `paused` (why, while its inbox's database is away) |
     /// | `GET /metrics` | the Prometheus text exposition of every metric recorded (the outbox's `outbox_*` and the application's own) |
     ///
     /// ```no_run

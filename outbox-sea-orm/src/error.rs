@@ -92,6 +92,18 @@ impl OutboxError {
             OutboxError::Contention(_) | OutboxError::ConcurrencyConflict { .. }
         )
     }
+
+    /// Whether the database is away (see [`FailureCause::Unavailable`]):
+    /// the connection was refused or lost, the pool had none to give in
+    /// time, the server is shutting down or starting, or it takes no writes
+    /// (a read-only replica after a failover). Nothing was committed, and
+    /// the same work succeeds once the database answers again; a subscriber
+    /// pauses on it instead of spending the message's deliveries.
+    ///
+    /// [`FailureCause::Unavailable`]: txoutbox_core::consumer::FailureCause::Unavailable
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, OutboxError::Db(err) if crate::availability::is_unavailable(err))
+    }
 }
 
 /// Contention (see [`OutboxError::Contention`]) is told apart from other

@@ -46,6 +46,7 @@
 
 pub mod admin;
 mod aggregate_entity;
+mod availability;
 mod config;
 mod contention;
 mod dialect;

@@ -182,11 +182,19 @@ pub enum DeliveryOutcome {
         /// Why it failed this time.
         reason: String,
     },
+    /// Not the message's fault: its inbox's database was away (or other
+    /// transactions were in the way). Not settled and no delivery spent:
+    /// the running subscriber pauses and applies it again once the
+    /// database answers (deliver it again to do the same).
+    Interrupted {
+        /// The database's error.
+        reason: String,
+    },
 }
 
 impl DeliveryOutcome {
     /// Its name: `handled`, `duplicate`, `ignored`, `held`, `retried`,
-    /// `dead_lettered`, `skipped` or `held_again`.
+    /// `dead_lettered`, `skipped`, `held_again` or `interrupted`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Handled => "handled",
@@ -197,6 +205,7 @@ impl DeliveryOutcome {
             Self::DeadLettered { .. } => "dead_lettered",
             Self::Skipped => "skipped",
             Self::HeldAgain { .. } => "held_again",
+            Self::Interrupted { .. } => "interrupted",
         }
     }
 }
@@ -363,6 +372,7 @@ impl TestSubscriber {
             InProcessOutcome::Retried { delay, reason } => {
                 DeliveryOutcome::Retried { delay, reason }
             }
+            InProcessOutcome::Interrupted { reason } => DeliveryOutcome::Interrupted { reason },
             InProcessOutcome::Dead {
                 kind,
                 reason,

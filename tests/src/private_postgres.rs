@@ -120,6 +120,12 @@ impl PrivatePostgres {
         self.start_server();
     }
 
+    /// Starts the server again after [`stop`](Self::stop), on the same port
+    /// and data; returns once it accepts connections.
+    pub fn start_again(&self) {
+        self.start_server();
+    }
+
     /// Stops the server.
     pub fn stop(&self, mode: Shutdown) {
         let mode = match mode {

@@ -15,6 +15,12 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// - [`HandlerError::permanent`]: the message can never be handled (it breaks
 ///   an invariant, refers to something that will not exist). It is
 ///   dead-lettered at once.
+/// - [`HandlerError::unavailable`]: something the handler needs is away (its
+///   database is down, failing over, read-only). Not the message's fault:
+///   the subscriber pauses, keeps the message, spends none of its
+///   deliveries, and applies it again once the outage is over. (Errors of
+///   an inbox's own database are told apart without it: see
+///   [`ConsumerInbox::cause_of`](super::ConsumerInbox::cause_of).)
 ///
 /// Like `anyhow::Error`, it converts from every `std::error::Error`, so
 /// handlers can use `?` freely; for that reason it does not implement
@@ -36,7 +42,15 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 /// ```
 pub struct HandlerError {
     error: BoxError,
-    permanent: bool,
+    kind: Kind,
+}
+
+/// What a [`HandlerError`] asks of the subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Retry,
+    Permanent,
+    Unavailable,
 }
 
 impl HandlerError {
@@ -44,7 +58,7 @@ impl HandlerError {
     pub fn retry(error: impl Into<BoxError>) -> Self {
         Self {
             error: error.into(),
-            permanent: false,
+            kind: Kind::Retry,
         }
     }
 
@@ -52,13 +66,37 @@ impl HandlerError {
     pub fn permanent(error: impl Into<BoxError>) -> Self {
         Self {
             error: error.into(),
-            permanent: true,
+            kind: Kind::Permanent,
+        }
+    }
+
+    /// Something the handler needs is away (a database that is down or
+    /// failing over, a service that does not answer): the subscriber pauses
+    /// and applies the message again when the outage is over, spending none
+    /// of its deliveries.
+    ///
+    /// ```
+    /// use txoutbox_core::HandlerError;
+    ///
+    /// let err = HandlerError::unavailable("the ledger service does not answer");
+    /// assert!(err.is_unavailable() && !err.is_permanent());
+    /// ```
+    pub fn unavailable(error: impl Into<BoxError>) -> Self {
+        Self {
+            error: error.into(),
+            kind: Kind::Unavailable,
         }
     }
 
     /// Whether the message should be dead-lettered without further attempts.
     pub fn is_permanent(&self) -> bool {
-        self.permanent
+        self.kind == Kind::Permanent
+    }
+
+    /// Whether the handler said something it needs is away (see
+    /// [`unavailable`](Self::unavailable)).
+    pub fn is_unavailable(&self) -> bool {
+        self.kind == Kind::Unavailable
     }
 
     /// The underlying error.
@@ -126,7 +164,7 @@ impl fmt::Display for HandlerError {
 impl fmt::Debug for HandlerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandlerError")
-            .field("permanent", &self.permanent)
+            .field("kind", &self.kind)
             .field("error", &self.error)
             .finish()
     }

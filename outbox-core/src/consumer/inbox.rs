@@ -1,8 +1,10 @@
 //! [`ConsumerInbox`]: a consumer's inbox as a subscriber uses it.
 
+use std::error::Error;
 use std::time::Duration;
 
 use super::applied::AppliedMessages;
+use super::failure::FailureCause;
 use super::group::{GroupFuture, InboxGroup};
 use super::held::{HeldFuture, HeldMessages};
 use super::lease::ReaderLease;
@@ -43,6 +45,24 @@ pub trait ConsumerInbox: AppliedMessages + HeldMessages {
     /// nothing (an inbox without such a bound).
     fn limit_idle_transactions(&self, limit: Duration) {
         let _ = limit;
+    }
+
+    /// Whose fault `error` is: an error (or a cause in its source chain) of
+    /// this inbox's database that says the database is away or that other
+    /// transactions were in the way, or the handler's own. A subscriber
+    /// asks it for every failed attempt at applying a message through this
+    /// inbox, so that an outage or a deadlock spends no delivery. The
+    /// default (an inbox that cannot tell) blames the handler.
+    fn cause_of(&self, error: &(dyn Error + 'static)) -> FailureCause {
+        let _ = error;
+        FailureCause::Handler
+    }
+
+    /// Checks that the inbox's database answers and takes writes (not a
+    /// read-only replica): what a paused subscriber asks, every second or
+    /// two, to know when to go on. The default answers `Ok` at once.
+    fn probe(&self) -> HeldFuture<()> {
+        Box::pin(async { Ok(()) })
     }
 
     /// Takes the reader lease `name` (a JetStream consumer's name) for

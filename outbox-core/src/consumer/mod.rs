@@ -13,6 +13,7 @@
 
 mod applied;
 mod delivery;
+mod failure;
 mod group;
 mod handler;
 mod handler_error;
@@ -22,6 +23,7 @@ mod lease;
 
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
+pub use failure::FailureCause;
 pub use group::{GroupEntry, GroupFuture, GroupHandlerFuture, InboxGroup};
 pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};

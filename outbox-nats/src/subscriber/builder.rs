@@ -26,6 +26,7 @@ use super::hold::Holds;
 use super::in_process::InProcess;
 use super::inbox_batches::InboxBatches;
 use super::partitioned::{Owned, PullSpec};
+use super::pause::Pause;
 use super::shared::Shared;
 use crate::StreamSpec;
 
@@ -817,8 +818,9 @@ impl SubscriberBuilder {
                     .build()?,
             ),
         };
+        let durable: Arc<str> = self.durable.into();
         let shared = Shared {
-            consumer: self.durable.into(),
+            consumer: Arc::clone(&durable),
             stream: stream_name.clone().into(),
             client: self.context.client(),
             context: self.context,
@@ -851,6 +853,8 @@ impl SubscriberBuilder {
                 .clone()
                 .filter(|inbox| inbox.begin_group().is_some())
                 .zip(self.inbox_batches),
+            pause: Pause::new(durable),
+            inbox: inbox.clone(),
             // Set by `build` (a subscriber run in process reads alone).
             lease: None,
             gate: super::lease::Gate::new(false),

@@ -9,6 +9,7 @@ use async_nats::jetstream;
 use futures::FutureExt;
 use tracing::Span;
 use tracing::field::Empty;
+use txoutbox_core::consumer::FailureCause;
 use txoutbox_core::{
     DecodeError, Delivery, ErrorChain, EventRegistry, HandlerError, OutboxMessage, wire,
 };
@@ -63,19 +64,17 @@ pub(crate) enum Decision {
         kind: DeadLetterKind,
         reason: String,
     },
+    /// Not the message's fault (its inbox's database is away, or other
+    /// transactions were in the way): it is not settled and spends no
+    /// delivery; it goes back to its lane and is applied again (after the
+    /// pause, for an outage).
+    Wait { cause: FailureCause, reason: String },
 }
 
 /// A decision and the `event` label of the message.
 pub(crate) struct Verdict {
     pub(crate) decision: Decision,
     pub(crate) event: &'static str,
-}
-
-impl Verdict {
-    /// Whether it acks the message.
-    pub(crate) fn is_ack(&self) -> bool {
-        matches!(self.decision, Decision::Ack { .. })
-    }
 }
 
 /// The verdict of a message whose effects committed with its inbox group
@@ -232,7 +231,8 @@ pub(crate) fn record_duration(shared: &Shared, event: &'static str, started: Ins
 }
 
 /// What a handler's result (a panic caught as `Err`) means for its
-/// message, on its delivery `deliveries`.
+/// message, on its delivery `deliveries`: an error that is not the
+/// handler's fault (see [`Shared::cause_of`]) spends no delivery.
 pub(crate) fn verdict_of(
     shared: &Shared,
     deliveries: u64,
@@ -251,7 +251,19 @@ pub(crate) fn verdict_of(
         Ok(Err(err)) if err.is_permanent() => {
             return dead(DeadLetterKind::Rejected, err.to_string(), Some(event));
         }
-        Ok(Err(err)) => err.to_string(),
+        Ok(Err(err)) => {
+            let cause = shared.cause_of(&err);
+            if cause.spends_no_delivery() {
+                return Verdict {
+                    decision: Decision::Wait {
+                        cause,
+                        reason: err.to_string(),
+                    },
+                    event,
+                };
+            }
+            err.to_string()
+        }
         Err(panic) => format!("handler panicked: {}", panic_message(&*panic)),
     };
     failed(shared, deliveries, event, error)

@@ -13,11 +13,14 @@ use std::time::Instant;
 
 use futures::FutureExt;
 use tracing::{Instrument, Span};
-use txoutbox_core::consumer::{ConsumerInbox, GroupEntry, GroupHandlerFuture, InboxGroup};
+use txoutbox_core::consumer::{
+    ConsumerInbox, FailureCause, GroupEntry, GroupHandlerFuture, InboxGroup,
+};
 use txoutbox_core::{DecodeError, ErrorChain, HandlerError, OutboxMessage, wire};
 
-use super::dispatch::{self, Delivered, Verdict};
+use super::dispatch::{self, Decision, Delivered, Verdict};
 use super::ordering::LaneKey;
+use super::pause;
 use super::shared::Shared;
 
 /// One message of a group.
@@ -85,7 +88,15 @@ enum Attempt {
     BatchFailed { indices: Vec<usize>, reason: String },
     /// The group could not begin, record or commit.
     GroupFailed { reason: String },
+    /// The database failed the attempt through nobody's fault (it is away,
+    /// or other transactions were in the way): nothing of it is kept, no
+    /// delivery is spent.
+    Interrupted { cause: FailureCause, reason: String },
 }
+
+/// Attempts run again at once after a conflict (a deadlock, a
+/// serialization failure) before the group goes back to its lanes.
+const CONFLICT_ATTEMPTS: u32 = 5;
 
 /// Applies `members` (distinct message ids; each aggregate's members in
 /// stream order) in one transaction of `inbox`, again without a failing
@@ -99,6 +110,7 @@ pub(crate) async fn apply_group(
     let mut outcomes: Vec<Option<MemberOutcome>> = members.iter().map(|_| None).collect();
     // Members of a failed batch, applied one by one from then on.
     let mut singles: HashSet<usize> = HashSet::new();
+    let mut conflicts = 0;
     loop {
         let live: Vec<usize> = (0..members.len())
             .filter(|&i| outcomes[i].is_none())
@@ -128,6 +140,20 @@ pub(crate) async fn apply_group(
             Attempt::BatchFailed { indices, reason } => {
                 tracing::debug!(consumer = %shared.consumer, batch = indices.len(), error = %reason, "a batch handler of an inbox group failed: the group is applied again with the batch's messages one by one");
                 singles.extend(indices);
+            }
+            Attempt::Interrupted { cause, reason } => {
+                pause::interrupted(shared, cause, &reason).await;
+                if cause == FailureCause::Conflict && conflicts < CONFLICT_ATTEMPTS {
+                    conflicts += 1;
+                    continue;
+                }
+                if cause == FailureCause::Conflict {
+                    // Still in conflict: back to the lanes for a moment.
+                    shared.pause.pause(&reason);
+                }
+                // Every member not settled goes back to its lane,
+                // unsettled, and is applied again after the pause.
+                break;
             }
             Attempt::GroupFailed { reason } => {
                 tracing::warn!(consumer = %shared.consumer, group = live.len(), error = %reason, "an inbox group failed: the first message of each of its aggregates is delivered again, the rest wait for it");
@@ -235,8 +261,12 @@ async fn attempt(
     live: &[usize],
     singles: &HashSet<usize>,
 ) -> Attempt {
-    let failed = |what: &str, err: &(dyn std::error::Error + 'static)| Attempt::GroupFailed {
-        reason: format!("{what}: {}", ErrorChain(err)),
+    let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
+        let reason = format!("{what}: {}", ErrorChain(err));
+        match shared.cause_of_error(err) {
+            cause if cause.spends_no_delivery() => Attempt::Interrupted { cause, reason },
+            _ => Attempt::GroupFailed { reason },
+        }
     };
     let Some(beginning) = inbox.begin_group() else {
         return Attempt::GroupFailed {
@@ -309,10 +339,10 @@ async fn run_one(
     };
     dispatch::record_duration(shared, event, started);
     let verdict = dispatch::verdict_of(shared, member.delivered.deliveries, event, result);
-    if verdict.is_ack() {
-        Ok(())
-    } else {
-        Err(Attempt::HandlerFailed { index, verdict })
+    match verdict.decision {
+        Decision::Ack { .. } => Ok(()),
+        Decision::Wait { cause, reason } => Err(Attempt::Interrupted { cause, reason }),
+        _ => Err(Attempt::HandlerFailed { index, verdict }),
     }
 }
 
@@ -345,9 +375,15 @@ async fn run_batch(
     dispatch::record_duration(shared, event, started);
     match result {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(err)) => Err(Attempt::BatchFailed {
-            indices,
-            reason: err.to_string(),
+        Ok(Err(err)) => Err(match shared.cause_of(&err) {
+            cause if cause.spends_no_delivery() => Attempt::Interrupted {
+                cause,
+                reason: err.to_string(),
+            },
+            _ => Attempt::BatchFailed {
+                indices,
+                reason: err.to_string(),
+            },
         }),
         Err(panic) => Err(Attempt::BatchFailed {
             indices,

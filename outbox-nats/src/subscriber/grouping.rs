@@ -99,6 +99,15 @@ pub(crate) async fn run(
             hand_back_lane(&groups, &first).await;
             continue;
         }
+        // Paused (the inbox's database is away): no group starts.
+        if groups.shared.pause.is_paused() {
+            backlog.push_front(first);
+            tokio::select! {
+                () = groups.shared.pause.resumed() => {}
+                () = groups.stop.draining.cancelled() => {}
+            }
+            continue;
+        }
         // A connection for the group: while every one is busy, more lanes
         // become ready and the group grows.
         let slot = tokio::select! {
@@ -333,12 +342,20 @@ async fn apply_and_settle(
         let member = &members[index];
         match outcomes[index].take() {
             Some(MemberOutcome::Settle(verdict)) => {
+                // A dead message whose hold cannot be recorded waits,
+                // unsettled, for the store (see `holding::hold_if_dead`).
+                if let Err(reason) =
+                    holding::hold_if_dead(shared, &verdict, &member.delivered, key).await
+                {
+                    shared.pause.pause(&reason);
+                    back[i] = true;
+                    continue;
+                }
                 // Marked away before the nak, so that its redelivery finds
                 // it so and what follows it waits for it.
                 if let Decision::Retry { delay, .. } = &verdict.decision {
                     groups.lanes.send_away(key, job.sequence, *delay);
                 }
-                holding::hold_if_dead(shared, &verdict, &member.delivered, key).await;
                 settle::settle(shared, &job.item, verdict, &member.span).await;
             }
             Some(MemberOutcome::PutBack) | None => back[i] = true,

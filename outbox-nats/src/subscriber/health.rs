@@ -89,6 +89,13 @@ pub struct SubscriberHealth {
     /// process is the pinned one (receiving) rather than a standby, as the
     /// server says; `None` without failover or without the server's answer.
     pub pinned: Option<bool>,
+    /// Why the subscriber is paused, while it is: its inbox's database is
+    /// away, so it starts no handler, keeps what it holds and spends no
+    /// delivery until the database answers (see
+    /// [database outages](super#database-outages)). A paused subscriber is
+    /// still ready: taking it out of a load balancer would not bring its
+    /// database back.
+    pub paused: Option<String>,
     /// With the reader lease (a subscriber that keeps order, see
     /// [`reader_lease`](super::SubscriberBuilder::reader_lease)): whether
     /// this process holds it and reads (`true`) or stands by (`false`,
@@ -251,6 +258,11 @@ impl SubscriberProbe {
             in_flight: self.in_flight(),
             held_aggregates: self.held_aggregates(),
             pinned,
+            paused: self
+                .shared
+                .pause
+                .paused()
+                .map(|(since, reason)| format!("paused for {} s: {reason}", since.as_secs())),
             lease_held: self.lease_held(),
             problems,
         }

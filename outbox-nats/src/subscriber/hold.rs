@@ -24,9 +24,9 @@ use txoutbox_core::consumer::{BoxError, HeldMessages, Hold, ParkedMessage};
 use super::metrics::HELD_AGGREGATES;
 use super::ordering::{LaneKey, lane_key};
 
-/// Attempts at recording a hold before the message is dead-lettered
-/// without one (and its aggregate goes on; logged at error level).
-const HOLD_ATTEMPTS: u32 = 5;
+/// Attempts at recording a hold before its message waits for the store
+/// (unsettled: it is never dead-lettered without its hold).
+const HOLD_ATTEMPTS: u32 = 3;
 
 /// The held aggregates of one subscriber, and its store.
 pub(crate) struct Holds {
@@ -92,19 +92,22 @@ impl Holds {
     }
 
     /// Holds `message`'s aggregate behind it: it could not be applied, for
-    /// `reason`. Retried a few times; should the store stay unreachable,
-    /// the message is dead-lettered without a hold (logged).
+    /// `reason`. Tried a few times, quickly; should the store stay
+    /// unreachable, its error: the message is then not dead-lettered (its
+    /// aggregate's later messages would pass it) but waits, unsettled, for
+    /// the store to answer (see `holding::hold_if_dead`).
     pub(crate) async fn hold_behind(
         &self,
         consumer: &str,
         message: ParkedMessage,
         key: &LaneKey,
         reason: &str,
-    ) {
+    ) -> Result<(), BoxError> {
         let (aggregate_type, aggregate_id) =
             (message.aggregate_type.clone(), message.aggregate_id.clone());
-        let mut delay = Doubling::new(Duration::from_millis(200), Duration::from_secs(2));
-        for attempt in 1..=HOLD_ATTEMPTS {
+        let mut delay = Doubling::new(Duration::from_millis(100), Duration::from_millis(400));
+        let mut attempt = 1;
+        loop {
             // The park and the held set change together under the lock (a
             // refresh in between would forget the hold); the pauses between
             // attempts hold no lock, so other aggregates' parks go on.
@@ -122,20 +125,14 @@ impl Holds {
                         "a message could not be applied: its aggregate is held behind it \
                          (later messages are parked) until an operator releases it"
                     );
-                    return;
+                    return Ok(());
                 }
-                Err(err) if attempt == HOLD_ATTEMPTS => {
-                    tracing::error!(
-                        consumer, %aggregate_type, %aggregate_id,
-                        message_id = %message.message_id, error = %txoutbox_core::ErrorChain(&*err),
-                        "cannot record the hold of an aggregate behind a dead message; \
-                         later messages of the aggregate will be applied without it"
-                    );
-                }
+                Err(err) if attempt == HOLD_ATTEMPTS => return Err(err),
                 Err(err) => {
                     let pause = delay.next_pause();
                     tracing::warn!(consumer, error = %txoutbox_core::ErrorChain(&*err), retry_in = ?pause, "recording a hold");
                     tokio::time::sleep(pause).await;
+                    attempt += 1;
                 }
             }
         }

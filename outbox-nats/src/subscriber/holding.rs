@@ -33,13 +33,19 @@ pub(crate) async fn park_if_held(
         Ok(true) => Decision::Ack {
             outcome: Acked::Held,
         },
-        Err(err) => Decision::Retry {
-            delay: shared.backoff.jittered_delay(delivered.deliveries),
-            reason: format!(
+        Err(err) => {
+            let reason = format!(
                 "its aggregate is held and it cannot be parked: {}",
                 txoutbox_core::ErrorChain(&*err)
-            ),
-        },
+            );
+            match shared.cause_of_error(&*err) {
+                cause if cause.spends_no_delivery() => Decision::Wait { cause, reason },
+                _ => Decision::Retry {
+                    delay: shared.backoff.jittered_delay(delivered.deliveries),
+                    reason,
+                },
+            }
+        }
     };
     Some(Verdict {
         decision,
@@ -50,24 +56,33 @@ pub(crate) async fn park_if_held(
 /// A message dead for a reason that holds its aggregate
 /// ([`DeadLetterKind::holds_aggregate`](super::DeadLetterKind::holds_aggregate))
 /// is parked with its reason and its aggregate held behind it, before the
-/// message is settled. Returns whether it tried (a subscriber that keeps
-/// order, a message that names its aggregate).
+/// message is settled. Returns whether it held the aggregate (a subscriber
+/// that keeps order, a message that names its aggregate), or why the hold
+/// could not be recorded: then the message must not be settled (later
+/// messages of its aggregate would pass it); it waits, unsettled, for the
+/// store to answer.
 pub(crate) async fn hold_if_dead(
     shared: &Shared,
     verdict: &Verdict,
     delivered: &Delivered<'_>,
     key: &LaneKey,
-) -> bool {
+) -> Result<bool, String> {
     if let (Decision::Dead { kind, reason }, Some(holds)) = (&verdict.decision, &shared.holds)
         && kind.holds_aggregate()
         && let Some(message) = parked(delivered, Some(format!("{kind}: {reason}")))
     {
         holds
             .hold_behind(&shared.consumer, message, key, reason)
-            .await;
-        return true;
+            .await
+            .map_err(|err| {
+                format!(
+                    "the hold behind a dead message cannot be recorded: {}",
+                    txoutbox_core::ErrorChain(&*err)
+                )
+            })?;
+        return Ok(true);
     }
-    false
+    Ok(false)
 }
 
 /// `delivered` as a message to park, if its headers name its aggregate and

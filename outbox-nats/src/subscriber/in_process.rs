@@ -91,6 +91,14 @@ pub enum InProcessOutcome {
         /// Where the copy is published, if the policy publishes one.
         subject: Option<String>,
     },
+    /// Not the message's fault (its inbox's database is away, or other
+    /// transactions were in the way): not settled, no delivery spent; the
+    /// running subscriber keeps it and applies it again (after a pause,
+    /// for an outage).
+    Interrupted {
+        /// The database's error.
+        reason: String,
+    },
 }
 
 impl InProcess {
@@ -174,23 +182,17 @@ impl InProcess {
                 .pop();
             let verdict = match applied {
                 Some(MemberOutcome::Settle(verdict)) => verdict,
-                // Only a message behind a failed one in its group is put
-                // back; a group of one has none.
-                Some(MemberOutcome::PutBack) | None => dispatch::failed(
-                    shared,
-                    member.delivered.deliveries,
-                    super::metrics::UNKNOWN_EVENT,
-                    "not applied in its inbox group".into(),
-                ),
+                // Only a message behind a failed one in its group, or one
+                // whose group was interrupted (the database away), is put
+                // back; a group of one has none of the first.
+                Some(MemberOutcome::PutBack) | None => interrupted(shared),
             };
-            let held = holding::hold_if_dead(shared, &verdict, &member.delivered, &key).await;
-            return outcome(shared, verdict, held, &member.delivered, &span);
+            return held_and_settled(shared, verdict, &member.delivered, &key, &span).await;
         }
         let verdict = dispatch::decide_delivered(shared, &delivered, &span)
             .instrument(span.clone())
             .await;
-        let held = holding::hold_if_dead(shared, &verdict, &delivered, &key).await;
-        outcome(shared, verdict, held, &delivered, &span)
+        held_and_settled(shared, verdict, &delivered, &key, &span).await
     }
 
     /// Reads the holds and applies what is parked behind released ones, in
@@ -204,6 +206,47 @@ impl InProcess {
             }
             None => Ok(Vec::new()),
         }
+    }
+}
+
+/// What a running subscriber does after a verdict: a dead message that
+/// holds its aggregate holds it (or, when the hold cannot be recorded,
+/// waits), then the verdict is settled.
+async fn held_and_settled(
+    shared: &Shared,
+    verdict: Verdict,
+    delivered: &Delivered<'_>,
+    key: &super::ordering::LaneKey,
+    span: &tracing::Span,
+) -> InProcessOutcome {
+    match holding::hold_if_dead(shared, &verdict, delivered, key).await {
+        Ok(held) => outcome(shared, verdict, held, delivered, span),
+        Err(reason) => {
+            let waits = Verdict {
+                decision: Decision::Wait {
+                    cause: txoutbox_core::consumer::FailureCause::Unavailable,
+                    reason,
+                },
+                event: verdict.event,
+            };
+            outcome(shared, waits, false, delivered, span)
+        }
+    }
+}
+
+/// The verdict of a message whose group was interrupted: why the
+/// subscriber paused, if it did.
+fn interrupted(shared: &Shared) -> Verdict {
+    let reason = shared.pause.paused().map_or_else(
+        || "its inbox group was interrupted by a conflict".to_owned(),
+        |(_, reason)| reason,
+    );
+    Verdict {
+        decision: Decision::Wait {
+            cause: txoutbox_core::consumer::FailureCause::Unavailable,
+            reason,
+        },
+        event: super::metrics::UNKNOWN_EVENT,
     }
 }
 
@@ -222,6 +265,10 @@ fn outcome(
         Decision::Retry { delay, reason } => {
             tracing::warn!(parent: span, error = %reason, retry_in = ?delay, "handler failed; the message will be delivered again");
             (InProcessOutcome::Retried { delay, reason }, "retried")
+        }
+        Decision::Wait { reason, .. } => {
+            tracing::warn!(parent: span, error = %reason, "not the message's fault: kept, no delivery spent");
+            (InProcessOutcome::Interrupted { reason }, "interrupted")
         }
         Decision::Dead { kind, reason } => {
             let subject = shared.dead_letter.subject(&shared.consumer);

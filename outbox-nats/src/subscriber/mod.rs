@@ -59,11 +59,39 @@
 //! | [permanent](txoutbox_core::HandlerError::permanent) error | dead-letters it (kind `rejected`) |
 //! | no handler takes its event (registered or not) | acks it, counted `ignored` (dead-letters it with [`dead_letter_unhandled`](SubscriberBuilder::dead_letter_unhandled)) |
 //! | invalid envelope, payload that does not fit the handler's type | dead-letters it, with the reason |
+//! | the inbox's database is away, or a [`HandlerError::unavailable`](txoutbox_core::HandlerError::unavailable) | neither: keeps it and pauses (see [database outages](#database-outages)); no delivery spent |
+//! | a deadlock or serialization failure in the inbox's transaction | neither: applies it again at once; no delivery spent |
 //!
 //! "Dead-letters" follows the [`DeadLetterPolicy`]: by default a copy with
 //! the reason is published to `dlq.<durable>` and the original terminated
 //! (see [`dead_lettering`]); a copy that cannot be published is nakked instead,
 //! never lost. Nothing a message contains can stop the subscriber.
+//!
+//! # Database outages
+//!
+//! An outage is not a handler failure. When an attempt at a message fails
+//! because its inbox's database cannot be reached, begun, written or
+//! committed to — the connection refused or lost, the pool without a
+//! connection in time, the server shutting down or starting, a read-only
+//! replica after a failover — or because the handler said so with
+//! [`HandlerError::unavailable`](txoutbox_core::HandlerError::unavailable),
+//! the message is not settled and spends none of its deliveries: it goes
+//! back to its aggregate's lane, and the subscriber **pauses**. While
+//! paused it starts no handler and no inbox group, keeps every message it
+//! holds alive with progress acks, and probes the database every quarter
+//! second at first, every 2 s at most, each probe bounded by its own
+//! timeout (not the pool's acquire timeout). At the first answer it
+//! resumes and applies what it held, each aggregate in its order. A
+//! message whose aggregate must be held behind it (a dead message, with
+//! [`keep_order`](SubscriberBuilder::keep_order)) is never dead-lettered
+//! without its hold: while the hold cannot be recorded, it waits the same
+//! way. Which errors are the database's is the inbox's call
+//! ([`ConsumerInbox::cause_of`](txoutbox_core::consumer::ConsumerInbox::cause_of),
+//! the table in `txoutbox_sea_orm::OutboxError::is_unavailable`); a deadlock
+//! or serialization failure is run again at once, after a short jittered
+//! pause, and spends no delivery either. The pause shows as
+//! [`SubscriberHealth::paused`] and the `outbox_consumer_paused` gauge; it
+//! does not make the subscriber unready.
 //!
 //! # Order and concurrency
 //!
@@ -196,6 +224,7 @@ mod lease;
 pub mod metrics;
 mod ordering;
 mod partitioned;
+mod pause;
 mod release;
 mod restart;
 mod settings;
@@ -332,6 +361,11 @@ impl Subscriber {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
         let stop = shutdown.child_token();
         let cleaning = cleanup::run(Arc::clone(&self.shared), stop.clone());
+        // Ends each pause (the inbox's database away) once it answers.
+        let watching = self
+            .shared
+            .pause
+            .watch(self.shared.inbox.clone(), stop.clone());
         let reading = async {
             let result = lease::read_under_lease(&self.shared, &self.consumers, &stop, |session| {
                 read(Arc::clone(&self.shared), self.consumers.clone(), session)
@@ -340,7 +374,7 @@ impl Subscriber {
             stop.cancel(); // ends the cleanup
             result
         };
-        let (result, ()) = tokio::join!(reading, cleaning);
+        let (result, (), ()) = tokio::join!(reading, cleaning, watching);
         result
     }
 

@@ -54,7 +54,13 @@ async fn replay(
         } else {
             match apply(shared, &message).await {
                 Ok(()) => Unpark::Applied,
-                Err(reason) => Unpark::HeldAgain { reason },
+                Err(Failure::Handler(reason)) => Unpark::HeldAgain { reason },
+                Err(Failure::Interrupted(reason)) => {
+                    // Not the message's fault: the rest stays parked and
+                    // the release is applied again at the next poll.
+                    tracing::warn!(consumer = %shared.consumer, error = %reason, "applying a released aggregate was interrupted; the release is retried");
+                    return settled;
+                }
             }
         };
         let again = matches!(outcome, Unpark::HeldAgain { .. });
@@ -93,6 +99,9 @@ pub(crate) async fn watch(shared: Arc<Shared>, holds: Arc<Holds>, stop: Cancella
             () = stop.cancelled() => return,
             _ = every.tick() => {}
         }
+        if shared.pause.is_paused() {
+            continue; // the store is away; the pause's probe watches it
+        }
         if let Err(err) = apply_releases(&shared, &holds, &stop).await {
             tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading held aggregates");
         }
@@ -116,8 +125,17 @@ pub(crate) async fn apply_releases(
     Ok(settled)
 }
 
-/// Runs a parked message through its handler; the reason when it failed.
-async fn apply(shared: &Arc<Shared>, message: &ParkedMessage) -> Result<(), String> {
+/// Why a parked message was not applied.
+enum Failure {
+    /// Its handler failed, or it cannot be handled: it holds its aggregate
+    /// again.
+    Handler(String),
+    /// Not its fault (the database away, a conflict): tried again later.
+    Interrupted(String),
+}
+
+/// Runs a parked message through its handler; why when it failed.
+async fn apply(shared: &Arc<Shared>, message: &ParkedMessage) -> Result<(), Failure> {
     let delivered = Delivered {
         subject: &message.subject,
         headers: message
@@ -140,7 +158,8 @@ async fn apply(shared: &Arc<Shared>, message: &ParkedMessage) -> Result<(), Stri
         .decision
     {
         Decision::Ack { .. } => Ok(()),
-        Decision::Retry { reason, .. } => Err(reason),
-        Decision::Dead { kind, reason } => Err(format!("{kind}: {reason}")),
+        Decision::Retry { reason, .. } => Err(Failure::Handler(reason)),
+        Decision::Dead { kind, reason } => Err(Failure::Handler(format!("{kind}: {reason}"))),
+        Decision::Wait { reason, .. } => Err(Failure::Interrupted(reason)),
     }
 }

@@ -24,6 +24,12 @@ pub(crate) async fn settle(shared: &Shared, incoming: &Incoming, verdict: Verdic
             (nak(delay), "retried")
         }
         Decision::Dead { kind, reason } => dead(shared, incoming, kind, &reason, span).await,
+        // Callers put such a message back in its lane instead; should one
+        // come here, it is delivered again at once, not lost.
+        Decision::Wait { reason, .. } => {
+            tracing::warn!(parent: span, error = %reason, "handing the message back");
+            (AckKind::Nak(None), "abandoned")
+        }
     };
     send(shared, &incoming.message, ack).await;
     count(shared, verdict.event, outcome);

@@ -8,8 +8,9 @@ use async_nats::jetstream;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use txoutbox_core::EventRegistry;
+use txoutbox_core::HandlerError;
 use txoutbox_core::cleanup::Cleanup;
-use txoutbox_core::consumer::ConsumerInbox;
+use txoutbox_core::consumer::{ConsumerInbox, FailureCause};
 
 use super::backoff::Backoff;
 use super::dead_lettering::DeadLetterPolicy;
@@ -17,6 +18,7 @@ use super::handler::Handlers;
 use super::hold::Holds;
 use super::inbox_batches::InboxBatches;
 use super::lease::{Gate, Lease};
+use super::pause::Pause;
 
 /// The settings and handles of one subscriber.
 pub(crate) struct Shared {
@@ -68,6 +70,11 @@ pub(crate) struct Shared {
     /// The inbox that applies messages in groups, and how (`None`: one
     /// transaction per message).
     pub(crate) batches: Option<(Arc<dyn ConsumerInbox>, InboxBatches)>,
+    /// The inbox the handlers apply through, if any: it tells whose fault a
+    /// failure is, and answers the probes of a pause.
+    pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
+    /// Paused while the inbox's database is away.
+    pub(crate) pause: Pause,
     /// The reader lease, for a subscriber that keeps order on an inbox
     /// that keeps leases (see `lease`).
     pub(crate) lease: Option<Lease>,
@@ -89,6 +96,22 @@ impl Shared {
                 return Ok(slot);
             }
         }
+    }
+
+    /// Whose fault a handler's error is: the handler's own, a conflict, or
+    /// an outage (said by the handler, or told by its inbox).
+    pub(crate) fn cause_of(&self, error: &HandlerError) -> FailureCause {
+        if error.is_unavailable() {
+            return FailureCause::Unavailable;
+        }
+        self.cause_of_error(error.get_ref())
+    }
+
+    /// Whose fault an inbox's error is (see [`cause_of`](Self::cause_of)).
+    pub(crate) fn cause_of_error(&self, error: &(dyn std::error::Error + 'static)) -> FailureCause {
+        self.inbox
+            .as_ref()
+            .map_or(FailureCause::Handler, |inbox| inbox.cause_of(error))
     }
 
     /// How often progress acks keep held messages alive: a third of the

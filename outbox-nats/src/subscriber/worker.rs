@@ -13,11 +13,13 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+use txoutbox_core::consumer::FailureCause;
 
 use super::dispatch::{self, Decision, Incoming};
 use super::holding;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Front, LaneKey, Lanes, Queued};
+use super::pause;
 use super::settle;
 use super::shared::Shared;
 
@@ -83,6 +85,12 @@ pub(crate) async fn handle_job(
     continue_trace(&span, &job.item);
     let delivered = job.item.delivered();
     if let Some(parked) = holding::park_if_held(shared, &delivered, key).await {
+        if let Decision::Wait { cause, reason } = &parked.decision {
+            pause::interrupted(shared, *cause, reason).await;
+            drop(delivered);
+            lanes.put_back(key, job);
+            return;
+        }
         if let Decision::Retry { delay, .. } = &parked.decision {
             lanes.send_away(key, job.sequence, *delay);
         }
@@ -111,12 +119,26 @@ pub(crate) async fn handle_job(
         settle::abandon(shared, &job.item, UNKNOWN_EVENT).await;
         return;
     };
+    // Not the message's fault, or its hold cannot be recorded: it goes
+    // back to its lane, unsettled, and is applied again (after the pause).
+    let waits = match &verdict.decision {
+        Decision::Wait { cause, reason } => Some((*cause, reason.clone())),
+        _ => holding::hold_if_dead(shared, &verdict, &delivered, key)
+            .await
+            .err()
+            .map(|reason| (FailureCause::Unavailable, reason)),
+    };
+    if let Some((cause, reason)) = waits {
+        pause::interrupted(shared, cause, &reason).await;
+        drop(delivered);
+        lanes.put_back(key, job);
+        return;
+    }
     // Mark it away before the nak, so that its redelivery finds it so
     // and what follows it waits for it.
     if let Decision::Retry { delay, .. } = &verdict.decision {
         lanes.send_away(key, job.sequence, *delay);
     }
-    holding::hold_if_dead(shared, &verdict, &delivered, key).await;
     settle::settle(shared, &job.item, verdict, &span).await;
     drop(delivered);
     drop(job);
@@ -156,6 +178,13 @@ async fn next_job(
                 continue;
             }
             Front::Ready => {}
+        }
+        if shared.pause.is_paused() {
+            tokio::select! {
+                () = shared.pause.resumed() => {}
+                () = stop.draining.cancelled() => {}
+            }
+            continue;
         }
         let slot = tokio::select! {
             slot = shared.slot() => slot,

@@ -22,11 +22,13 @@ mod handler;
 mod held;
 mod held_sql;
 mod lease_sql;
+mod probe;
 mod sql;
 mod subscriber;
 
 pub use batch::{BatchThroughInbox, Batched, FnBatchHandler, InboxBatchFn, InboxBatchHandler};
 pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub(crate) use probe::writable;
 pub use subscriber::ThroughInbox;
 
 use std::collections::HashSet;

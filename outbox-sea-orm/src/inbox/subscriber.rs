@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sea_orm::DbErr;
 use txoutbox_core::consumer::{
-    ConsumerInbox, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture, HeldFuture, InboxGroup,
-    ReaderLease,
+    ConsumerInbox, FailureCause, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture,
+    HeldFuture, InboxGroup, ReaderLease,
 };
 use txoutbox_core::{Delivery, HandlerError};
 
@@ -14,6 +15,7 @@ use super::group::GroupTransaction;
 use super::handler::InboxHandler;
 use super::lease_sql;
 use super::{Inbox, Processed};
+use crate::error::OutboxError;
 use crate::schema::lease_table;
 
 /// A subscriber handler that applies `H`'s effects through an inbox, in
@@ -231,4 +233,38 @@ impl ConsumerInbox for Inbox {
             Ok(lease_sql::end(inbox.outbox().db(), &table, &name, &holder).await?)
         })
     }
+
+    fn cause_of(&self, error: &(dyn std::error::Error + 'static)) -> FailureCause {
+        cause_of(error)
+    }
+
+    fn probe(&self) -> HeldFuture<()> {
+        let inbox = self.clone();
+        Box::pin(async move { super::probe::writable(inbox.outbox.db()).await })
+    }
+}
+
+/// Whose fault `error` is: the first error of its source chain that is the
+/// database's ([`OutboxError`] or [`DbErr`]) decides; the handler's if none is.
+fn cause_of(error: &(dyn std::error::Error + 'static)) -> FailureCause {
+    let mut next = Some(error);
+    while let Some(err) = next {
+        let outbox = err.downcast_ref::<OutboxError>();
+        let unavailable = outbox.is_some_and(OutboxError::is_unavailable)
+            || err
+                .downcast_ref::<DbErr>()
+                .is_some_and(crate::availability::is_unavailable);
+        if unavailable {
+            return FailureCause::Unavailable;
+        }
+        let conflict = outbox.is_some_and(OutboxError::is_retryable)
+            || err
+                .downcast_ref::<DbErr>()
+                .is_some_and(crate::contention::is_contention);
+        if conflict {
+            return FailureCause::Conflict;
+        }
+        next = err.source();
+    }
+    FailureCause::Handler
 }

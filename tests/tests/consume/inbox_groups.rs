@@ -513,9 +513,10 @@ txoutbox_suite::each_backend!(
 
 /// PostgreSQL: the connection of a group is cut in the middle of its
 /// commit (a deferred trigger makes the backend terminate itself while
-/// committing, once): nothing of the group is committed or acked; the
-/// first message of each aggregate comes back after its backoff, the rest
-/// wait for it, and every message is applied once, in order.
+/// committing, once): nothing of the group is committed or acked; the cut
+/// is the database's, so the group goes back to its lanes, unsettled, and
+/// is applied again without spending a delivery: every message once, in
+/// order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_connection_cut_mid_commit_acks_nothing_and_applies_everything_once() {
     let test = TestDb::with_schema(Backend::Postgres).await;
@@ -550,12 +551,20 @@ async fn a_connection_cut_mid_commit_acks_nothing_and_applies_everything_once() 
         let sequences: Vec<i64> = applied[aggregate].iter().map(|(s, _)| *s).collect();
         assert_eq!(sequences, [1, 2, 3], "{aggregate} in order, once each");
     }
+    // The cut is the database's, not the messages': the group was applied
+    // again (the trigger ran after the cut) without spending a delivery.
     assert!(
         applied
             .values()
             .flatten()
-            .any(|(_, delivery)| *delivery > 1),
-        "the cut group's messages came back (nothing of it was acked): {applied:?}"
+            .all(|(_, delivery)| *delivery == 1),
+        "the cut spent no delivery: {applied:?}"
     );
+    let fired: i64 = test
+        .row("SELECT last_value FROM cut_once")
+        .await
+        .try_get("", "last_value")
+        .unwrap();
+    assert!(fired > 1, "the cut group was applied again ({fired})");
     assert_eq!(test.count("outbox_inbox", "1=1").await, sent.len() as i64);
 }
