@@ -271,9 +271,14 @@ async fn stand_by(
     stop: &CancellationToken,
 ) -> Option<Vec<u64>> {
     let mut told: Option<String> = None;
+    let mut failing = false;
     loop {
         let sent = Instant::now();
-        match lease.take(names).await {
+        let taken = lease.take(names).await;
+        if taken.is_ok() {
+            failing = false;
+        }
+        match taken {
             Ok(Taken::Ours(tokens)) => {
                 shared.gate.set(Some(lease.until(sent)));
                 tracing::info!(consumer = %shared.consumer, holder = %lease.holder, ?tokens, "took the reader lease: this process reads the durable");
@@ -294,8 +299,13 @@ async fn stand_by(
                     told = Some(holder);
                 }
             }
+            // Once per spell of failures (the database away), not every poll.
+            Err(err) if failing => {
+                tracing::debug!(consumer = %shared.consumer, error = %ErrorChain(&*err), "cannot ask for the reader lease; standing by");
+            }
             Err(err) => {
-                tracing::warn!(consumer = %shared.consumer, error = %ErrorChain(&*err), "cannot ask for the reader lease; standing by");
+                failing = true;
+                tracing::warn!(consumer = %shared.consumer, error = %ErrorChain(&*err), "cannot ask for the reader lease; standing by until the database answers");
             }
         }
         tokio::select! {

@@ -93,6 +93,15 @@
 //! [`SubscriberHealth::paused`] and the `outbox_consumer_paused` gauge; it
 //! does not make the subscriber unready.
 //!
+//! Under the [reader lease](SubscriberBuilder::reader_lease) an outage
+//! also stops its renewals: once the lease ran out by this process's
+//! reckoning (nine tenths of it after the last renewal was sent), the
+//! subscriber pulls nothing either, and hands back what the client
+//! buffered. When the database answers, the holder renews the lease (the
+//! standbys could not take it meanwhile: they could not reach the database
+//! either) and goes on where it was; should another process have taken
+//! it, this one hands back what it holds and stands by.
+//!
 //! # Order and concurrency
 //!
 //! The subscriber reads every message the server sends as soon as it
