@@ -177,6 +177,13 @@ struct How {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (common, args) = parse()?;
+    // Logs on standard error (the test's), with `RUST_LOG` set.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let outbox = common.outbox().await?;
     let inbox = Inbox::new(&outbox, args.durable.clone())?;
     // `--nats` may name every node of a cluster, comma-separated.
