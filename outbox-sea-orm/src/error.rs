@@ -94,6 +94,18 @@ pub enum OutboxError {
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// An inbox transaction of a subscriber that reads under a reader
+    /// lease was about to commit after the lease passed to another process
+    /// (this one froze, or was cut off from the database past the lease):
+    /// nothing was committed; the new reader applies the messages.
+    #[error(
+        "the reader lease of inbox consumer `{consumer}` passed to another process: nothing \
+         was committed"
+    )]
+    ReaderLeaseLost {
+        /// The inbox's consumer.
+        consumer: String,
+    },
 }
 
 impl OutboxError {

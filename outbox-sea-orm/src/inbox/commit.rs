@@ -8,7 +8,9 @@
 //! fails with [`OutboxError::InboxRowsMissing`], so nothing is
 //! acknowledged and the messages are applied again. On PostgreSQL the
 //! count also fails in a transaction an earlier statement aborted (whose
-//! COMMIT PostgreSQL would turn into a silent ROLLBACK).
+//! COMMIT PostgreSQL would turn into a silent ROLLBACK). Under a reader
+//! lease it also checks, in itself, that the lease is still this
+//! process's (its fencing token), so a process that lost it commits nothing.
 
 use sea_orm::DatabaseTransaction;
 use txoutbox_core::MessageId;
@@ -47,6 +49,11 @@ async fn check(
         let missing = recorded - found;
         tracing::warn!(consumer = %inbox.consumer(), missing, recorded, "inbox transaction rolled back under its handlers (a swallowed deadlock?): nothing committed");
         return Err(OutboxError::InboxRowsMissing { missing, recorded });
+    }
+    // Under a reader lease: only while it is still this process's.
+    let fences = inbox.fences();
+    if !fences.is_empty() {
+        inbox.check_fences(txn, &fences).await?;
     }
     Ok(())
 }

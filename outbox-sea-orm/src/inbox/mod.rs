@@ -22,6 +22,7 @@ mod group;
 mod handler;
 mod held;
 mod held_sql;
+mod lease_sql;
 mod probe;
 mod sql;
 mod subscriber;
@@ -106,6 +107,10 @@ pub struct Inbox {
     /// (0: no bound); shared by the clones handlers hold (see
     /// `ConsumerInbox::limit_idle_transactions`).
     idle_limit: Arc<AtomicU64>,
+    /// The reader leases this inbox's subscriber holds, as its last take
+    /// or renewal found them; shared by the clones handlers hold. An inbox
+    /// transaction commits only if they still hold (see `lease_sql::fenced`).
+    fences: Arc<std::sync::Mutex<Vec<lease_sql::Fence>>>,
 }
 
 impl Inbox {
@@ -123,6 +128,7 @@ impl Inbox {
             outbox: outbox.clone(),
             consumer: consumer.into(),
             idle_limit: Arc::new(AtomicU64::new(0)),
+            fences: Arc::default(),
         })
     }
 
@@ -137,8 +143,8 @@ impl Inbox {
         &self.outbox
     }
 
-    /// Checks that the inbox table and its held-messages table
-    /// (`<inbox>_held`) exist with every column the inbox reads: a missing
+    /// Checks that the inbox table, its held-messages table
+    /// (`<inbox>_held`) and its reader-lease table (`<inbox>_lease`) exist with every column the inbox reads: a missing
     /// one is [`OutboxError::MissingSchema`], naming the migration to run
     /// (`outbox migrate`, `OutboxMigrator::up`); another error means the
     /// database could not answer. For a consumer's start, so a missing
@@ -160,15 +166,58 @@ impl Inbox {
     /// # Ok(()) }
     /// ```
     pub async fn check_table(&self) -> Result<(), OutboxError> {
-        use crate::schema_check::{HELD, INBOX, check};
+        use crate::schema_check::{HELD, INBOX, LEASE, check};
         let inbox = self.outbox.config().inbox_table();
         let db = self.outbox.db();
         check(db, inbox.as_str(), inbox, &INBOX).await?;
-        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await
+        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await?;
+        check(db, &crate::schema::lease_table(inbox), inbox, &LEASE).await
     }
 
     fn table(&self) -> &str {
         self.outbox.config().inbox_table().as_str()
+    }
+
+    /// The reader leases to check before a commit (see `fences`).
+    fn fences(&self) -> Vec<lease_sql::Fence> {
+        self.fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Fails with [`OutboxError::ReaderLeaseLost`] unless `fences` all
+    /// still hold, read in the transaction `db` about to commit.
+    async fn check_fences(
+        &self,
+        db: &impl sea_orm::ConnectionTrait,
+        fences: &[lease_sql::Fence],
+    ) -> Result<(), OutboxError> {
+        let table = crate::schema::lease_table(self.outbox.config().inbox_table());
+        if lease_sql::fenced(db, &table, fences).await? {
+            return Ok(());
+        }
+        tracing::warn!(consumer = %self.consumer, "the reader lease passed to another process: this transaction does not commit");
+        Err(OutboxError::ReaderLeaseLost {
+            consumer: self.consumer.to_string(),
+        })
+    }
+
+    /// Remembers the token of the reader lease `name` that `holder` took
+    /// (`None`: it gave the lease up): a fence to check before each commit.
+    fn remember_lease(&self, name: &str, holder: &str, token: Option<u64>) {
+        let mut fences = self
+            .fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        fences.retain(|fence| fence.name != name);
+        if let Some(token) = token {
+            fences.push(lease_sql::Fence {
+                name: name.to_owned(),
+                holder: holder.to_owned(),
+                token: i64::try_from(token).unwrap_or(i64::MAX),
+            });
+        }
     }
 
     /// How long a transaction of this inbox may sit idle, if bounded.
