@@ -40,6 +40,11 @@ async fn check(
     txn: &DatabaseTransaction,
     recorded: &[MessageId],
 ) -> Result<(), OutboxError> {
+    // Under a reader lease: only while it is still this process's.
+    let fences = inbox.fences();
+    if !fences.is_empty() {
+        inbox.check_fences(txn, &fences).await?;
+    }
     if recorded.is_empty() {
         return Ok(());
     }
@@ -49,11 +54,6 @@ async fn check(
         let missing = recorded - found;
         tracing::warn!(consumer = %inbox.consumer(), missing, recorded, "inbox transaction rolled back under its handlers (a swallowed deadlock?): nothing committed");
         return Err(OutboxError::InboxRowsMissing { missing, recorded });
-    }
-    // Under a reader lease: only while it is still this process's.
-    let fences = inbox.fences();
-    if !fences.is_empty() {
-        inbox.check_fences(txn, &fences).await?;
     }
     Ok(())
 }
