@@ -6,6 +6,7 @@ pub mod contract;
 pub mod effects;
 pub mod private_mariadb;
 pub mod private_postgres;
+pub mod private_server;
 pub mod process;
 pub mod steps;
 

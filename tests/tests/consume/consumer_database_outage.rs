@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
 use txoutbox_nats::subscriber::{Backoff, InboxBatches, SubscriberBuilder};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
-use txoutbox_suite::private_mariadb::PrivateMariaDb;
 use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
+use txoutbox_suite::private_server::PrivateServer;
 use txoutbox_suite::subscriber::SubscriberFixture;
 use txoutbox_suite::{Backend, TestDb};
 
@@ -52,44 +52,6 @@ enum Mode {
     Groups,
     /// One transaction per message.
     PerMessage,
-}
-
-/// The private server under the test, stopped and started again.
-enum Server {
-    Postgres(PrivatePostgres),
-    MariaDb(PrivateMariaDb),
-}
-
-impl Server {
-    async fn start(backend: Backend) -> Self {
-        match backend {
-            Backend::Postgres => Server::Postgres(PrivatePostgres::start()),
-            Backend::MySql => Server::MariaDb(PrivateMariaDb::start().await),
-            Backend::Sqlite => unreachable!("a server backend"),
-        }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            Server::Postgres(server) => server.url(),
-            Server::MariaDb(server) => server.url(),
-        }
-    }
-
-    /// Stops it as a crash: PostgreSQL `stop -m immediate`, MariaDB SIGKILL.
-    fn crash(&mut self) {
-        match self {
-            Server::Postgres(server) => server.stop(Shutdown::Immediate),
-            Server::MariaDb(server) => server.stop(Shutdown::Immediate),
-        }
-    }
-
-    async fn start_again(&mut self) {
-        match self {
-            Server::Postgres(server) => server.start_again(),
-            Server::MariaDb(server) => server.start_again().await,
-        }
-    }
 }
 
 /// A pool of the test's database whose acquire gives up after 1 s.
@@ -170,7 +132,7 @@ async fn count_effects(db: &DatabaseConnection, backend: DbBackend) -> Option<i6
 /// One run on `server`: 2,000 messages published, a consumer in `mode`
 /// started, the database crashed once 300 of them were handled, started
 /// again after [`OUTAGE`]; checks what the module docs say.
-async fn an_outage_spends_no_delivery(server: &mut Server, backend: Backend, mode: Mode) {
+async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backend, mode: Mode) {
     let test = TestDb::with_schema_on(backend, &server.url()).await;
     create_effects(&test).await;
     let fx = SubscriberFixture::shared().await;
@@ -221,7 +183,7 @@ async fn an_outage_spends_no_delivery(server: &mut Server, backend: Backend, mod
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let in_flight = fx.consumer_info().await.num_ack_pending;
-    server.crash();
+    server.stop(Shutdown::Immediate);
     tokio::time::sleep(OUTAGE).await;
     let paused = running.health().check(Duration::from_secs(1)).await.paused;
     server.start_again().await;
@@ -264,16 +226,7 @@ async fn an_outage_spends_no_delivery(server: &mut Server, backend: Backend, mod
             "{mode:?}: the outage spent a delivery of {aggregate}: {effects:?}"
         );
     }
-    let dead = fx
-        .jetstream
-        .get_stream(&fx.dead_letters)
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .state
-        .messages;
+    let dead = fx.dead_letter_count().await;
     assert_eq!(dead, 0, "{mode:?}: nothing dead-lettered");
     assert!(inbox.holds().await.unwrap().is_empty(), "{mode:?}: no hold");
     assert!(
@@ -289,14 +242,14 @@ async fn an_outage_spends_no_delivery(server: &mut Server, backend: Backend, mod
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_outage_spends_no_delivery() {
-    let mut server = Server::start(Backend::Postgres).await;
+    let mut server = PrivateServer::start(Backend::Postgres).await;
     an_outage_spends_no_delivery(&mut server, Backend::Postgres, Mode::Groups).await;
     an_outage_spends_no_delivery(&mut server, Backend::Postgres, Mode::PerMessage).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mariadb_outage_spends_no_delivery() {
-    let mut server = Server::start(Backend::MySql).await;
+    let mut server = PrivateServer::start(Backend::MySql).await;
     an_outage_spends_no_delivery(&mut server, Backend::MySql, Mode::Groups).await;
     an_outage_spends_no_delivery(&mut server, Backend::MySql, Mode::PerMessage).await;
 }
@@ -343,15 +296,11 @@ async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
     // Longer than the attempts at recording the hold made before this
     // change (5, each waiting for the pool's 1-s acquire timeout: ~10 s).
     tokio::time::sleep(Duration::from_secs(13)).await;
-    let dead = |fx: &SubscriberFixture| {
-        let jetstream = fx.jetstream.clone();
-        let stream = fx.dead_letters.clone();
-        async move {
-            let mut stream = jetstream.get_stream(&stream).await.unwrap();
-            stream.info().await.unwrap().state.messages
-        }
-    };
-    assert_eq!(dead(&fx).await, 0, "not dead-lettered without its hold");
+    assert_eq!(
+        fx.dead_letter_count().await,
+        0,
+        "not dead-lettered without its hold"
+    );
     assert!(
         handled.lock().unwrap().is_empty(),
         "step 2 was not applied past step 1: {:?}",

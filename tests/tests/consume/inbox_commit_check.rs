@@ -311,16 +311,7 @@ async fn assert_each_applied_once(
         [rival + 1, rival + 1],
         "the victim's lock updates applied once (and the rival's, if any)"
     );
-    let dead = fx
-        .jetstream
-        .get_stream(&fx.dead_letters)
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .state
-        .messages;
+    let dead = fx.dead_letter_count().await;
     assert_eq!(dead, 0, "nothing dead-lettered");
 }
 

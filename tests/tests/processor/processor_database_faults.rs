@@ -24,8 +24,8 @@ use txoutbox_core::MessageId;
 use txoutbox_sea_orm::Outbox;
 use txoutbox_suite::jetstream::{TestStream, nats_url};
 use txoutbox_suite::orders::Order;
-use txoutbox_suite::private_mariadb::PrivateMariaDb;
-use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
+use txoutbox_suite::private_postgres::Shutdown;
+use txoutbox_suite::private_server::PrivateServer;
 use txoutbox_suite::{Backend, TestDb};
 
 /// What happens to the database a second into the traffic.
@@ -70,57 +70,6 @@ on_both_servers! {
     a_database_hung_past_the_lease_loses_nothing: Fault::HangLongerThanTheLease;
 }
 
-/// A private server of either kind.
-enum Server {
-    Postgres(PrivatePostgres),
-    MariaDb(PrivateMariaDb),
-}
-
-impl Server {
-    async fn start(backend: Backend) -> Self {
-        match backend {
-            Backend::Postgres => Server::Postgres(PrivatePostgres::start()),
-            Backend::MySql => Server::MariaDb(PrivateMariaDb::start().await),
-            Backend::Sqlite => unreachable!("SQLite has no server"),
-        }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            Server::Postgres(pg) => pg.url(),
-            Server::MariaDb(maria) => maria.url(),
-        }
-    }
-
-    async fn terminate_connections(&self) -> u64 {
-        match self {
-            Server::Postgres(pg) => pg.terminate_connections().await,
-            Server::MariaDb(maria) => maria.terminate_connections().await,
-        }
-    }
-
-    async fn restart(&mut self, mode: Shutdown) {
-        match self {
-            Server::Postgres(pg) => tokio::task::block_in_place(|| pg.restart(mode)),
-            Server::MariaDb(maria) => maria.restart(mode).await,
-        }
-    }
-
-    fn freeze(&self) {
-        match self {
-            Server::Postgres(pg) => pg.freeze(),
-            Server::MariaDb(maria) => maria.freeze(),
-        }
-    }
-
-    fn thaw(&self) {
-        match self {
-            Server::Postgres(pg) => pg.thaw(),
-            Server::MariaDb(maria) => maria.thaw(),
-        }
-    }
-}
-
 /// What the writers saw: the ids of every commit reported successful,
 /// and the errors of the others.
 #[derive(Default)]
@@ -131,7 +80,7 @@ struct Writes {
 
 async fn survives(backend: Backend, fault: Fault) {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let mut server = Server::start(backend).await;
+    let mut server = PrivateServer::start(backend).await;
     let test = TestDb::with_schema_on(backend, &server.url()).await;
     let client = async_nats::connect(nats_url()).await.expect("nats");
     let stream = TestStream::new(client.clone()).await;

@@ -30,8 +30,7 @@ use txoutbox_nats::{JetStreamPublisher, StreamSpec};
 use txoutbox_sea_orm::Outbox;
 use txoutbox_suite::jetstream::TestStream;
 use txoutbox_suite::nats::NatsServer;
-use txoutbox_suite::private_mariadb::PrivateMariaDb;
-use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
+use txoutbox_suite::private_server::PrivateServer;
 use txoutbox_suite::{Backend, TestDb};
 
 /// The stream's duplicate window: short, so an outage outlasts it.
@@ -55,53 +54,6 @@ async fn postgres_a_crash_after_the_ack_publishes_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_a_crash_after_the_ack_publishes_nothing_twice() {
     published_once(Backend::MySql).await;
-}
-
-/// A private database server of either kind.
-enum Server {
-    Postgres(Arc<PrivatePostgres>),
-    MariaDb(PrivateMariaDb),
-}
-
-impl Server {
-    async fn start(backend: Backend) -> Self {
-        match backend {
-            Backend::Postgres => Server::Postgres(Arc::new(PrivatePostgres::start())),
-            Backend::MySql => Server::MariaDb(PrivateMariaDb::start().await),
-            Backend::Sqlite => unreachable!("SQLite has no server"),
-        }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            Server::Postgres(pg) => pg.url(),
-            Server::MariaDb(maria) => maria.url(),
-        }
-    }
-
-    /// What crashes the server, callable from inside a publisher.
-    fn crash(&self) -> Box<dyn Fn() + Send + Sync> {
-        match self {
-            Server::Postgres(pg) => {
-                let pg = Arc::clone(pg);
-                Box::new(move || pg.stop(Shutdown::Immediate))
-            }
-            Server::MariaDb(maria) => {
-                let command = Mutex::new(maria.crash_command());
-                Box::new(move || {
-                    let status = command.lock().expect("the kill command").status();
-                    assert!(status.is_ok_and(|s| s.success()), "mariadbd killed");
-                })
-            }
-        }
-    }
-
-    async fn start_again(&mut self) {
-        match self {
-            Server::Postgres(pg) => tokio::task::block_in_place(|| pg.start_again()),
-            Server::MariaDb(maria) => maria.start_again().await,
-        }
-    }
 }
 
 /// What the processors' publishers share: a gate every publish waits at
@@ -180,7 +132,7 @@ impl Publisher for CrashAfterAck {
 
 async fn published_once(backend: Backend) {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let mut server = Server::start(backend).await;
+    let mut server = PrivateServer::start(backend).await;
     let test = TestDb::with_schema_on(backend, &server.url()).await;
     let nats = NatsServer::start().await.expect("a private nats-server");
     let client = nats.connect().await.expect("a client of the nats-server");
