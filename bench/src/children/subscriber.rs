@@ -32,9 +32,11 @@ pub(crate) const DURABLE: &str = "soak";
 /// How long JetStream waits for a dead process's messages.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// The table of effects, created by the parent.
+/// The table of effects, created by the parent; `applied_at` is when the
+/// inbox's transaction wrote the row (the database's clock).
 pub(crate) const EFFECTS_TABLE: &str = "CREATE TABLE effects (id bigserial PRIMARY KEY, \
-     aggregate_id text NOT NULL, sequence bigint NOT NULL, message_id uuid NOT NULL)";
+     aggregate_id text NOT NULL, sequence bigint NOT NULL, message_id uuid NOT NULL, \
+     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())";
 
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
