@@ -1,8 +1,10 @@
-//! What a database outage held up, from the effects' `applied_at` (the
-//! database's clock, the machine's): the aggregates with an event written
-//! before the crash and applied after it, how long after the database's
-//! return the subscriber applied its first effect, and how long until the
-//! last of those aggregates applied again ("every aggregate moves again").
+//! What a database outage held up, from the effects' `applied_at` and the
+//! rows' `published_at` (the database's clock, the machine's): the
+//! aggregates with an event written before the crash and applied after it,
+//! how long after the database's return the subscriber applied its first
+//! effect, and how long until the last of those aggregates had a row
+//! recorded published and an effect applied again ("every aggregate moves
+//! again"), which tells the processor's share from the subscriber's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,6 +21,9 @@ pub(crate) struct HeldUp {
     pub(crate) aggregates: u64,
     /// From the return to the first effect applied.
     pub(crate) first_applied: Option<Duration>,
+    /// From the return until every one of those aggregates had a row
+    /// recorded published again.
+    pub(crate) every_published: Option<Duration>,
     /// From the return until every one of those aggregates had applied an
     /// event again.
     pub(crate) every_aggregate: Option<Duration>,
@@ -33,8 +38,14 @@ pub(crate) async fn held_up(db: &DatabaseConnection, hit: &Hit) -> Result<HeldUp
          moved AS ( \
            SELECT e.aggregate_id, min(e.applied_at) AS first FROM effects e \
            JOIN held USING (aggregate_id) WHERE e.applied_at >= to_timestamp($2) \
-           GROUP BY e.aggregate_id) \
+           GROUP BY e.aggregate_id), \
+         recorded AS ( \
+           SELECT m.aggregate_id, min(m.published_at) AS first FROM outbox_messages m \
+           JOIN held USING (aggregate_id) WHERE m.published_at >= to_timestamp($2) \
+           GROUP BY m.aggregate_id) \
          SELECT (SELECT count(*) FROM held) AS held, \
+           extract(epoch FROM (SELECT max(first) FROM recorded) - to_timestamp($2))::float8 \
+             AS published, \
            extract(epoch FROM (SELECT min(applied_at) FROM effects \
              WHERE applied_at >= to_timestamp($2)) - to_timestamp($2))::float8 AS first, \
            extract(epoch FROM (SELECT max(first) FROM moved) - to_timestamp($2))::float8 \
@@ -56,6 +67,7 @@ pub(crate) async fn held_up(db: &DatabaseConnection, hit: &Hit) -> Result<HeldUp
     Ok(HeldUp {
         aggregates: row.try_get::<i64>("", "held")?.max(0) as u64,
         first_applied: seconds("first")?,
+        every_published: seconds("published")?,
         every_aggregate: seconds("every")?,
     })
 }
