@@ -213,7 +213,7 @@ async fn apply_runs(
 async fn apply_alone(groups: &Groups, key: LaneKey, job: Queued<Incoming>) {
     let shared = &groups.shared;
     let slot = tokio::select! {
-        slot = Arc::clone(&shared.permits).acquire_owned() => slot.ok(),
+        slot = shared.slot() => slot.ok(),
         () = groups.stop.draining.cancelled() => None,
     };
     match slot {
