@@ -2,9 +2,10 @@
 //! rows' `published_at` (the database's clock, the machine's): the
 //! aggregates with an event written before the crash and applied after it,
 //! how long after the database's return the subscriber applied its first
-//! effect, and how long until the last of those aggregates had a row
-//! recorded published and an effect applied again ("every aggregate moves
-//! again"), which tells the processor's share from the subscriber's.
+//! effect, how long until the last of those aggregates applied an effect
+//! again ("every aggregate moves again"), and whether the events it held up
+//! were recorded published before the crash or after the return (the
+//! processor's share of the wait, against the subscriber's).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,8 +22,9 @@ pub(crate) struct HeldUp {
     pub(crate) aggregates: u64,
     /// From the return to the first effect applied.
     pub(crate) first_applied: Option<Duration>,
-    /// From the return until every one of those aggregates had a row
-    /// recorded published again.
+    /// From the return until the last event written before the crash and
+    /// applied after it was recorded published; `None` if every one was
+    /// recorded before the crash.
     pub(crate) every_published: Option<Duration>,
     /// From the return until every one of those aggregates had applied an
     /// event again.
@@ -40,11 +42,12 @@ pub(crate) async fn held_up(db: &DatabaseConnection, hit: &Hit) -> Result<HeldUp
            JOIN held USING (aggregate_id) WHERE e.applied_at >= to_timestamp($2) \
            GROUP BY e.aggregate_id), \
          recorded AS ( \
-           SELECT m.aggregate_id, min(m.published_at) AS first FROM outbox_messages m \
-           JOIN held USING (aggregate_id) WHERE m.published_at >= to_timestamp($2) \
-           GROUP BY m.aggregate_id) \
+           SELECT max(m.published_at) AS last FROM outbox_messages m \
+           JOIN effects e ON e.message_id = m.id \
+           WHERE m.created_at < to_timestamp($1) AND e.applied_at > to_timestamp($1) \
+             AND m.published_at >= to_timestamp($2)) \
          SELECT (SELECT count(*) FROM held) AS held, \
-           extract(epoch FROM (SELECT max(first) FROM recorded) - to_timestamp($2))::float8 \
+           extract(epoch FROM (SELECT last FROM recorded) - to_timestamp($2))::float8 \
              AS published, \
            extract(epoch FROM (SELECT min(applied_at) FROM effects \
              WHERE applied_at >= to_timestamp($2)) - to_timestamp($2))::float8 AS first, \

@@ -77,8 +77,8 @@ pub(crate) fn print(figures: &Figures<'_>) {
         println!(
             "database outage (fault {}): down {} ({} the stream's {} s duplicate window); after \
              its return publishing went on after {}, the subscriber applied again after {}, and \
-             every one of the {} aggregates with events not applied at the crash had a row \
-             recorded published again after {} and applied again after {}; backlog peak {} rows",
+             every one of the {} aggregates with events not applied at the crash applied again \
+             after {} (those events recorded published {}); backlog peak {} rows",
             i + 1,
             ms(down),
             if down > figures.window {
@@ -90,8 +90,12 @@ pub(crate) fn print(figures: &Figures<'_>) {
             shown(recovery.publishing),
             shown(held.first_applied),
             held.aggregates,
-            shown(held.every_published),
             shown(held.every_aggregate),
+            held.every_published
+                .map_or("before the crash".to_owned(), |d| format!(
+                    "by {} after the return",
+                    ms(d)
+                )),
             recovery.peak_backlog,
         );
     }
