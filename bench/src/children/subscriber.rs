@@ -8,7 +8,8 @@
 //! deliveries the inbox absorbed as duplicates changed (its
 //! `outbox_inbox_messages_total{outcome="duplicate"}`, checked every
 //! 250 ms), so a parent learns it even if it SIGKILLs the process; stops
-//! when its standard input closes.
+//! when its standard input closes. With `RUST_LOG` set it logs to stderr
+//! (the parent's), e.g. `RUST_LOG=txoutbox_nats=info`.
 
 use std::time::Duration;
 
@@ -41,6 +42,12 @@ pub(crate) const EFFECTS_TABLE: &str = "CREATE TABLE effects (id bigserial PRIMA
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let value = |flag: &str| fixture::flag_value(args, PART, flag);
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let db = connect_schema(value("--schema")?, 8).await?;
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
     let inbox = Inbox::new(&outbox, DURABLE)?;
