@@ -1,7 +1,10 @@
-//! The chaos soak's short variant (issue 20): `txoutbox-bench soak --short`
-//! writes 5,000 events through one processor kill, one broker kill and one
-//! subscriber kill, reads the stream back and fails on any loss, duplicate,
-//! order violation, dead row or effect not applied exactly once. The full
+//! The chaos soak's short variant (issues 20 and 42): `txoutbox-bench soak
+//! --short` writes 5,000 events through one processor kill, one broker
+//! kill, one subscriber kill and one crash of the (private) PostgreSQL
+//! server, down longer than the stream's 12-s duplicate window, reads the
+//! stream back and fails on any event the writers counted but the table
+//! lacks, loss, duplicate, order violation, dead row or effect not applied
+//! exactly once. The full
 //! soak (`cargo run --release -p txoutbox-bench -- soak`) runs minutes and is
 //! not part of the suite.
 

@@ -8,7 +8,8 @@
 //! deliveries the inbox absorbed as duplicates changed (its
 //! `outbox_inbox_messages_total{outcome="duplicate"}`, checked every
 //! 250 ms), so a parent learns it even if it SIGKILLs the process; stops
-//! when its standard input closes.
+//! when its standard input closes. With `RUST_LOG` set it logs to stderr
+//! (the parent's), e.g. `RUST_LOG=txoutbox_nats=info`.
 
 use std::time::Duration;
 
@@ -32,13 +33,21 @@ pub(crate) const DURABLE: &str = "soak";
 /// How long JetStream waits for a dead process's messages.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// The table of effects, created by the parent.
+/// The table of effects, created by the parent; `applied_at` is when the
+/// inbox's transaction wrote the row (the database's clock).
 pub(crate) const EFFECTS_TABLE: &str = "CREATE TABLE effects (id bigserial PRIMARY KEY, \
-     aggregate_id text NOT NULL, sequence bigint NOT NULL, message_id uuid NOT NULL)";
+     aggregate_id text NOT NULL, sequence bigint NOT NULL, message_id uuid NOT NULL, \
+     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())";
 
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let value = |flag: &str| fixture::flag_value(args, PART, flag);
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let db = connect_schema(value("--schema")?, 8).await?;
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
     let inbox = Inbox::new(&outbox, DURABLE)?;

@@ -5,16 +5,28 @@
 //! bank-account-like orders through the unit of work at R events/s in
 //! total until their standard input closes, or until N events are
 //! committed: 2,000 accounts, a fifth of the events on 20 hot ones, each
-//! save one event. Prints `ready` when writing starts and `done <events>`
-//! at the end.
+//! save one event. Prints `ready` when writing starts and
+//! `done <events> (<f> failed attempts, <c> commits confirmed after an
+//! error)` at the end.
+//!
+//! An attempt that fails (a concurrency conflict, or the database away:
+//! the soak crashes it) is counted and made again, on the next account,
+//! after a pause that doubles from 50 ms to 1 s while attempts keep
+//! failing. An event counts as written only once its commit is known to
+//! have happened: when the commit itself failed with anything but a
+//! conflict (the connection lost mid-commit: committed or not, the writer
+//! cannot tell), the writer looks its event up by its unique key once the
+//! database answers and counts it if it is there; so every event counted
+//! was committed exactly once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use sea_orm::{ConnectOptions, Database};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DbBackend, Statement};
 use tokio::io::AsyncBufReadExt;
-use txoutbox_sea_orm::Outbox;
+use txoutbox_core::backoff::Doubling;
+use txoutbox_sea_orm::{Outbox, OutboxError};
 
 use crate::children::protocol;
 use crate::harness::error::BoxError;
@@ -28,6 +40,21 @@ const ACCOUNTS: u64 = 2_000;
 const HOT: u64 = 20;
 /// Concurrent writers by default.
 const WRITERS: u64 = 8;
+/// The pause after a failed attempt: doubling from the first to the last.
+const PAUSE: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
+/// Waiting for a connection gives up after this (the database away).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What one writer counted.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// Events committed.
+    written: u64,
+    /// Attempts that committed nothing.
+    failed: u64,
+    /// Commits that failed on the client's side and were found committed.
+    confirmed: u64,
+}
 
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
@@ -40,6 +67,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let events: u64 = value("--events").map_or(Ok(u64::MAX), str::parse)?;
     options
         .max_connections(writers as u32 + 2)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .sqlx_logging(false);
     let db = Database::connect(options).await?;
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
@@ -55,7 +83,8 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             let every = Duration::from_secs(1) * writers as u32 / rate.max(1) as u32;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut written = 0_u64;
+            let mut pause = Doubling::new(PAUSE.0, PAUSE.1);
+            let mut counts = Counts::default();
             let mut n = writer;
             let mut holds_one = false;
             while !stop.load(Ordering::Acquire) {
@@ -73,12 +102,26 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
                     (n * 7_919) % ACCOUNTS
                 };
                 n += writers;
-                if save(&outbox, account).await.is_ok() {
-                    written += 1;
+                let key = format!("acc-{account:05}-{}", uuid::Uuid::now_v7());
+                let committed = match save(&outbox, account, &key).await {
+                    Attempt::Committed => true,
+                    Attempt::Failed => false,
+                    Attempt::Unknown => {
+                        let found = is_written(&outbox, &key, &stop).await;
+                        counts.confirmed += u64::from(found);
+                        found
+                    }
+                };
+                if committed {
+                    counts.written += 1;
                     holds_one = false;
+                    pause.reset();
+                } else {
+                    counts.failed += 1;
+                    tokio::time::sleep(pause.next_pause()).await;
                 }
             }
-            written
+            counts
         }));
     }
     protocol::ready()?;
@@ -91,28 +134,70 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             stop.store(true, Ordering::Release);
         })
     };
-    let mut written = 0;
+    let mut all = Counts::default();
     for task in tasks {
-        written += task.await?;
+        let counts = task.await?;
+        all.written += counts.written;
+        all.failed += counts.failed;
+        all.confirmed += counts.confirmed;
     }
     stopper.abort();
-    println!("done {written}");
+    println!(
+        "done {} ({} failed attempts, {} commits confirmed after an error)",
+        all.written, all.failed, all.confirmed
+    );
     Ok(())
 }
 
-/// One event on `account`: placed if new, else amended (a concurrency
-/// conflict with another writer of the same account is skipped).
-async fn save(outbox: &Outbox, account: u64) -> Result<(), BoxError> {
+/// How an attempt ended.
+enum Attempt {
+    Committed,
+    /// Nothing committed: it failed before its commit, or its commit was
+    /// refused (a conflict).
+    Failed,
+    /// Its commit failed on the way (the connection lost): committed or
+    /// not.
+    Unknown,
+}
+
+/// One event on `account`, keyed `key`: placed if new, else amended.
+async fn save(outbox: &Outbox, account: u64, key: &str) -> Attempt {
     let id = format!("acc-{account:05}");
-    let mut uow = outbox.begin();
-    let mut order = match uow.load::<BenchOrder>(id.clone()).await? {
-        Some(mut order) => {
-            order.amend(format!("{id}-{}", uuid::Uuid::now_v7()))?;
-            order
-        }
-        None => BenchOrder::place(id)?,
+    let prepared = async {
+        let mut uow = outbox.begin();
+        let mut order = match uow.load::<BenchOrder>(id.clone()).await? {
+            Some(mut order) => {
+                order.amend(key.to_owned())?;
+                order
+            }
+            None => BenchOrder::place_keyed(id, key.to_owned())?,
+        };
+        uow.save(&mut order).await?;
+        Ok::<_, OutboxError>(uow)
     };
-    uow.save(&mut order).await?;
-    uow.commit().await?;
-    Ok(())
+    match prepared.await {
+        Err(_) => Attempt::Failed,
+        Ok(uow) => match uow.commit().await {
+            Ok(_) => Attempt::Committed,
+            Err(err) if err.is_retryable() => Attempt::Failed,
+            Err(_) => Attempt::Unknown,
+        },
+    }
+}
+
+/// Whether the event keyed `key` is in the outbox, asked until the
+/// database answers (false if the writers are stopped first).
+async fn is_written(outbox: &Outbox, key: &str, stop: &AtomicBool) -> bool {
+    let sql = "SELECT count(*) AS n FROM outbox_messages WHERE payload->>'key' = $1";
+    let mut pause = Doubling::new(PAUSE.0, PAUSE.1);
+    while !stop.load(Ordering::Acquire) {
+        let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, [key.into()]);
+        if let Ok(Some(row)) = outbox.db().query_one_raw(statement).await
+            && let Ok(n) = row.try_get::<i64>("", "n")
+        {
+            return n > 0;
+        }
+        tokio::time::sleep(pause.next_pause()).await;
+    }
+    false
 }

@@ -109,6 +109,17 @@ impl BenchOrder {
         Ok(order)
     }
 
+    /// A new order that recorded one event, keyed `key` (so its event can
+    /// be found by its key, as [`amend`](Self::amend)'s).
+    pub(crate) fn place_keyed(id: String, key: String) -> Result<Self, RecordError> {
+        let mut order = Self {
+            id,
+            events: EventBuffer::new(),
+        };
+        order.record(BenchEvent::new(key))?;
+        Ok(order)
+    }
+
     /// Records one more event, keyed `key`.
     pub(crate) fn amend(&mut self, key: String) -> Result<(), RecordError> {
         self.record(BenchEvent::new(key))
@@ -197,6 +208,25 @@ pub(crate) async fn connect_schema(
         .set_schema_search_path(schema.to_owned())
         .max_connections(connections)
         .test_before_acquire(false)
+        .sqlx_logging(false);
+    Ok(Database::connect(options).await?)
+}
+
+/// [`connect_schema`] for a pool that outlives crashes of its server:
+/// each connection is tested before it is handed out (a connection the
+/// crash ended is replaced, not used), and waiting for one gives up after
+/// `acquire_timeout`.
+pub(crate) async fn connect_schema_tested(
+    schema: &str,
+    connections: u32,
+    acquire_timeout: Duration,
+) -> Result<DatabaseConnection, BoxError> {
+    let mut options = ConnectOptions::new(with_application_name(&postgres_url()));
+    options
+        .set_schema_search_path(schema.to_owned())
+        .max_connections(connections)
+        .test_before_acquire(true)
+        .acquire_timeout(acquire_timeout)
         .sqlx_logging(false);
     Ok(Database::connect(options).await?)
 }

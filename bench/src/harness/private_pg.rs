@@ -4,7 +4,9 @@
 //! `postgres` user when the bench runs as root, since `initdb` refuses
 //! root), stopped and removed on drop. The same recipe as the suite's
 //! `tests/src/private_postgres.rs`, with the server settings the part asks
-//! for and the CPU time of the server's processes.
+//! for and the CPU time of the server's processes. The soak crashes it
+//! ([`PrivatePostgres::crash`], `pg_ctl stop -m immediate`) and starts it
+//! again on its port and data ([`PrivatePostgres::start_again`]).
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
@@ -22,6 +24,8 @@ pub(crate) struct PrivatePostgres {
     port: u16,
     bindir: PathBuf,
     postmaster: u32,
+    /// `pg_ctl -o`: the port, socket directory and settings.
+    options: String,
 }
 
 impl PrivatePostgres {
@@ -48,6 +52,7 @@ impl PrivatePostgres {
             port,
             bindir,
             postmaster: 0,
+            options: String::new(),
         };
         run(server
             .as_postgres("initdb", root)
@@ -61,21 +66,44 @@ impl PrivatePostgres {
         for (name, value) in settings {
             options.push_str(&format!(" -c {name}={value}"));
         }
-        run(server
-            .as_postgres("pg_ctl", root)
+        server.options = options;
+        server.start_again()?;
+        Ok(server)
+    }
+
+    /// Starts the server (again) on its port and data directory and waits
+    /// until it accepts connections (after a crash: once its recovery from
+    /// the WAL is done).
+    pub(crate) fn start_again(&mut self) -> Result<(), BoxError> {
+        run(self
+            .as_postgres("pg_ctl", is_root())
             .args(["-w", "-t", "60", "-D"])
-            .arg(server.data())
+            .arg(self.data())
             .arg("-l")
-            .arg(server.dir.path().join("server.log"))
-            .args(["-o", &options, "start"]))?;
-        let pid_file = std::fs::read_to_string(server.data().join("postmaster.pid"))?;
-        server.postmaster = pid_file
+            .arg(self.dir.path().join("server.log"))
+            .args(["-o", &self.options, "start"]))?;
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid"))?;
+        self.postmaster = pid_file
             .lines()
             .next()
             .ok_or("an empty postmaster.pid")?
             .trim()
             .parse()?;
-        Ok(server)
+        Ok(())
+    }
+
+    /// Crashes the server: `pg_ctl stop -m immediate` ends every process
+    /// without a checkpoint, as a power cut or an OOM kill of the
+    /// postmaster would (what was committed is in the WAL; what was
+    /// committed asynchronously and not yet written is lost). Every client
+    /// loses its connections; new ones are refused until
+    /// [`start_again`](Self::start_again).
+    pub(crate) fn crash(&self) -> Result<(), BoxError> {
+        run(self
+            .as_postgres("pg_ctl", is_root())
+            .args(["-w", "-m", "immediate", "-D"])
+            .arg(self.data())
+            .arg("stop"))
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.

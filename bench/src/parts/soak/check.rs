@@ -1,8 +1,9 @@
 //! The soak's verdict: the outbox table against the stream read back
 //! (`txoutbox_nats::stream_read` and `txoutbox_core::verify::reconcile`, as
 //! `outbox verify` does) and against the effects the subscriber applied.
-//! Any loss, duplicate, order violation, dead row or dead letter is a
-//! [`Violation`]; [`SoakFailed`] names them all.
+//! An event the writers counted but the table lacks (or a row they did
+//! not count), any loss, duplicate, order violation, dead row or dead
+//! letter is a [`Violation`]; [`SoakFailed`] names them all.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -25,6 +26,9 @@ pub(crate) enum Violation {
     /// The outbox was not drained or the subscriber did not catch up in
     /// time.
     NotCaughtUp(String),
+    /// The writers counted this many events committed, the table holds
+    /// another number of rows.
+    Uncounted { counted: u64, rows: u64 },
     /// Rows still pending at the end.
     Pending(u64),
     /// Rows dead (given up by the processor).
@@ -53,6 +57,10 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NotCaughtUp(what) => write!(f, "not caught up: {what}"),
+            Self::Uncounted { counted, rows } => write!(
+                f,
+                "the writers counted {counted} events committed, the outbox holds {rows} rows"
+            ),
             Self::Pending(n) => write!(f, "{n} rows still pending"),
             Self::Dead(n) => write!(f, "{n} dead rows"),
             Self::Lost(n) => write!(f, "{n} published rows lost (not in the stream)"),
@@ -127,12 +135,14 @@ impl Findings {
 /// One row of the outbox: (id, aggregate id, sequence, status).
 type Row = (Uuid, String, i64, i16);
 
-/// Runs every check.
+/// Runs every check; `written` is how many events the writers counted
+/// committed.
 pub(crate) async fn check(
     outbox: &Outbox,
     db: &DatabaseConnection,
     jetstream: &jetstream::Context,
     stream: &str,
+    written: u64,
 ) -> Result<Findings, BoxError> {
     let mut findings = Findings::default();
     let rows: Vec<Row> = query(
@@ -149,6 +159,12 @@ pub(crate) async fn check(
     )
     .await?;
     findings.rows = rows.len() as u64;
+    if findings.rows != written {
+        findings.violations.push(Violation::Uncounted {
+            counted: written,
+            rows: findings.rows,
+        });
+    }
     let with_status = |s: i16| rows.iter().filter(|r| r.3 == s).count();
     findings.count(with_status(0), Violation::Pending);
     findings.count(with_status(2), Violation::Dead);

@@ -10,6 +10,10 @@ use std::time::Duration;
 pub(crate) const RESTART_AFTER: Duration = Duration::from_secs(1);
 /// How long the broker stays down: from 2 to 10 s.
 const BROKER_DOWN_MS: (u64, u64) = (2_000, 10_000);
+/// How long the database stays down: from 5 to 20 s (the first of the
+/// run's database outages longer than the stream's duplicate window,
+/// see [`plan`]).
+const DATABASE_DOWN_MS: (u64, u64) = (5_000, 20_000);
 /// Faults fall between these fractions of the events.
 const SPREAD: (f64, f64) = (0.1, 0.8);
 
@@ -22,6 +26,9 @@ pub(crate) enum FaultKind {
     Broker,
     /// The subscriber process with the inbox (SIGKILL).
     Subscriber,
+    /// The PostgreSQL server of the outbox and the inbox (`pg_ctl stop -m
+    /// immediate`; started again on its port and data).
+    Database,
 }
 
 impl fmt::Display for FaultKind {
@@ -30,6 +37,7 @@ impl fmt::Display for FaultKind {
             Self::Processor => "processor SIGKILL",
             Self::Broker => "broker SIGKILL",
             Self::Subscriber => "subscriber SIGKILL",
+            Self::Database => "database crash",
         })
     }
 }
@@ -52,11 +60,16 @@ pub(crate) struct FaultCounts {
     pub(crate) processor: u32,
     pub(crate) broker: u32,
     pub(crate) subscriber: u32,
+    pub(crate) database: u32,
 }
 
 /// The faults for `events` events, in the order they hit: the kinds
 /// shuffled, each in its own slice of [`SPREAD`] at a random point of it.
-pub(crate) fn plan(counts: FaultCounts, events: u64, seed: u64) -> Vec<Planned> {
+/// The first database outage lasts from `window` + 2 s to 20 s (longer
+/// than the stream's duplicate window, so anything published before it
+/// and published again after it is stored twice unless the processor
+/// remembered it), the others 5-20 s.
+pub(crate) fn plan(counts: FaultCounts, events: u64, seed: u64, window: Duration) -> Vec<Planned> {
     let mut rng = Rng(seed);
     let mut kinds: Vec<FaultKind> =
         std::iter::repeat_n(FaultKind::Processor, counts.processor as usize)
@@ -68,11 +81,17 @@ pub(crate) fn plan(counts: FaultCounts, events: u64, seed: u64) -> Vec<Planned> 
                 FaultKind::Subscriber,
                 counts.subscriber as usize,
             ))
+            .chain(std::iter::repeat_n(
+                FaultKind::Database,
+                counts.database as usize,
+            ))
             .collect();
     for i in (1..kinds.len()).rev() {
         kinds.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let slice = (SPREAD.1 - SPREAD.0) / kinds.len().max(1) as f64;
+    let longer = (window.as_millis() as u64 + 2_000).min(DATABASE_DOWN_MS.1);
+    let mut database_outages = 0;
     kinds
         .into_iter()
         .enumerate()
@@ -81,9 +100,16 @@ pub(crate) fn plan(counts: FaultCounts, events: u64, seed: u64) -> Vec<Planned> 
             // has room.
             let at = SPREAD.0 + slice * (i as f64 + rng.unit() * 0.66);
             let down = match kind {
-                FaultKind::Broker => Duration::from_millis(
-                    BROKER_DOWN_MS.0 + rng.below(BROKER_DOWN_MS.1 - BROKER_DOWN_MS.0 + 1),
-                ),
+                FaultKind::Broker => rng.between(BROKER_DOWN_MS),
+                FaultKind::Database => {
+                    database_outages += 1;
+                    let from = if database_outages == 1 {
+                        longer
+                    } else {
+                        DATABASE_DOWN_MS.0
+                    };
+                    rng.between((from, DATABASE_DOWN_MS.1))
+                }
                 _ => RESTART_AFTER,
             };
             Planned {
@@ -112,6 +138,11 @@ impl Rng {
         self.next() % n.max(1)
     }
 
+    /// Milliseconds in `from..=to`, as a duration.
+    fn between(&mut self, (from, to): (u64, u64)) -> Duration {
+        Duration::from_millis(from + self.below(to.saturating_sub(from) + 1))
+    }
+
     /// In `[0, 1)`.
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1_u64 << 53) as f64
@@ -128,10 +159,12 @@ mod tests {
             processor: 3,
             broker: 5,
             subscriber: 1,
+            database: 2,
         };
-        let plan = plan(counts, 100_000, 20);
-        assert_eq!(plan, super::plan(counts, 100_000, 20));
-        assert_eq!(plan.len(), 9);
+        let window = Duration::from_secs(12);
+        let plan = plan(counts, 100_000, 20, window);
+        assert_eq!(plan, super::plan(counts, 100_000, 20, window));
+        assert_eq!(plan.len(), 11);
         assert!(
             plan.windows(2)
                 .all(|w| w[0].after_events < w[1].after_events)
@@ -146,5 +179,17 @@ mod tests {
             .collect();
         assert_eq!(brokers.len(), 5);
         assert!(brokers.iter().all(|p| (2..=10).contains(&p.down.as_secs())));
+        let databases: Vec<_> = plan
+            .iter()
+            .filter(|p| p.kind == FaultKind::Database)
+            .map(|p| p.down)
+            .collect();
+        assert_eq!(databases.len(), 2);
+        assert!(databases[0] >= window + Duration::from_secs(2));
+        assert!(
+            databases
+                .iter()
+                .all(|d| (5_000..=20_000).contains(&d.as_millis()))
+        );
     }
 }

