@@ -202,6 +202,7 @@ mod cleanup;
 mod consumer;
 pub mod dead_letter_replay;
 pub mod dead_lettering;
+mod delivered_reads;
 mod dispatch;
 mod error;
 mod failover;

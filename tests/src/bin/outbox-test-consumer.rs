@@ -7,7 +7,8 @@
 //! ```text
 //! outbox-test-consumer --database-url URL [--schema NAME] --nats URL \
 //!     --subject-prefix PREFIX --stream NAME --durable NAME [--ack-wait-ms N] [--unordered] \
-//!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--inbox-per-message] [--label NAME]
+//!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--inbox-per-message] [--label NAME] \
+//!     [--filter-subject SUBJECT] [--max-ack-pending N]
 //! ```
 //!
 //! The subscriber is wired the default way (inbox handlers, no order-specific
@@ -21,7 +22,9 @@
 //! (`failover()`: any number of processes on the durable, one pinned);
 //! `--inbox-per-message` applies each message in a transaction of its own
 //! (`inbox_per_message`; inbox groups are the default);
-//! `--label NAME` records `NAME` in the `process` column. Prints
+//! `--label NAME` records `NAME` in the `process` column;
+//! `--filter-subject` and `--max-ack-pending` set the builder's
+//! `filter_subject` and `max_ack_pending`. Prints
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
 
@@ -50,6 +53,8 @@ struct Args {
     own: Option<String>,
     failover: bool,
     label: Option<String>,
+    filter_subject: Option<String>,
+    max_ack_pending: Option<usize>,
 }
 
 fn parse() -> Result<(ChildArgs, Args), String> {
@@ -68,6 +73,8 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             "--own" => args.own = Some(value()?),
             "--failover" => args.failover = true,
             "--label" => args.label = Some(value()?),
+            "--filter-subject" => args.filter_subject = Some(value()?),
+            "--max-ack-pending" => args.max_ack_pending = Some(number(flag, &value()?)?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -135,6 +142,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(ack_wait) = args.ack_wait {
         builder = builder.ack_wait(ack_wait);
+    }
+    if let Some(subject) = &args.filter_subject {
+        builder = builder.filter_subject(subject);
+    }
+    if let Some(max) = args.max_ack_pending {
+        builder = builder.max_ack_pending(max);
     }
     if args.unordered {
         builder = builder.unordered();
