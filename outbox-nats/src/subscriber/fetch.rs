@@ -25,6 +25,7 @@ use super::dispatch::{Incoming, header_pairs};
 use super::error::SubscriberError;
 use super::failover;
 use super::grouping;
+use super::guard_pulls;
 use super::handover;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
@@ -165,23 +166,46 @@ pub(crate) async fn run(
                     // pinned process held: everything delivered past what this
                     // process received is waited for unless applied, and what
                     // was delivered before this message is handed back.
+                    // The guard runs while the stream is still polled (its
+                    // pulls renewed, the pin kept); what arrives meanwhile is
+                    // admitted after it.
+                    let mut arrived = guard_pulls::Arrived::default();
                     if connects_now != connects_seen || failed || took_over {
                         connects_seen = connects_now;
                         let patience = LOST_IN_TRANSIT_PATIENCE;
                         // The first message with the new pin: before it, the
                         // previous pinned process's deliveries.
                         let first = message.info().ok().map(|info| info.stream_sequence);
-                        match first.filter(|_| took_over) {
-                            Some(first) => {
-                                restart::expect_taken_over(&shared, &consumer, &lanes, received, first, patience).await;
+                        let guard = async {
+                            match first.filter(|_| took_over) {
+                                Some(first) => {
+                                    restart::expect_taken_over(&shared, &consumer, &lanes, received, first, patience).await;
+                                }
+                                None => {
+                                    restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, patience).await;
+                                }
                             }
-                            None => {
-                                restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, patience).await;
-                            }
+                        };
+                        arrived = guard_pulls::while_pulling(&shared, &lanes, stream, guard).await;
+                    }
+                    for message in std::iter::once(message).chain(arrived.messages) {
+                        if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
+                            received = received.max(sequence);
                         }
                     }
-                    if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
-                        received = received.max(sequence);
+                    match arrived.stopped {
+                        Some(Some(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
+                            break Err(SubscriberError::ConsumerDeleted { consumer: pull.clone() });
+                        }
+                        Some(Some(err)) => {
+                            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "pulling messages");
+                            pull_failed = true;
+                        }
+                        Some(None) => {
+                            tracing::warn!(consumer = %shared.consumer, "message stream ended; reopening it");
+                            messages = None;
+                        }
+                        None => {}
                     }
                 }
                 Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {

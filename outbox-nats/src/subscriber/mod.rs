@@ -209,6 +209,7 @@ mod failover;
 mod fetch;
 mod group_apply;
 mod grouping;
+mod guard_pulls;
 mod hand_back;
 mod handler;
 mod handover;

@@ -595,3 +595,70 @@ async fn a_durable_created_without_failover_is_refused_not_changed() {
         other => panic!("a plain subscriber on a failover durable: {other:?}"),
     }
 }
+
+/// The newly pinned process's takeover guard runs longer than the pin
+/// timeout (4 s): its read of the inbox waits 7 s on a lock the test holds.
+/// Meanwhile its pulls go on, so it keeps the pin it just gained (before,
+/// the fetch loop stood still in the guard, no pull renewed the pin, and
+/// the server unpinned it and pinned it again under a new id). Every
+/// effect is applied once and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_guard_longer_than_the_pin_timeout_keeps_the_pin() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    let (server, setup, total) = burst(ORDERS / 3).await;
+    let (mut replicas, _, pinned) = two_replicas_applying(&setup, &server, total / 10).await;
+    let old_pin = pin_of(&setup).await;
+    let lock = setup.test.db.begin().await.expect("a transaction");
+    lock.execute_unprepared("LOCK TABLE outbox_inbox IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock the inbox");
+    replicas.remove(&pinned).expect("a live replica").kill();
+    let killed = Instant::now();
+    let new_pin = loop {
+        if let Some(pin) = pin_of(&setup)
+            .await
+            .filter(|pin| Some(pin) != old_pin.as_ref())
+        {
+            break pin;
+        }
+        assert!(
+            killed.elapsed() < ACK_WAIT,
+            "no other process pinned within {ACK_WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let pinned_in = killed.elapsed();
+    // The new pinned process's guard waits on the lock: 7 s, past the pin
+    // timeout and the client's own fallback pull (its expiry plus 5 s).
+    let held = Instant::now();
+    let mut pins = vec![new_pin.clone()];
+    while held.elapsed() < Duration::from_secs(7) {
+        let pin = pin_of(&setup).await.unwrap_or_else(|| "none".to_owned());
+        if pins.last() != Some(&pin) {
+            pins.push(pin);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lock.rollback().await.expect("let go of the inbox");
+    println!(
+        "pinned another process {:.2} s after the kill; pins while its guard waited: {pins:?}",
+        pinned_in.as_secs_f64()
+    );
+    wait_for_effects(
+        &setup,
+        total,
+        Duration::from_secs(60),
+        "every event is applied",
+    )
+    .await;
+    txoutbox_suite::effects::assert_each_applied_once_in_order(&setup.test, &setup.table).await;
+    for (_, replica) in replicas {
+        replica.stop();
+    }
+    assert_eq!(
+        pins,
+        [new_pin],
+        "the pin changed while the takeover guard ran"
+    );
+}
