@@ -33,6 +33,7 @@ use super::release;
 use super::restart;
 use super::settle;
 use super::shared::Shared;
+use super::stalled_pulls;
 use super::worker::{Stop, run_lane};
 
 /// How long one pull request waits for messages.
@@ -123,6 +124,11 @@ pub(crate) async fn run(
     let mut connects_seen = connects(&client);
     let mut pull_failed = false;
     let mut received: u64 = 0;
+    // Whether the stream stalled, looked at while it brings nothing (see
+    // `stalled_pulls`).
+    let mut silence = stalled_pulls::Silence::new();
+    let mut looks = tokio::time::interval(stalled_pulls::SILENCE / 2);
+    looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let pull = consumer.cached_info().name.clone();
     tracing::info!(consumer = %shared.consumer, %pull, stream = %shared.stream, "subscriber started");
     let result = loop {
@@ -149,6 +155,11 @@ pub(crate) async fn run(
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             () = tick(&mut orphans) => handover::hand_back_orphans(&shared, &consumer).await,
+            _ = looks.tick() => {
+                if silence.stalled(&shared, &consumer).await {
+                    messages = None;
+                }
+            }
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
                 if let Err(err) = joined {
                     tracing::error!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "lane worker failed");
@@ -156,6 +167,7 @@ pub(crate) async fn run(
             }
             next = stream.next() => match next {
                 Some(Ok(message)) => {
+                    silence.heard();
                     let connects_now = connects(&client);
                     let failed = std::mem::take(&mut pull_failed);
                     let took_over = shared.failover.is_some() && shared.pin().taken_over(&message);

@@ -227,6 +227,7 @@ mod restart;
 mod settings;
 mod settle;
 mod shared;
+mod stalled_pulls;
 mod worker;
 
 use std::sync::Arc;
