@@ -286,7 +286,7 @@ async fn migrates_once(backend: Backend) {
     let first = outbox(&test, &["migrate"]);
     assert_eq!(first.code, 0, "{first:?}");
     assert!(
-        first.out.starts_with("applied 6 migration(s)"),
+        first.out.starts_with("applied 7 migration(s)"),
         "{}",
         first.out
     );

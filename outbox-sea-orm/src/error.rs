@@ -51,14 +51,40 @@ pub enum OutboxError {
          task or returned): nothing was committed"
     )]
     UnitOfWorkKept,
-    /// A handler applied in an inbox's group transaction replaced the unit
-    /// of work it was given (`*uow = ..`), taking the group's transaction
-    /// with it: nothing of the group was committed.
+    /// A handler applied through an inbox (alone, or in a group) replaced
+    /// the unit of work it was given (`*uow = ..`), taking the inbox's
+    /// transaction with it: nothing of the message or group was committed.
     #[error(
-        "a handler of an inbox group replaced its unit of work, and the group's transaction \
-         with it: nothing of the group was committed"
+        "a handler applied through an inbox replaced its unit of work, and the inbox's \
+         transaction with it: nothing was committed"
     )]
     GroupTransactionLost,
+    /// An inbox transaction lost some of the inbox rows it recorded before
+    /// its commit: the database rolled it back while its handlers ran (a
+    /// deadlock on MySQL/MariaDB, which ends the transaction, one of its
+    /// handlers caught and went on from) and the statements after that ran
+    /// outside it. Nothing was committed or acknowledged; applying the
+    /// messages again may succeed.
+    #[error(
+        "the inbox transaction was rolled back under its handlers (a swallowed deadlock?): \
+         {missing} of {recorded} inbox rows are missing; nothing was committed or acknowledged"
+    )]
+    InboxRowsMissing {
+        /// Inbox rows recorded in the transaction and gone before its commit.
+        missing: u64,
+        /// Inbox rows the transaction recorded.
+        recorded: u64,
+    },
+    /// A handler returned `Ok` although its unit of work met contention or
+    /// a concurrency conflict ([`UnitOfWork::saw_retryable_failure`](crate::UnitOfWork::saw_retryable_failure)):
+    /// the handler caught the error and went on, so its transaction may
+    /// already be rolled back. Nothing was committed or acknowledged;
+    /// applying the message again may succeed.
+    #[error(
+        "a handler returned Ok after its unit of work met contention or a conflict (a \
+         swallowed deadlock?): nothing was committed or acknowledged"
+    )]
+    RetryableFailureSwallowed,
     /// The table is missing, or lacks columns this version needs (a
     /// migration has not run): the error names what to run. From the
     /// processor's start ([`OutboxStore::check_schema`](txoutbox_core::OutboxStore::check_schema))
@@ -68,16 +94,34 @@ pub enum OutboxError {
     /// A name or setting is invalid.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// An inbox transaction of a subscriber that reads under a reader
+    /// lease was about to commit after the lease passed to another process
+    /// (this one froze, or was cut off from the database past the lease):
+    /// nothing was committed; the new reader applies the messages.
+    #[error(
+        "the reader lease of inbox consumer `{consumer}` passed to another process: nothing \
+         was committed"
+    )]
+    ReaderLeaseLost {
+        /// The inbox's consumer.
+        consumer: String,
+    },
 }
 
 impl OutboxError {
     /// Whether running the unit of work again from the start (reloading its
-    /// aggregates) may succeed: [`Contention`](Self::Contention) and
-    /// [`ConcurrencyConflict`](Self::ConcurrencyConflict).
+    /// aggregates) may succeed: [`Contention`](Self::Contention),
+    /// [`ConcurrencyConflict`](Self::ConcurrencyConflict), and an inbox
+    /// transaction that lost its rows under its handlers
+    /// ([`InboxRowsMissing`](Self::InboxRowsMissing),
+    /// [`RetryableFailureSwallowed`](Self::RetryableFailureSwallowed)).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            OutboxError::Contention(_) | OutboxError::ConcurrencyConflict { .. }
+            OutboxError::Contention(_)
+                | OutboxError::ConcurrencyConflict { .. }
+                | OutboxError::InboxRowsMissing { .. }
+                | OutboxError::RetryableFailureSwallowed
         )
     }
 

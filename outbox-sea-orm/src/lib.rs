@@ -46,6 +46,7 @@
 
 pub mod admin;
 mod aggregate_entity;
+mod autocommit;
 mod availability;
 mod config;
 mod contention;

@@ -1,7 +1,7 @@
 //! The outbox and inbox tables as `sea-orm-migration` migrations (feature
 //! `migration`): [`CreateOutboxTable`], [`CreateInboxTable`], then
 //! [`AddQueueIndexes`], [`AddAbandonedClaims`], [`CreateHeldTable`] and
-//! [`AddSkippedMessages`]. A database migrated before a later migration
+//! [`AddSkippedMessages`], [`CreateLeaseTable`]. A database migrated before a later migration
 //! existed gets it by running the migrator again.
 //!
 //! Run [`OutboxMigrator`] on its own: it keeps its history in
@@ -31,8 +31,9 @@ use sea_orm_migration::{DbErr, MigrationName, MigrationTrait, SchemaManager};
 use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 use crate::schema::{
-    abandoned_column, create_held, create_inbox, create_outbox, drop_held, drop_inbox, drop_outbox,
-    drop_skipped_columns, held_table, queue_index_name, queue_indexes, skipped_columns,
+    abandoned_column, create_held, create_inbox, create_lease, create_outbox, drop_held,
+    drop_inbox, drop_lease, drop_outbox, drop_skipped_columns, held_table, lease_table,
+    queue_index_name, queue_indexes, skipped_columns,
 };
 
 /// Where [`OutboxMigrator`] records which migrations ran.
@@ -48,6 +49,7 @@ pub fn migrations(config: &OutboxConfig) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(AddAbandonedClaims::new(config)),
         Box::new(CreateHeldTable::new(config)),
         Box::new(AddSkippedMessages::new(config)),
+        Box::new(CreateLeaseTable::new(config)),
     ]
 }
 
@@ -351,6 +353,53 @@ impl MigrationTrait for AddSkippedMessages {
         execute(
             manager,
             drop_skipped_columns(dialect(manager), self.config.table()),
+        )
+        .await
+    }
+}
+
+/// The reader-lease table `<inbox>_lease`: which process reads each
+/// JetStream consumer of an inbox consumer that keeps order, until when by
+/// the database's clock, with a fencing token.
+#[derive(Debug, Clone)]
+pub struct CreateLeaseTable {
+    config: OutboxConfig,
+    name: String,
+}
+
+impl CreateLeaseTable {
+    /// The migration for `config`'s inbox table.
+    pub fn new(config: &OutboxConfig) -> Self {
+        Self {
+            name: format!("m20261128_000007_lease_{}", config.inbox_table()),
+            config: config.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateLeaseTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigrationTrait for CreateLeaseTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement = create_lease(dialect(manager), self.config.inbox_table());
+        execute_unless(
+            manager,
+            &self.name,
+            Present::Table(lease_table(self.config.inbox_table())),
+            [statement],
+        )
+        .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        execute(
+            manager,
+            [drop_lease(dialect(manager), self.config.inbox_table())],
         )
         .await
     }

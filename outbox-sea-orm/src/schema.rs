@@ -64,6 +64,14 @@
 //! aggregate is held behind), `release_as` (`retry` or `skip` once an
 //! operator released it), `parked_at`. Index `<inbox>_held_order` on
 //! `(consumer, aggregate_type, aggregate_id, stream_sequence)`.
+//!
+//! The reader-lease table `<inbox>_lease` (from migration
+//! `m20261128_000007`): which process reads each JetStream consumer of an
+//! inbox consumer that keeps order (see the subscriber's reader lease in
+//! `txoutbox_nats`). Primary key `consumer` (the JetStream consumer's
+//! name, `varchar(255)`); `holder` (`varchar(255)`), `token` (the fencing
+//! token, `bigint`), `expires_at` (by the database's clock, the inbox's
+//! time type).
 
 use crate::config::TableName;
 use crate::dialect::Dialect;
@@ -365,6 +373,40 @@ pub(crate) fn create_held(dialect: Dialect, inbox: &TableName) -> Vec<String> {
     ]
 }
 
+/// The name of the table where inbox consumers keep their reader leases:
+/// `<inbox>_lease`.
+pub(crate) fn lease_table(inbox: &TableName) -> String {
+    format!("{inbox}_lease")
+}
+
+/// The statement that creates the reader-lease table (`<inbox>_lease`).
+pub(crate) fn create_lease(dialect: Dialect, inbox: &TableName) -> String {
+    let (s255, big, time) = match dialect {
+        Dialect::Postgres => ("varchar(255)", "bigint", "timestamptz"),
+        Dialect::MySql => ("VARCHAR(255)", "BIGINT", "DATETIME(6)"),
+        Dialect::Sqlite => ("TEXT", "INTEGER", "TEXT"),
+    };
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+    consumer {s255} NOT NULL,
+    holder {s255} NOT NULL,
+    token {big} NOT NULL,
+    expires_at {time} NOT NULL,
+    PRIMARY KEY (consumer)
+)",
+        table = dialect.quote(&lease_table(inbox)),
+    )
+}
+
+/// The statement that drops the reader-lease table.
+#[cfg(feature = "migration")]
+pub(crate) fn drop_lease(dialect: Dialect, inbox: &TableName) -> String {
+    format!(
+        "DROP TABLE IF EXISTS {}",
+        dialect.quote(&lease_table(inbox))
+    )
+}
+
 /// The statement that drops the held-messages table.
 #[cfg(feature = "migration")]
 pub(crate) fn drop_held(dialect: Dialect, inbox: &TableName) -> String {
@@ -393,7 +435,8 @@ pub async fn create_schema(
     let dialect = Dialect::of(db.get_database_backend());
     let inbox = create_inbox(dialect, config.inbox_table())
         .into_iter()
-        .chain(create_held(dialect, config.inbox_table()));
+        .chain(create_held(dialect, config.inbox_table()))
+        .chain([create_lease(dialect, config.inbox_table())]);
     for statement in create_outbox(dialect, config.table())
         .into_iter()
         .chain(queue_indexes(dialect, config.table()))

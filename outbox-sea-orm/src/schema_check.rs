@@ -92,6 +92,16 @@ pub(crate) const HELD: Columns<'static> = Columns {
     )],
 };
 
+/// The reader-lease table's columns (its migration is named after the
+/// inbox table).
+pub(crate) const LEASE: Columns<'static> = Columns {
+    created_by: "m20261128_000007_lease_",
+    groups: &[(
+        "m20261128_000007_lease_",
+        &["consumer", "holder", "token", "expires_at"],
+    )],
+};
+
 const HOW_TO_MIGRATE: &str = "run the outbox migrations: `outbox migrate` (the command), \
      `OutboxMigrator::up` (txoutbox_sea_orm::migration) or your own migrator with \
      `txoutbox_sea_orm::migration::migrations`";

@@ -36,16 +36,29 @@ impl NatsCluster {
     /// JetStream answers on each. Should a port chosen free be taken before
     /// its node binds it, starts them all again on other ports.
     pub async fn start(size: usize) -> Result<Self, NatsServerError> {
+        Self::start_on(size, None).await
+    }
+
+    /// [`start`](Self::start) with the nats-server binary at `binary` (a
+    /// newer server than the default one, say) for every node.
+    pub async fn start_with_binary(
+        size: usize,
+        binary: impl Into<String>,
+    ) -> Result<Self, NatsServerError> {
+        Self::start_on(size, Some(binary.into())).await
+    }
+
+    async fn start_on(size: usize, binary: Option<String>) -> Result<Self, NatsServerError> {
         let mut attempts = 1;
         loop {
-            match Self::start_once(size).await {
+            match Self::start_once(size, binary.as_deref()).await {
                 Err(err) if err.port_taken() && attempts < PORT_ATTEMPTS => attempts += 1,
                 started => return started,
             }
         }
     }
 
-    async fn start_once(size: usize) -> Result<Self, NatsServerError> {
+    async fn start_once(size: usize, binary: Option<&str>) -> Result<Self, NatsServerError> {
         let route_ports = (0..size)
             .map(|_| free_port())
             .collect::<Result<Vec<_>, _>>()?;
@@ -58,7 +71,11 @@ impl NatsCluster {
         let mut names = Vec::with_capacity(size);
         for (k, port) in route_ports.iter().enumerate() {
             let name = format!("n{}", k + 1);
-            let node = NatsServer::builder()
+            let mut builder = NatsServer::builder();
+            if let Some(binary) = binary {
+                builder = builder.binary(binary);
+            }
+            let node = builder
                 .port_only()
                 .arg("--server_name")
                 .arg(name.clone())

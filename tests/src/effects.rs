@@ -56,6 +56,27 @@ pub async fn apply_as(
     Ok(())
 }
 
+/// [`apply_as`], after taking a lock on the aggregate held until the
+/// transaction ends (PostgreSQL: `pg_advisory_xact_lock`): two
+/// transactions applying one aggregate's events side by side then commit
+/// in the order they wrote their rows, so an event applied before an
+/// earlier one of its aggregate (by another process, in parallel) shows in
+/// the effects' order, which [`assert_each_applied_once_in_order`] checks.
+pub async fn apply_locked(
+    uow: &mut UnitOfWork,
+    delivery: &Delivery,
+    process: Option<&str>,
+) -> Result<(), HandlerError> {
+    let aggregate = delivery.message().aggregate_id.replace('\'', "''");
+    uow.connection()
+        .await?
+        .execute_unprepared(&format!(
+            "SELECT pg_advisory_xact_lock(hashtext('{aggregate}'))"
+        ))
+        .await?;
+    apply_as(uow, delivery, process).await
+}
+
 /// The applied sequences of each aggregate, in the order they were applied.
 pub async fn applied(test: &TestDb) -> HashMap<String, Vec<i64>> {
     per_aggregate(

@@ -78,9 +78,13 @@ impl PrivateMariaDb {
         self.spawn().await;
     }
 
-    /// Starts the server again after [`stop`](Self::stop), on the same port
+    /// Starts the server again after [`stop`](Self::stop) (or after
+    /// [`crash_command`](Self::crash_command) killed it), on the same port
     /// and data; returns once it accepts connections.
     pub async fn start_again(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait(); // killed by `crash_command`: reaped
+        }
         self.spawn().await;
     }
 
@@ -98,6 +102,18 @@ impl PrivateMariaDb {
                 .status();
             let _ = child.wait();
         }
+    }
+
+    /// A crash of the server (SIGKILL) from anywhere, e.g. inside a
+    /// publisher at the moment a test chooses: a command that kills it;
+    /// [`start_again`](Self::start_again) restarts it.
+    pub fn crash_command(&self) -> Command {
+        let mut kill = Command::new("kill");
+        kill.arg("-KILL");
+        if let Some(child) = &self.child {
+            kill.arg(child.id().to_string());
+        }
+        kill
     }
 
     /// Freezes the server (SIGSTOP): connections stay open, nothing answers.

@@ -7,6 +7,7 @@ use super::applied::AppliedMessages;
 use super::failure::FailureCause;
 use super::group::{GroupFuture, InboxGroup};
 use super::held::{HeldFuture, HeldMessages};
+use super::lease::ReaderLease;
 
 /// A consumer's inbox as a typed subscriber uses it: the messages it
 /// applied ([`AppliedMessages`]: the restart guard that keeps each
@@ -61,6 +62,34 @@ pub trait ConsumerInbox: AppliedMessages + HeldMessages {
     /// read-only replica): what a paused subscriber asks, every second or
     /// two, to know when to go on. The default answers `Ok` at once.
     fn probe(&self) -> HeldFuture<()> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Takes the reader lease `name` (a JetStream consumer's name) for
+    /// `holder`, or renews it if `holder` has it, for `duration` by the
+    /// database's clock; when another holder has it and it has not
+    /// expired, says who ([`ReaderLease`]). `None` (the default): this
+    /// inbox keeps no leases, and a subscriber reads without one (the
+    /// broker's checks alone keep a second process away). Whether it is
+    /// `Some` is decided without I/O (a subscriber asks, without awaiting
+    /// the future, to learn whether the inbox keeps leases); the future
+    /// does the work. An implementation should also refuse to commit an
+    /// inbox transaction once the lease it last took is another's (a
+    /// fencing check in the transaction): `txoutbox_sea_orm::Inbox` does.
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Duration,
+    ) -> Option<HeldFuture<ReaderLease>> {
+        let _ = (name, holder, duration);
+        None
+    }
+
+    /// Gives up the reader lease `name` if `holder` has it, so another
+    /// process may take it at once. The default does nothing.
+    fn end_lease(&self, name: &str, holder: &str) -> HeldFuture<()> {
+        let _ = (name, holder);
         Box::pin(async { Ok(()) })
     }
 }

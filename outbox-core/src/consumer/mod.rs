@@ -3,7 +3,9 @@
 //! subscriber that keeps per-aggregate order: the messages it already
 //! applied ([`AppliedMessages`]) and the aggregates it holds behind a
 //! message it could not apply ([`HeldMessages`], [`Hold`], [`Release`]),
-//! and the transaction a group of messages is applied in ([`InboxGroup`]).
+//! the transaction a group of messages is applied in ([`InboxGroup`]),
+//! and the lease that makes one process its durable's reader
+//! ([`ReaderLease`]).
 //!
 //! Typed subscribers (`outbox-nats`) and the inbox (`outbox-sea-orm`) share
 //! these types, so neither depends on the other. [`Delivery`] and
@@ -17,6 +19,7 @@ mod handler;
 mod handler_error;
 mod held;
 mod inbox;
+mod lease;
 
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
@@ -26,3 +29,4 @@ pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
 pub use inbox::ConsumerInbox;
+pub use lease::ReaderLease;

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::abandoned::{Triage, is_suspect};
 use super::metrics;
 use super::sync::locked;
+use super::unrecorded::{Settlement, Unrecorded};
 use crate::id::MessageId;
 use crate::publisher::{PublishErrorKind, Publisher};
 use crate::store::{ClaimedBatch, ClaimedMessage, Failure, FailureKind, OutboxStore, Published};
@@ -35,6 +36,8 @@ pub(crate) struct BatchContext<S, P> {
     /// One permit: at most one group of suspects (see `abandoned.rs`) is
     /// published at a time in this process.
     pub(crate) isolation: Arc<Semaphore>,
+    /// Where a batch leaves what it could not record (the database away).
+    pub(crate) unrecorded: Arc<Unrecorded>,
 }
 
 /// What became of a batch.
@@ -130,23 +133,15 @@ async fn settle_abandoned<S: OutboxStore, P: Publisher>(
             }
         })
         .collect();
-    let store = &*ctx.store;
-    retrying(
-        "recording abandoned messages",
-        || store.fail(token, &failures, &ctx.retry),
-        !failures.is_empty(),
-        &ctx.abort,
-    )
-    .await;
-    retrying(
-        "releasing suspects",
-        || store.release(token, &triage.released),
-        !triage.released.is_empty(),
-        &ctx.abort,
-    )
-    .await;
+    let dead = failures.len() as u64;
+    let mut settlement = Settlement::new(token);
+    settlement.failures = failures;
+    settlement.released = triage.released.clone();
+    ctx.unrecorded
+        .settle(&*ctx.store, &ctx.retry, settlement)
+        .await;
     BatchReport {
-        dead: failures.len() as u64,
+        dead,
         released: triage.released.len() as u64,
         ..BatchReport::default()
     }
@@ -452,150 +447,27 @@ fn record_failure<S: OutboxStore, P: Publisher>(
     outcomes.dead += u64::from(dead);
 }
 
-/// Records the batch's outcome, retrying while the database is unreachable
-/// (until it answers, or the shutdown deadline): what was published is
-/// known only here, and a completion recorded late is better than a
-/// re-publish late. A re-publish is deduplicated only inside the stream's
-/// duplicate window, so the longer the database is away the likelier the
-/// completion is to come after other processors claimed the messages again
-/// (their lease ran out) and re-published them: see the guide's chapter on
-/// guarantees (`txoutbox::guide::guarantees`, "The bound on re-publishes").
+/// Records the batch's outcome: one statement each for the completion,
+/// the failures and the release. What the database does not take (it is
+/// away) the batch leaves with the processor ([`Unrecorded`]), which
+/// claims nothing more and records it first when the database answers:
+/// a completion recorded late rather than a re-publish late, which the
+/// stream deduplicates only inside its duplicate window (see the guide's
+/// chapter on guarantees, `txoutbox::guide::guarantees`, "The bound on
+/// re-publishes").
 async fn settle<S: OutboxStore, P: Publisher>(
     ctx: &BatchContext<S, P>,
     token: crate::id::LeaseToken,
     outcomes: Outcomes,
 ) {
-    let store = &*ctx.store;
     if !outcomes.released.is_empty() {
         ::metrics::counter!(metrics::RELEASED).increment(outcomes.released.len() as u64);
     }
-    let abort = &ctx.abort;
-    retrying(
-        "completing",
-        || store.complete(token, &outcomes.published),
-        !outcomes.published.is_empty(),
-        abort,
-    )
-    .await;
-    retrying(
-        "recording failures",
-        || store.fail(token, &outcomes.failures, &ctx.retry),
-        !outcomes.failures.is_empty(),
-        abort,
-    )
-    .await;
-    retrying(
-        "releasing",
-        || store.release(token, &outcomes.released),
-        !outcomes.released.is_empty(),
-        abort,
-    )
-    .await;
-}
-
-/// First and longest pause between two tries of a settlement.
-const SETTLE_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
-
-async fn retrying<F, Fut>(what: &'static str, mut op: F, needed: bool, abort: &CancellationToken)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<crate::store::LeaseOutcome, crate::store::StoreError>>,
-{
-    if !needed {
-        return;
-    }
-    let mut pause = crate::backoff::Doubling::new(SETTLE_BACKOFF.0, SETTLE_BACKOFF.1);
-    let mut attempt = 0_u32;
-    loop {
-        attempt += 1;
-        match op().await {
-            Ok(outcome) => {
-                if outcome.stale > 0 {
-                    ::metrics::counter!(metrics::STALE).increment(outcome.stale);
-                    tracing::warn!(
-                        stale = outcome.stale,
-                        what,
-                        "outbox lease passed to another processor; its settlement was refused"
-                    );
-                }
-                if attempt > 1 {
-                    tracing::info!(attempt, what, "outbox settlement recorded after retries");
-                }
-                return;
-            }
-            Err(err) if abort.is_cancelled() => {
-                tracing::error!(error = %crate::ErrorChain(&err), what, "outbox settlement failed at the shutdown deadline; the lease will run out and the batch be claimed again");
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(error = %crate::ErrorChain(&err), attempt, what, "outbox settlement failed; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(pause.next_pause()) => {}
-                    () = abort.cancelled() => {}
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{LeaseOutcome, StoreError};
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    /// A settlement whose database is away for `failures` tries.
-    fn flaky(
-        failures: u32,
-        tries: &AtomicU32,
-    ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + '_ {
-        let attempt = tries.fetch_add(1, Ordering::AcqRel) + 1;
-        async move {
-            if attempt <= failures {
-                Err(StoreError::msg("connection refused"))
-            } else {
-                Ok(LeaseOutcome::new(1, 0))
-            }
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_settlement_outlasts_a_long_database_outage() {
-        // 40 failed tries with pauses doubling up to 2 s, each jittered into
-        // its upper half: over half a minute away.
-        let tries = AtomicU32::new(0);
-        let started = tokio::time::Instant::now();
-        retrying(
-            "completing",
-            || flaky(40, &tries),
-            true,
-            &CancellationToken::new(),
-        )
+    let mut settlement = Settlement::new(token);
+    settlement.published = outcomes.published;
+    settlement.failures = outcomes.failures;
+    settlement.released = outcomes.released;
+    ctx.unrecorded
+        .settle(&*ctx.store, &ctx.retry, settlement)
         .await;
-        assert_eq!(
-            tries.load(Ordering::Acquire),
-            41,
-            "recorded once the database answered"
-        );
-        assert!(started.elapsed() > Duration::from_secs(30));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_settlement_gives_up_at_the_shutdown_deadline() {
-        let tries = AtomicU32::new(0);
-        let abort = CancellationToken::new();
-        let deadline = {
-            let abort = abort.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(10)).await;
-                abort.cancel();
-            })
-        };
-        retrying("completing", || flaky(u32::MAX, &tries), true, &abort).await;
-        deadline.await.expect("deadline task");
-        assert!(
-            tries.load(Ordering::Acquire) > 6,
-            "kept trying until the deadline"
-        );
-    }
 }

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::batch::{self, BatchContext, BatchReport};
 use super::health::HealthProbe;
 use super::metrics;
+use super::unrecorded::{Unrecorded, answers};
 use super::wake::handover::Handover;
 use super::wake::{FAST_PATH_CAPACITY, Uncertain, WakeHandle};
 use super::{Processor, ProcessorError, ProcessorReport};
@@ -30,6 +31,14 @@ const RUN_WINDOW: usize = 64;
 const AVAILABILITY_CHECK: Duration = Duration::from_millis(50);
 /// First and longest pause after the store failed a claim.
 const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+/// How often the processor probes a database that is away.
+const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+/// How long after the database's return the processor waits before it
+/// claims: time for every processor to record what it published while the
+/// database was away (each notices the return within a probe, and records
+/// first), so none claims, and publishes again, what another one published
+/// but could not record yet.
+const RECORD_GRACE: Duration = Duration::from_secs(1);
 
 /// Where the next batch comes from.
 enum Claim {
@@ -75,6 +84,13 @@ struct Engine<S, P> {
     /// again is a reconnect (the pause ends at once).
     broker_disconnected: bool,
     store_backoff: Doubling,
+    /// The pause before the next claim after a failed one, when the
+    /// database answers a probe at once (the failure was not an outage).
+    store_pause: Option<Duration>,
+    /// A probe went unanswered since the database last answered: when it
+    /// does, the processor records what it kept, then waits
+    /// [`RECORD_GRACE`] before it claims.
+    database_was_away: bool,
     /// Lease offers are paused (the broker was away).
     offers_paused: bool,
     report: ProcessorReport,
@@ -117,6 +133,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         background.spawn(refresh_gauges(Arc::clone(&store), interval, health.clone()));
     }
     let abort = CancellationToken::new();
+    let unrecorded = Arc::new(Unrecorded::new(health.clone()));
     let mut engine = Engine {
         ctx: Arc::new(BatchContext {
             store,
@@ -128,6 +145,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             retry: config.retry,
             run_window: RUN_WINDOW.min(config.max_in_flight).max(1),
             isolation: Arc::new(Semaphore::new(1)),
+            unrecorded: Arc::clone(&unrecorded),
         }),
         batch_size: config.batch_size,
         batches_in_flight: config.batches_in_flight,
@@ -144,6 +162,8 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
         broker_backoff: Doubling::new(config.unavailable_backoff.0, config.unavailable_backoff.1),
         broker_disconnected: false,
         store_backoff: Doubling::new(STORE_BACKOFF.0, STORE_BACKOFF.1),
+        store_pause: None,
+        database_was_away: false,
         offers_paused: false,
         report: ProcessorReport::default(),
     };
@@ -157,6 +177,14 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
     while !shutdown.is_cancelled() {
         while let Some(done) = batches.try_join_next() {
             engine.finished(done);
+        }
+        // What was published and not recorded is recorded before anything
+        // is claimed (or handed over published): nothing of it is published
+        // twice, and what the processor holds in memory stays within the
+        // batches it had in flight.
+        if unrecorded.away() || !unrecorded.is_empty() {
+            engine.wait_for_database(&shutdown).await;
+            continue;
         }
         if let Some(pause) = engine.broker_pause {
             engine.wait_for_broker(pause, &wake, &shutdown).await;
@@ -200,7 +228,16 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             continue;
         };
         let leased_at = claim.leased_at();
-        let claimed = engine.claim(claim, leased_at, &wake).await;
+        // A claim waiting for a connection to a database that went away is
+        // given up once a probe goes unanswered (see `Unrecorded::until_away`).
+        let store = Arc::clone(&engine.ctx.store);
+        let claimed = tokio::select! {
+            biased;
+            () = unrecorded.until_away(&*store) => Err(StoreError::msg(
+                "the database does not answer; the claim was given up",
+            )),
+            claimed = engine.claim(claim, leased_at, &wake) => claimed,
+        };
         if claimed.is_ok() {
             health.claimed();
         }
@@ -216,7 +253,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
                 batches.spawn(batch::run(ctx, claimed, leased_at).instrument(span));
             }
             Ok(None) => {}
-            Err(err) => engine.store_failed(err, &shutdown).await,
+            Err(err) => engine.store_failed(&err),
         }
     }
 
@@ -225,6 +262,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
     // flight get until the deadline, writers later than that release what
     // they committed themselves (their hand-over is refused).
     let deadline = Instant::now() + config.shutdown_timeout;
+    let record_by = deadline;
     if tokio::time::timeout_at(deadline, wake.close_offers())
         .await
         .is_err()
@@ -252,6 +290,7 @@ pub(super) async fn run<S: OutboxStore + 'static, P: Publisher>(
             }
         }
     }
+    engine.record_before_stop(record_by).await;
     background.abort_all();
     tracing::info!(
         published = engine.report.published,
@@ -384,7 +423,7 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
                 .flat_map(|h| h.messages.iter().map(|m| m.id))
                 .collect();
             wake.handed_settled(ids.len());
-            match self.ctx.store.release(token, &ids).await {
+            match self.unless_away(self.ctx.store.release(token, &ids)).await {
                 Ok(outcome) => self.report.released += outcome.applied,
                 // Their lease runs out; any processor claims them then.
                 Err(err) => {
@@ -400,13 +439,29 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
     async fn release_uncertain(&mut self, uncertain: Vec<Uncertain>) {
         for Uncertain { token, ids } in uncertain {
             self.claim_due = true;
-            match self.ctx.store.release(token, &ids).await {
+            match self.unless_away(self.ctx.store.release(token, &ids)).await {
                 Ok(outcome) => self.report.released += outcome.applied,
                 // Their lease runs out; any processor claims them then.
                 Err(err) => {
                     tracing::warn!(error = %crate::ErrorChain(&err), "outbox release after an uncertain commit failed")
                 }
             }
+        }
+    }
+
+    /// `statement`, unless the database is away or goes away while it
+    /// waits (a failed error then): the engine never waits on a pool's
+    /// acquire timeout for a database that is down.
+    async fn unless_away<T>(
+        &self,
+        statement: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::select! {
+            biased;
+            () = self.ctx.unrecorded.until_away(&*self.ctx.store) => {
+                Err(StoreError::msg("the database does not answer"))
+            }
+            result = statement => result,
         }
     }
 
@@ -531,13 +586,102 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
         tracing::debug!("outbox processor resuming after the broker pause");
     }
 
-    async fn store_failed(&mut self, err: StoreError, shutdown: &CancellationToken) {
+    /// A claim failed: the database counts as away until it answers a
+    /// probe (see [`wait_for_database`](Self::wait_for_database)).
+    fn store_failed(&mut self, err: &StoreError) {
         let pause = self.store_backoff.next_pause();
+        self.store_pause = Some(pause);
         self.claim_due = true;
-        tracing::warn!(error = %crate::ErrorChain(&err), pause_ms = pause.as_millis() as u64, "outbox claim failed; retrying");
-        tokio::select! {
-            () = sleep(pause) => {}
-            () = shutdown.cancelled() => {}
+        self.ctx.unrecorded.database_away();
+        tracing::warn!(error = %crate::ErrorChain(err), pause_ms = pause.as_millis() as u64, "outbox claim failed; retrying");
+    }
+
+    /// While the database is away, or what batches published is not
+    /// recorded yet: probes (each with a timeout far shorter than a pool's
+    /// acquire timeout) every [`PROBE_INTERVAL`] until it answers, then
+    /// records what the batches kept, first, then claims: after
+    /// [`RECORD_GRACE`] when the database was away (other processors record
+    /// theirs meanwhile), after the store backoff when it answered at once
+    /// (the claim failed for another reason).
+    async fn wait_for_database(&mut self, shutdown: &CancellationToken) {
+        let unrecorded = Arc::clone(&self.ctx.unrecorded);
+        let store = &*self.ctx.store;
+        if unrecorded.away() {
+            if !answers(store).await {
+                if !std::mem::replace(&mut self.database_was_away, true) {
+                    tracing::warn!(
+                        unrecorded = unrecorded.publishes(),
+                        "outbox database away: claiming nothing, keeping what was published \
+                         until it can be recorded; probing"
+                    );
+                }
+                tokio::select! {
+                    () = sleep(PROBE_INTERVAL) => {}
+                    () = shutdown.cancelled() => {}
+                }
+                return;
+            }
+            unrecorded.database_answered();
+        }
+        if let Err(err) = unrecorded.record(store, &self.ctx.retry).await {
+            let pause = self.store_backoff.next_pause();
+            tracing::warn!(
+                error = %crate::ErrorChain(&err),
+                unrecorded = unrecorded.publishes(),
+                pause_ms = pause.as_millis() as u64,
+                "outbox could not record what it published; retrying"
+            );
+            tokio::select! {
+                () = sleep(pause) => {}
+                () = shutdown.cancelled() => {}
+            }
+            return;
+        }
+        let pause = if std::mem::take(&mut self.database_was_away) {
+            tracing::info!("outbox database answers again; claiming shortly");
+            self.store_backoff.reset();
+            self.store_pause = None;
+            RECORD_GRACE
+        } else {
+            self.store_pause.take().unwrap_or_default()
+        };
+        self.claim_due = true;
+        if !pause.is_zero() {
+            tokio::select! {
+                () = sleep(pause) => {}
+                () = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// At shutdown: records what batches kept, probing while the database
+    /// is away, until `deadline`; what is left then is published again
+    /// after its lease runs out (deduplicated inside the stream's duplicate
+    /// window).
+    async fn record_before_stop(&mut self, deadline: Instant) {
+        let unrecorded = Arc::clone(&self.ctx.unrecorded);
+        let store = &*self.ctx.store;
+        while !unrecorded.is_empty() {
+            let recorded = async {
+                if unrecorded.away() && !answers(store).await {
+                    return false;
+                }
+                unrecorded.database_answered();
+                unrecorded.record(store, &self.ctx.retry).await.is_ok()
+            };
+            let recorded = tokio::time::timeout_at(deadline, recorded).await;
+            if recorded == Ok(true) {
+                continue;
+            }
+            if recorded.is_err() || Instant::now() + PROBE_INTERVAL >= deadline {
+                tracing::error!(
+                    unrecorded = unrecorded.publishes(),
+                    "outbox shutdown deadline reached before the database recorded what was \
+                     published; their leases will run out and they be published again"
+                );
+                return;
+            }
+            sleep(PROBE_INTERVAL).await;
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -56,6 +56,11 @@ pub struct Health {
     /// there was one (none without `stats_interval`) and anything was
     /// pending.
     pub oldest_pending_age: Option<Duration>,
+    /// Messages the broker acknowledged whose completion the database has
+    /// not recorded yet (it was away when their batch settled): the
+    /// processor keeps them in memory, records them first when the
+    /// database answers, and claims nothing meanwhile.
+    pub unrecorded: usize,
     /// Why it is not healthy, one line each.
     pub problems: Vec<String>,
 }
@@ -100,6 +105,8 @@ struct Inner {
     created: Instant,
     running: AtomicBool,
     started: AtomicBool,
+    /// See [`Health::unrecorded`].
+    unrecorded: AtomicUsize,
     progress: Mutex<Progress>,
 }
 
@@ -119,6 +126,7 @@ impl Default for HealthProbe {
                 created: Instant::now(),
                 running: AtomicBool::new(false),
                 started: AtomicBool::new(false),
+                unrecorded: AtomicUsize::new(0),
                 progress: Mutex::new(Progress::default()),
             }),
         }
@@ -174,6 +182,7 @@ impl HealthProbe {
             running,
             since_last_claim,
             oldest_pending_age,
+            unrecorded: self.inner.unrecorded.load(Ordering::Acquire),
             problems,
         }
     }
@@ -203,6 +212,11 @@ impl HealthProbe {
     /// A claim (or a hand-over) succeeded.
     pub(super) fn claimed(&self) {
         self.progress().last_claim = Some(Instant::now());
+    }
+
+    /// `publishes` wait to be recorded (see [`Health::unrecorded`]).
+    pub(super) fn unrecorded(&self, publishes: usize) {
+        self.inner.unrecorded.store(publishes, Ordering::Release);
     }
 
     /// The backlog was refreshed.

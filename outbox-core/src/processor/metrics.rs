@@ -16,6 +16,7 @@
 //! | `outbox_pending` | gauge | unpublished messages (refreshed every `stats_interval`) |
 //! | `outbox_dead` | gauge | dead messages |
 //! | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest unpublished message: alarm on it, a stuck outbox shows here first |
+//! | `outbox_unrecorded_publishes` | gauge | messages the broker acknowledged whose completion the database has not recorded yet (it was away when their batch settled): kept in memory and recorded first when it answers; the processor claims nothing while any wait |
 //! | `outbox_purged_total` | counter | published rows past their age deleted by the processor's [cleanup](super::ProcessorBuilder::cleanup) |
 
 use chrono::Utc;
@@ -47,6 +48,8 @@ pub const PENDING: &str = "outbox_pending";
 pub const DEAD_GAUGE: &str = "outbox_dead";
 /// `outbox_oldest_pending_age_seconds`.
 pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
+/// `outbox_unrecorded_publishes`.
+pub const UNRECORDED: &str = "outbox_unrecorded_publishes";
 /// Published rows deleted by the processor's cleanup.
 pub const PURGED_TOTAL: &str = "outbox_purged_total";
 

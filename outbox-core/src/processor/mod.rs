@@ -26,6 +26,14 @@
 //!   broker is back; a rejected message spends an attempt, backs off
 //!   exponentially with jitter, and goes `dead` with its reason when the
 //!   attempts run out.
+//! - **Database outages.** Once a statement fails, or runs for a second
+//!   without the database answering a probe ([`OutboxStore::probe`], 1 s
+//!   timeout), the processor claims nothing and keeps what it published and
+//!   could not record in memory (at most the batches it had in flight; see
+//!   [`Health::unrecorded`]); it probes every 250 ms, and when the database
+//!   answers records that first, then claims a second later (other
+//!   processors record theirs meanwhile): a long outage publishes nothing
+//!   twice, and the processor is back within a second or two.
 //! - **Crashes.** A message whose claims keep ending without a settlement
 //!   (its processor crashed, was killed or hung while holding it) is
 //!   published in isolation, in ever smaller groups, and goes `dead` after
@@ -63,6 +71,7 @@ mod engine;
 mod health;
 pub mod metrics;
 mod sync;
+mod unrecorded;
 mod wake;
 
 pub use abandoned::ABANDONED_LIMIT;

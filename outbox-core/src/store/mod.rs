@@ -61,7 +61,13 @@ pub trait OutboxStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<ClaimedBatch, StoreError>> + Send;
 
-    /// Marks messages published (or deletes them, per the store's retention).
+    /// Marks messages published (or deletes them, per the store's
+    /// retention): those still pending under `token`, and those pending
+    /// under no lease at all (a claim lost in a database crash; or the
+    /// processor that took them over after the lease ran out gave them
+    /// back): the broker acknowledged them, and nobody else is publishing
+    /// them. Those another processor holds now (`stale`), or already
+    /// published, are left as they are.
     fn complete(
         &self,
         token: LeaseToken,
@@ -98,6 +104,26 @@ pub trait OutboxStore: Send + Sync {
 
     /// Counts by status and event name.
     fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;
+
+    /// Checks that the database answers and takes writes (not a read-only
+    /// replica: after a failover, until the service's address points at the
+    /// new primary): one round trip, as cheap as the store can make it. While
+    /// the database is away, the processor asks this every 250 ms, with a
+    /// timeout of its own (1 s) far below a pool's acquire timeout, to notice
+    /// the database's return within a second instead of sending statements
+    /// that each wait for a connection as long as the pool lets them; as
+    /// [`ConsumerInbox::probe`](crate::consumer::ConsumerInbox::probe) does
+    /// for a subscriber. The default answers `Ok` at once (a store that
+    /// cannot tell: the processor then tries its statements directly).
+    ///
+    /// ```
+    /// # async fn run(store: impl txoutbox_core::OutboxStore) {
+    /// let answers = store.probe().await.is_ok();
+    /// # let _ = answers; }
+    /// ```
+    fn probe(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
 
     /// Checks that the table exists with every column this store needs;
     /// the processor calls it once as it starts. A missing table or column

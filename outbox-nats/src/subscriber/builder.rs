@@ -64,6 +64,8 @@ pub struct SubscriberBuilder {
     partitions: Option<Owned>,
     /// The pin timeout, with failover.
     failover: Option<Duration>,
+    /// How long the reader lease is held per take or renewal.
+    reader_lease: Duration,
     deliver_policy: DeliverPolicy,
     max_in_flight: usize,
     max_ack_pending: Option<usize>,
@@ -111,6 +113,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             partitions: None,
             failover: None,
+            reader_lease: super::lease::DEFAULT_LEASE,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -223,13 +226,23 @@ impl SubscriberBuilder {
     /// not refuse it ([`SubscriberBuildError::DurableInUse`] is for
     /// subscribers without failover).
     ///
-    /// **What it costs.** A SIGKILLed pinned process is replaced after the
-    /// pin timeout: on nats-server 2.14 with the default 4 s, the next
-    /// process's effects flowed 4.3-5.0 s after the kill (three processes,
-    /// two kills, `tests/tests/consume/consumer_failover.rs`; see
-    /// `BENCHMARKS.md`). A pinned process stopped in order releases its pin
-    /// after handing back what it held: the next one's effects flowed
-    /// 0.3-0.9 s after the stop began. The pin timeout trades what a crash
+    /// **Under the reader lease** (an inbox that keeps leases, see
+    /// [`reader_lease`](Self::reader_lease)) only the lease's holder pulls:
+    /// the standbys neither pull nor hand anything back, so a consumer
+    /// leader change (which clears the pin) cannot get a standby pinned
+    /// beside a holder that goes on; the holder is pinned again at its next
+    /// pull, and a new pin id on its messages is no takeover. The next
+    /// process takes over when the lease is given up (an orderly stop) or
+    /// runs out (a crash), and runs the restart guard at once.
+    ///
+    /// **What it costs.** A SIGKILLed pinned process is replaced once its
+    /// pin timed out and its lease ran out: on nats-server 2.14 with the
+    /// defaults (pin timeout 4 s, lease 3 s), the next process's effects
+    /// flowed 4.0-4.1 s after the kill (three processes, two kills,
+    /// `tests/tests/consume/consumer_failover.rs`; see `BENCHMARKS.md`). A
+    /// pinned process stopped in order releases its pin and its lease after
+    /// handing back what it held: the next one's effects flowed 1.6-2.2 s
+    /// after the stop began. The pin timeout trades what a crash
     /// costs against false takeovers: a pinned process that cannot pull for
     /// that long (frozen, cut off, starved of CPU) loses the pin though
     /// alive, and what it held is handed to the next one. Effects still
@@ -272,6 +285,48 @@ impl SubscriberBuilder {
     /// agree.
     pub fn failover_after(mut self, pinned_ttl: Duration) -> Self {
         self.failover = Some(pinned_ttl);
+        self
+    }
+
+    /// How long the reader lease is held per take or renewal, by the
+    /// database's clock (at least 1 s; 3 s by default, under the failover
+    /// pin timeout).
+    ///
+    /// A subscriber that keeps order ([`keep_order`](Self::keep_order),
+    /// or inbox handlers) must be its durable's one reader. Besides what
+    /// the broker says ([`SubscriberBuildError::DurableInUse`] at build, the
+    /// pin with [`failover`](Self::failover)), it holds a lease in its
+    /// inbox's database (`<inbox>_lease`: a row per JetStream consumer with
+    /// the holder, a fencing token and an expiry), taken before its first
+    /// pull. A process that finds it held by another *stands by*: it pulls
+    /// nothing, and its [health](super::SubscriberHealth::lease_held) says so
+    /// (a standby is ready). Two processes started in the same second
+    /// therefore never read side by side, and a process that lost the
+    /// broker's pin (a leader change of the consumer) goes on alone, since
+    /// the standbys do not pull.
+    ///
+    /// The holder renews the lease every third of `duration` and counts it
+    /// held until nine tenths of `duration` after it sent the renewal (by
+    /// its own clock: the database's expiry is later). While renewals fail
+    /// (the database is away) it goes on with what it holds; once the lease
+    /// ran out by that reckoning it starts no handler and pulls nothing,
+    /// and it goes on when a renewal succeeds again, unless another process
+    /// took the lease meanwhile: then it hands back what it holds (as at a
+    /// shutdown) and stands by. At shutdown it gives the lease up, and a
+    /// standby takes over within a fifth of `duration`; a crashed holder is replaced
+    /// about `duration` after its last renewal.
+    ///
+    /// The inbox also checks, in each transaction before it commits, that
+    /// the lease is still this process's with its fencing token, so a
+    /// handler that was running when its process froze past the lease does
+    /// not commit when it wakes.
+    ///
+    /// A subscriber without an inbox ([`unordered`](Self::unordered)) takes
+    /// no lease. Only used with an inbox that keeps leases
+    /// (`txoutbox_sea_orm::Inbox` does, in the table of migration
+    /// `m20261128_000007_lease_<inbox>`).
+    pub fn reader_lease(mut self, duration: Duration) -> Self {
+        self.reader_lease = duration;
         self
     }
 
@@ -521,7 +576,9 @@ impl SubscriberBuilder {
     /// one's and the two would apply one aggregate's messages side by
     /// side. So [`build`](Self::build) refuses to start while another
     /// process is reading the durable
-    /// ([`SubscriberBuildError::DurableInUse`]). To run several processes,
+    /// ([`SubscriberBuildError::DurableInUse`]), and a process that got
+    /// past that check at the same instant as another stands by under the
+    /// [reader lease](Self::reader_lease) until the reader stops. To run several processes,
     /// let one receive at a time and the others stand by
     /// ([`failover`](Self::failover), nats-server 2.11+), give each its own
     /// partitions ([`partitions`](Self::partitions)), or share the durable
@@ -609,6 +666,7 @@ impl SubscriberBuilder {
     async fn build_on_the_server(self) -> Result<Subscriber, SubscriberBuildError> {
         let Checked {
             shared,
+            reader_lease,
             stream_name,
             keeps_order,
             pulls,
@@ -617,8 +675,16 @@ impl SubscriberBuilder {
             partitioned,
             deliver_policy,
             dead_letter_stream,
-            inbox: _,
+            inbox,
         } = self.checked().await?;
+        let mut shared = shared;
+        if keeps_order
+            && let Some(inbox) = inbox
+            && super::lease::keeps_leases(&*inbox)
+        {
+            shared.lease = Some(super::lease::Lease::of(inbox, reader_lease));
+            shared.gate = super::lease::Gate::new(true);
+        }
         let stream = shared
             .context
             .get_stream(&stream_name)
@@ -802,9 +868,13 @@ impl SubscriberBuilder {
                 .zip(self.inbox_batches),
             pause: Pause::new(durable),
             inbox: inbox.clone(),
+            // Set by `build` (a subscriber run in process reads alone).
+            lease: None,
+            gate: super::lease::Gate::new(false),
         };
         Ok(Checked {
             shared,
+            reader_lease: self.reader_lease,
             inbox,
             stream_name,
             keeps_order,
@@ -868,6 +938,13 @@ impl SubscriberBuilder {
         if let Some(owned) = &self.partitions {
             owned.check(&self.filter_subject)?;
         }
+        if self.reader_lease < super::lease::MIN_LEASE {
+            return invalid(format!(
+                "the reader lease ({:?}) must be at least {:?}",
+                self.reader_lease,
+                super::lease::MIN_LEASE
+            ));
+        }
         if let Some(pinned_ttl) = self.failover {
             if self.partitions.is_some() {
                 return invalid(
@@ -903,6 +980,8 @@ impl SubscriberBuilder {
 /// [`SubscriberBuilder::checked`]).
 struct Checked {
     shared: Shared,
+    /// How long the reader lease is held per take or renewal.
+    reader_lease: Duration,
     /// The inbox the handlers apply through (or `keep_order`'s).
     inbox: Option<Arc<dyn ConsumerInbox>>,
     stream_name: String,

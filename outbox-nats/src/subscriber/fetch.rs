@@ -102,12 +102,16 @@ pub(crate) async fn run(
     }
     // With failover, a process starting beside the pinned one must not take
     // its messages for a crashed one's: the guard runs when this process is
-    // pinned (at its first message with a new pin id), not at start.
-    if shared.failover.is_none() {
+    // pinned (at its first message with a new pin id), not at start. Under
+    // the reader lease, this process is the durable's one reader from now
+    // on, pinned or not: the guard runs at the start of each session.
+    let leased = shared.gate.is_leased();
+    if shared.failover.is_none() || leased {
         restart::expect_outstanding(&shared, &consumer, &lanes, OUTSTANDING_PATIENCE).await;
     }
-    // With failover: hand back what a pinned process that is gone held.
-    let mut orphans = shared.failover.map(|pinned_ttl| {
+    // With failover: hand back what a pinned process that is gone held
+    // (under the lease, its successor's restart guard does).
+    let mut orphans = shared.failover.filter(|_| !leased).map(|pinned_ttl| {
         let mut every = tokio::time::interval(failover::pull_expiry(pinned_ttl));
         every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         every
@@ -133,6 +137,19 @@ pub(crate) async fn run(
     tracing::info!(consumer = %shared.consumer, %pull, stream = %shared.stream, "subscriber started");
     let result = loop {
         let Some(stream) = messages.as_mut() else {
+            if !shared.gate.holds() {
+                // The lease ran out by this process's clock (the database
+                // is away): pull nothing, keep what is held alive, until it
+                // is renewed or lost.
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break Ok(()),
+                    _ = progress.tick() => keep_alive(&shared, &lanes).await,
+                    _ = sweep.tick() => lanes.sweep(),
+                    () = shared.gate.held() => pull_failed = true,
+                }
+                continue;
+            }
             match open(&consumer, &shared).await {
                 Ok(stream) => {
                     messages = Some(stream);
@@ -156,8 +173,16 @@ pub(crate) async fn run(
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             () = tick(&mut orphans) => handover::hand_back_orphans(&shared, &consumer).await,
             _ = looks.tick() => {
-                if silence.stalled(&shared, &consumer).await {
-                    messages = None;
+                if silence.stalled(&shared, &consumer).await
+                    && let Some(stream) = messages.take()
+                {
+                    hand_back_buffered(&shared, stream).await;
+                }
+            }
+            () = shared.gate.expired() => {
+                tracing::warn!(consumer = %shared.consumer, "the reader lease ran out before it could be renewed: no handler starts and nothing is pulled until it is");
+                if let Some(stream) = messages.take() {
+                    hand_back_buffered(&shared, stream).await;
                 }
             }
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
@@ -170,10 +195,13 @@ pub(crate) async fn run(
                     silence.heard();
                     let connects_now = connects(&client);
                     let failed = std::mem::take(&mut pull_failed);
-                    let took_over = shared.failover.is_some() && shared.pin().taken_over(&message);
-                    if took_over {
+                    let pinned = shared.failover.is_some() && shared.pin().taken_over(&message);
+                    if pinned {
                         tracing::info!(consumer = %shared.consumer, %pull, "pinned: this process receives the durable's messages now (failover)");
                     }
+                    // Under the lease a new pin is no takeover: no other
+                    // process read meanwhile (a leader change clears the pin).
+                    let took_over = pinned && !leased;
                     // A takeover is a restart for the messages the previous
                     // pinned process held: everything delivered past what this
                     // process received is waited for unless applied, and what
@@ -257,6 +285,19 @@ async fn open(consumer: &PullConsumer, shared: &Shared) -> Result<Stream, Stream
                 .expires(failover::pull_expiry(pinned_ttl))
                 .messages()
                 .await
+        }
+        // Under the lease, pulls short enough that those of a process whose
+        // lease ran out end soon after it stops pulling; without an idle
+        // heartbeat (as with failover): the answer to each expired pull
+        // shows the server alive, and a heartbeat late under load would
+        // count as a failed pull.
+        None if shared.gate.is_leased() => {
+            let expires = shared
+                .lease
+                .as_ref()
+                .map_or(PULL_EXPIRES, |lease| lease.duration / 2)
+                .clamp(Duration::from_secs(1), PULL_EXPIRES);
+            pulls.expires(expires).messages().await
         }
         None => {
             pulls
@@ -368,15 +409,8 @@ fn aggregate_of(message: &jetstream::Message, stream_sequence: u64) -> LaneKey {
 /// then abandon the rest.
 async fn drain(shared: &Shared, stop: &Stop, workers: &mut JoinSet<()>, messages: Option<Stream>) {
     stop.draining.cancel();
-    if let Some(mut stream) = messages {
-        while let Some(Some(Ok(message))) = stream.next().now_or_never() {
-            let incoming = Incoming {
-                message,
-                deliveries: 0,
-                stream_sequence: 0,
-            };
-            settle::abandon(shared, &incoming, UNKNOWN_EVENT).await;
-        }
+    if let Some(stream) = messages {
+        hand_back_buffered(shared, stream).await;
     }
     if tokio::time::timeout(shared.shutdown_timeout, join_all(workers))
         .await
@@ -396,6 +430,19 @@ async fn drain(shared: &Shared, stop: &Stop, workers: &mut JoinSet<()>, messages
         }
     }
     shared.report_in_flight();
+}
+
+/// Hands back (naks) what the client buffered of `stream` and drops it:
+/// its pull requests end.
+async fn hand_back_buffered(shared: &Shared, mut stream: Stream) {
+    while let Some(Some(Ok(message))) = stream.next().now_or_never() {
+        let incoming = Incoming {
+            message,
+            deliveries: 0,
+            stream_sequence: 0,
+        };
+        settle::abandon(shared, &incoming, UNKNOWN_EVENT).await;
+    }
 }
 
 async fn join_all(workers: &mut JoinSet<()>) {

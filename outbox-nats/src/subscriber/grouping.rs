@@ -216,7 +216,7 @@ async fn apply_alone(groups: &Groups, key: LaneKey, job: Queued<Incoming>) {
     let mut progress = interval_at(Instant::now() + period, period);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // Out of its lane while it waits for a slot: kept alive here.
-    let acquiring = Arc::clone(&shared.permits).acquire_owned();
+    let acquiring = shared.slot();
     tokio::pin!(acquiring);
     let slot = loop {
         tokio::select! {

@@ -1,5 +1,9 @@
 //! Failover: the messages of a pinned process that is gone, handed back.
 //!
+//! Without the reader lease only (an inbox that keeps none, see `lease`):
+//! under the lease the standbys do not pull, and the next holder's
+//! restart guard hands back what the previous one held.
+//!
 //! The server moves the pin only when it delivers a message: after the pin
 //! timeout it unpins the silent process and pins the next one whose pull
 //! meets a deliverable message. A pinned process that died mid-burst held

@@ -96,6 +96,12 @@ pub struct SubscriberHealth {
     /// still ready: taking it out of a load balancer would not bring its
     /// database back.
     pub paused: Option<String>,
+    /// With the reader lease (a subscriber that keeps order, see
+    /// [`reader_lease`](super::SubscriberBuilder::reader_lease)): whether
+    /// this process holds it and reads (`true`) or stands by (`false`,
+    /// also while a lease it holds ran out because the database is away);
+    /// `None` without a lease. A standby is ready.
+    pub lease_held: Option<bool>,
     /// Why it is not ready, one line each.
     pub problems: Vec<String>,
 }
@@ -180,6 +186,15 @@ impl SubscriberProbe {
         self.shared.holds.as_ref().map(|holds| holds.count())
     }
 
+    /// With the reader lease: whether this process holds it (no I/O; see
+    /// [`SubscriberHealth::lease_held`]).
+    pub fn lease_held(&self) -> Option<bool> {
+        self.shared
+            .gate
+            .is_leased()
+            .then(|| self.is_running() && self.shared.gate.holds())
+    }
+
     /// Checks the subscriber: the in-memory state, and each consumer's info
     /// from the server, asked at once and waited for at most `timeout`
     /// (keep it under the orchestrator's probe timeout). While the client
@@ -248,6 +263,7 @@ impl SubscriberProbe {
                 .pause
                 .paused()
                 .map(|(since, reason)| format!("paused for {} s: {reason}", since.as_secs())),
+            lease_held: self.lease_held(),
             problems,
         }
     }

@@ -93,6 +93,15 @@
 //! [`SubscriberHealth::paused`] and the `outbox_consumer_paused` gauge; it
 //! does not make the subscriber unready.
 //!
+//! Under the [reader lease](SubscriberBuilder::reader_lease) an outage
+//! also stops its renewals: once the lease ran out by this process's
+//! reckoning (nine tenths of it after the last renewal was sent), the
+//! subscriber pulls nothing either, and hands back what the client
+//! buffered. When the database answers, the holder renews the lease (the
+//! standbys could not take it meanwhile: they could not reach the database
+//! either) and goes on where it was; should another process have taken
+//! it, this one hands back what it holds and stands by.
+//!
 //! # Order and concurrency
 //!
 //! The subscriber reads every message the server sends as soon as it
@@ -134,7 +143,11 @@
 //! - messages JetStream delivered to another process bound to the same
 //!   durable are not waited for (they are the ones a lane gives up on), so
 //!   across processes one aggregate's messages may run in parallel or out
-//!   of order. Where that matters, run one process per durable, or give
+//!   of order. A subscriber with an inbox keeps a second process from
+//!   reading beside the first: `build` refuses one that starts while
+//!   another reads ([`SubscriberBuildError::DurableInUse`]), and the
+//!   [reader lease](SubscriberBuilder::reader_lease) makes one that got
+//!   past that check stand by. Without an inbox, run one process per durable, or give
 //!   each process its own filter subject, or split the stream into
 //!   partitions by aggregate and give each process its own
 //!   ([`partitions`](SubscriberBuilder::partitions));
@@ -218,6 +231,7 @@ mod hold;
 mod holding;
 mod in_process;
 mod inbox_batches;
+mod lease;
 pub mod metrics;
 mod ordering;
 mod partitioned;
@@ -364,31 +378,11 @@ impl Subscriber {
             .shared
             .pause
             .watch(self.shared.inbox.clone(), stop.clone());
-        let mut loops: futures::stream::FuturesUnordered<_> = self
-            .consumers
-            .into_iter()
-            .enumerate()
-            .map(|(index, consumer)| {
-                // One task applies released holds for all of them.
-                let watch_holds = index == 0;
-                fetch::run(
-                    Arc::clone(&self.shared),
-                    consumer,
-                    stop.clone(),
-                    watch_holds,
-                )
-            })
-            .collect();
         let reading = async {
-            let mut result = Ok(());
-            while let Some(ended) = futures::StreamExt::next(&mut loops).await {
-                if let Err(err) = ended
-                    && result.is_ok()
-                {
-                    stop.cancel();
-                    result = Err(err);
-                }
-            }
+            let result = lease::read_under_lease(&self.shared, &self.consumers, &stop, |session| {
+                read(Arc::clone(&self.shared), self.consumers.clone(), session)
+            })
+            .await;
             stop.cancel(); // ends the cleanup
             result
         };
@@ -407,6 +401,35 @@ impl Subscriber {
             task: Some(task),
         }
     }
+}
+
+/// Reads `consumers` until `stop` is cancelled, one fetch loop each;
+/// should one consumer be deleted, the others shut down in order and the
+/// error is returned.
+async fn read(
+    shared: Arc<Shared>,
+    consumers: Vec<PullConsumer>,
+    stop: CancellationToken,
+) -> Result<(), SubscriberError> {
+    let mut loops: futures::stream::FuturesUnordered<_> = consumers
+        .into_iter()
+        .enumerate()
+        .map(|(index, consumer)| {
+            // One task applies released holds for all of them.
+            let watch_holds = index == 0;
+            fetch::run(Arc::clone(&shared), consumer, stop.clone(), watch_holds)
+        })
+        .collect();
+    let mut result = Ok(());
+    while let Some(ended) = futures::StreamExt::next(&mut loops).await {
+        if let Err(err) = ended
+            && result.is_ok()
+        {
+            stop.cancel();
+            result = Err(err);
+        }
+    }
+    result
 }
 
 /// A [`Subscriber`] running on its own task. Dropping it starts a graceful

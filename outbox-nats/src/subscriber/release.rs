@@ -99,6 +99,9 @@ pub(crate) async fn watch(shared: Arc<Shared>, holds: Arc<Holds>, stop: Cancella
             () = stop.cancelled() => return,
             _ = every.tick() => {}
         }
+        if shared.pause.is_paused() {
+            continue; // the store is away; the pause's probe watches it
+        }
         if let Err(err) = apply_releases(&shared, &holds, &stop).await {
             tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&*err), "reading held aggregates");
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use std::sync::{Arc, Mutex};
-use tokio::sync::Semaphore;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use txoutbox_core::EventRegistry;
 use txoutbox_core::HandlerError;
 use txoutbox_core::cleanup::Cleanup;
@@ -17,6 +17,7 @@ use super::dead_lettering::DeadLetterPolicy;
 use super::handler::Handlers;
 use super::hold::Holds;
 use super::inbox_batches::InboxBatches;
+use super::lease::{Gate, Lease};
 use super::pause::Pause;
 
 /// The settings and handles of one subscriber.
@@ -74,9 +75,29 @@ pub(crate) struct Shared {
     pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
     /// Paused while the inbox's database is away.
     pub(crate) pause: Pause,
+    /// The reader lease, for a subscriber that keeps order on an inbox
+    /// that keeps leases (see `lease`).
+    pub(crate) lease: Option<Lease>,
+    /// Whether handlers may start: while the lease is held, or always
+    /// without one.
+    pub(crate) gate: Gate,
 }
 
 impl Shared {
+    /// A handler slot (`max_in_flight`) to start a handler in, once the
+    /// [`Gate`] lets handlers start: checked again after the slot is
+    /// taken, so a process that lost its lease (or woke from a freeze past
+    /// it) starts nothing. Fails only if the semaphore is closed (never).
+    pub(crate) async fn slot(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
+        loop {
+            self.gate.held().await;
+            let slot = Arc::clone(&self.permits).acquire_owned().await?;
+            if self.gate.holds() {
+                return Ok(slot);
+            }
+        }
+    }
+
     /// Whose fault a handler's error is: the handler's own, a conflict, or
     /// an outage (said by the handler, or told by its inbox).
     pub(crate) fn cause_of(&self, error: &HandlerError) -> FailureCause {

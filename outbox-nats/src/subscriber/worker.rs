@@ -187,7 +187,7 @@ async fn next_job(
             continue;
         }
         let slot = tokio::select! {
-            slot = Arc::clone(&shared.permits).acquire_owned() => slot,
+            slot = shared.slot() => slot,
             () = stop.draining.cancelled() => continue,
         };
         let Ok(slot) = slot else {

@@ -166,13 +166,15 @@ impl<H> BatchThroughInbox<H> {
         E: Send + 'static,
         H: InboxBatchHandler<E>,
     {
+        let id = delivery.message_id();
         let Some(mut uow) = self.inbox.open(&delivery).await? else {
             return Ok(Processed::Duplicate);
         };
-        self.handler
+        let handled = self
+            .handler
             .handle_batch(vec![Batched { event, delivery }], &mut uow)
-            .await?;
-        self.inbox.close(uow).await
+            .await;
+        self.inbox.close(uow, id, handled).await
     }
 }
 

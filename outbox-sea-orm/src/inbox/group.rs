@@ -1,18 +1,20 @@
 //! [`GroupTransaction`]: the transaction in which a subscriber applies a
 //! group of messages through an [`Inbox`]: their inbox rows (one multi-row
 //! statement), each handler's effects in a unit of work of its own message's
-//! context, one commit.
+//! context, one commit, once the transaction found its inbox rows still
+//! there (see [`commit`](super::commit)).
 
 use std::any::Any;
 use std::collections::HashSet;
 
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, TransactionTrait};
+use sea_orm::{DatabaseTransaction, TransactionTrait};
 use txoutbox_core::consumer::{GroupEntry, GroupFuture, InboxGroup};
 use txoutbox_core::{Delivery, HandlerError, MessageId, OutboxMessage};
 
 use super::batch::{Batched, InboxBatchHandler};
 use super::handler::InboxHandler;
-use super::{Inbox, sql};
+use super::{Inbox, commit, sql};
+use crate::autocommit;
 use crate::error::OutboxError;
 use crate::unit_of_work::UnitOfWork;
 
@@ -22,6 +24,9 @@ pub(super) struct GroupTransaction {
     inbox: Inbox,
     /// `None` once a handler took it away (see [`OutboxError::GroupTransactionLost`]).
     txn: Option<DatabaseTransaction>,
+    /// The inbox rows [`record`](InboxGroup::record) inserted, checked
+    /// before the commit.
+    recorded: Vec<MessageId>,
     /// The messages the handlers recorded, to announce after the commit.
     written: Vec<OutboxMessage>,
     /// Handlers applied.
@@ -32,12 +37,22 @@ impl GroupTransaction {
     /// Begins the group's transaction.
     pub(super) async fn begin(inbox: Inbox) -> Result<Self, OutboxError> {
         let txn = inbox.outbox.db().begin().await?;
-        if let Some(limit) = inbox.idle_limit() {
-            sql::limit_idle(&txn, limit).await?;
+        let prepared = async {
+            autocommit::turn_off(&txn).await?;
+            match inbox.idle_limit() {
+                Some(limit) => sql::limit_idle(&txn, limit).await,
+                None => Ok(()),
+            }
+        }
+        .await;
+        if let Err(err) = prepared {
+            commit::discard(txn).await;
+            return Err(err.into());
         }
         Ok(Self {
             inbox,
             txn: Some(txn),
+            recorded: Vec::new(),
             written: Vec::new(),
             applied: 0,
         })
@@ -105,19 +120,36 @@ impl GroupTransaction {
     }
 
     /// Takes the transaction back from `uow`, writing the events it
-    /// recorded, after its handler `handled` `messages` messages.
+    /// recorded, after its handler `handled` `messages` messages. A unit
+    /// that [saw a retryable failure](UnitOfWork::saw_retryable_failure)
+    /// fails the group, even if its handler returned `Ok`
+    /// ([`OutboxError::RetryableFailureSwallowed`]).
     async fn take_back(
         &mut self,
         uow: UnitOfWork,
         handled: Result<(), HandlerError>,
         messages: u64,
     ) -> Result<(), HandlerError> {
+        let swallowed = uow.saw_retryable_failure();
         let (txn, written) = uow.give_back().await;
         self.txn = txn;
         handled?;
+        if swallowed {
+            return Err(OutboxError::RetryableFailureSwallowed.into());
+        }
         self.written.extend(written?);
         self.applied += messages;
         Ok(())
+    }
+}
+
+/// A group dropped before its commit (a handler failed, the subscriber
+/// stopped) is rolled back.
+impl Drop for GroupTransaction {
+    fn drop(&mut self) {
+        if let Some(txn) = self.txn.take() {
+            autocommit::end_later(txn);
+        }
     }
 }
 
@@ -144,31 +176,18 @@ impl InboxGroup for GroupTransaction {
                 tracing::debug!(consumer = %self.inbox.consumer, duplicates, "inbox group: duplicates, their handlers skipped");
                 self.inbox.count_many("duplicate", duplicates as u64);
             }
+            self.recorded.extend(new.iter().copied());
             Ok(new)
         })
     }
 
-    fn commit(self: Box<Self>) -> GroupFuture<'static, ()> {
+    fn commit(mut self: Box<Self>) -> GroupFuture<'static, ()> {
         Box::pin(async move {
-            let Self {
-                inbox,
-                txn,
-                written,
-                applied,
-            } = *self;
-            let txn = txn.ok_or(OutboxError::GroupTransactionLost)?;
-            if txn.get_database_backend() == DbBackend::Postgres {
-                // PostgreSQL turns COMMIT of a transaction aborted by a
-                // failed statement (one a handler swallowed) into a silent
-                // ROLLBACK: probe it, so such a group is never reported
-                // committed.
-                txn.execute_unprepared("SELECT 1")
-                    .await
-                    .map_err(OutboxError::from)?;
-            }
-            txn.commit().await.map_err(OutboxError::from)?;
-            inbox.count_many("applied", applied);
-            inbox.outbox.committed_elsewhere(written).await;
+            let txn = self.txn.take().ok_or(OutboxError::GroupTransactionLost)?;
+            commit::commit(&self.inbox, txn, &self.recorded).await?;
+            self.inbox.count_many("applied", self.applied);
+            let written = std::mem::take(&mut self.written);
+            self.inbox.outbox.committed_elsewhere(written).await;
             Ok(())
         })
     }

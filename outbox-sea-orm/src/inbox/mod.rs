@@ -17,16 +17,19 @@
 //! being `applied` or `duplicate`.
 
 mod batch;
+mod commit;
 mod group;
 mod handler;
 mod held;
 mod held_sql;
+mod lease_sql;
 mod probe;
 mod sql;
 mod subscriber;
 
 pub use batch::{BatchThroughInbox, Batched, FnBatchHandler, InboxBatchFn, InboxBatchHandler};
 pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub(crate) use probe::writable;
 pub use subscriber::ThroughInbox;
 
 use std::collections::HashSet;
@@ -36,10 +39,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sea_orm::{DbErr, SqlErr};
+use sea_orm::{DbErr, SqlErr, TransactionTrait};
 use txoutbox_core::consumer::{AppliedFuture, AppliedMessages};
 use txoutbox_core::{Delivery, HandlerError, MessageId};
 
+use crate::autocommit;
 use crate::error::OutboxError;
 use crate::outbox::Outbox;
 use crate::unit_of_work::UnitOfWork;
@@ -103,6 +107,10 @@ pub struct Inbox {
     /// (0: no bound); shared by the clones handlers hold (see
     /// `ConsumerInbox::limit_idle_transactions`).
     idle_limit: Arc<AtomicU64>,
+    /// The reader leases this inbox's subscriber holds, as its last take
+    /// or renewal found them; shared by the clones handlers hold. An inbox
+    /// transaction commits only if they still hold (see `lease_sql::fenced`).
+    fences: Arc<std::sync::Mutex<Vec<lease_sql::Fence>>>,
 }
 
 impl Inbox {
@@ -120,6 +128,7 @@ impl Inbox {
             outbox: outbox.clone(),
             consumer: consumer.into(),
             idle_limit: Arc::new(AtomicU64::new(0)),
+            fences: Arc::default(),
         })
     }
 
@@ -134,8 +143,8 @@ impl Inbox {
         &self.outbox
     }
 
-    /// Checks that the inbox table and its held-messages table
-    /// (`<inbox>_held`) exist with every column the inbox reads: a missing
+    /// Checks that the inbox table, its held-messages table
+    /// (`<inbox>_held`) and its reader-lease table (`<inbox>_lease`) exist with every column the inbox reads: a missing
     /// one is [`OutboxError::MissingSchema`], naming the migration to run
     /// (`outbox migrate`, `OutboxMigrator::up`); another error means the
     /// database could not answer. For a consumer's start, so a missing
@@ -157,15 +166,58 @@ impl Inbox {
     /// # Ok(()) }
     /// ```
     pub async fn check_table(&self) -> Result<(), OutboxError> {
-        use crate::schema_check::{HELD, INBOX, check};
+        use crate::schema_check::{HELD, INBOX, LEASE, check};
         let inbox = self.outbox.config().inbox_table();
         let db = self.outbox.db();
         check(db, inbox.as_str(), inbox, &INBOX).await?;
-        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await
+        check(db, &crate::schema::held_table(inbox), inbox, &HELD).await?;
+        check(db, &crate::schema::lease_table(inbox), inbox, &LEASE).await
     }
 
     fn table(&self) -> &str {
         self.outbox.config().inbox_table().as_str()
+    }
+
+    /// The reader leases to check before a commit (see `fences`).
+    fn fences(&self) -> Vec<lease_sql::Fence> {
+        self.fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Fails with [`OutboxError::ReaderLeaseLost`] unless `fences` all
+    /// still hold, read in the transaction `db` about to commit.
+    async fn check_fences(
+        &self,
+        db: &impl sea_orm::ConnectionTrait,
+        fences: &[lease_sql::Fence],
+    ) -> Result<(), OutboxError> {
+        let table = crate::schema::lease_table(self.outbox.config().inbox_table());
+        if lease_sql::fenced(db, &table, fences).await? {
+            return Ok(());
+        }
+        tracing::warn!(consumer = %self.consumer, "the reader lease passed to another process: this transaction does not commit");
+        Err(OutboxError::ReaderLeaseLost {
+            consumer: self.consumer.to_string(),
+        })
+    }
+
+    /// Remembers the token of the reader lease `name` that `holder` took
+    /// (`None`: it gave the lease up): a fence to check before each commit.
+    fn remember_lease(&self, name: &str, holder: &str, token: Option<u64>) {
+        let mut fences = self
+            .fences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        fences.retain(|fence| fence.name != name);
+        if let Some(token) = token {
+            fences.push(lease_sql::Fence {
+                name: name.to_owned(),
+                holder: holder.to_owned(),
+                token: i64::try_from(token).unwrap_or(i64::MAX),
+            });
+        }
     }
 
     /// How long a transaction of this inbox may sit idle, if bounded.
@@ -191,11 +243,18 @@ impl Inbox {
     ///    [`Processed::Duplicate`] without running `handler` (a concurrent
     ///    transaction holding the same row is waited for first);
     /// 3. runs `handler` with the unit of work;
-    /// 4. commits: the handler's writes, the events it queued and the inbox
-    ///    row, together.
+    /// 4. checks, in the transaction, that the inbox row is still there
+    ///    (a database that ended the transaction under a handler which
+    ///    went on, a swallowed deadlock on MySQL/MariaDB, took it away),
+    ///    and commits: the handler's writes, the events it queued and the
+    ///    inbox row, together.
     ///
-    /// A handler error, or any database error, rolls everything back and is
-    /// returned, so the message is redelivered and tried again.
+    /// A handler error, any database error, a missing inbox row
+    /// ([`OutboxError::InboxRowsMissing`]) or a unit of work that
+    /// [saw a retryable failure](UnitOfWork::saw_retryable_failure) though
+    /// its handler returned `Ok` ([`OutboxError::RetryableFailureSwallowed`])
+    /// rolls everything back and is returned, so the message is
+    /// redelivered and tried again.
     pub async fn process<E, F>(
         &self,
         event: E,
@@ -205,11 +264,12 @@ impl Inbox {
     where
         F: for<'a> FnOnce(E, Delivery, &'a mut UnitOfWork) -> InboxFuture<'a>,
     {
+        let id = delivery.message_id();
         let Some(mut uow) = self.open(&delivery).await? else {
             return Ok(Processed::Duplicate);
         };
-        handler(event, delivery, &mut uow).await?;
-        self.close(uow).await
+        let handled = handler(event, delivery, &mut uow).await;
+        self.close(uow, id, handled).await
     }
 
     /// [`process`](Inbox::process) with an [`InboxHandler`].
@@ -219,44 +279,75 @@ impl Inbox {
         delivery: Delivery,
         handler: &H,
     ) -> Result<Processed, HandlerError> {
+        let id = delivery.message_id();
         let Some(mut uow) = self.open(&delivery).await? else {
             return Ok(Processed::Duplicate);
         };
-        handler.handle(event, delivery, &mut uow).await?;
-        self.close(uow).await
+        let handled = handler.handle(event, delivery, &mut uow).await;
+        self.close(uow, id, handled).await
     }
 
-    /// Begins the message's unit of work and records the inbox row in it;
-    /// `None` for a duplicate.
+    /// Begins the message's inbox transaction, records the inbox row in it
+    /// and lends it to a unit of work stamped with the message's caused
+    /// context; `None` for a duplicate.
     async fn open(&self, delivery: &Delivery) -> Result<Option<UnitOfWork>, HandlerError> {
         let id = delivery.message_id();
-        let mut uow = self.outbox.begin_with(delivery.caused_context());
-        let recorded = sql::insert(
-            uow.connection().await?,
-            self.table(),
-            &self.consumer,
-            id,
-            delivery.event_name(),
-            self.idle_limit(),
-        )
+        let txn = self.outbox.db().begin().await.map_err(OutboxError::from)?;
+        let recorded = async {
+            autocommit::turn_off(&txn).await?;
+            sql::insert(
+                &txn,
+                self.table(),
+                &self.consumer,
+                id,
+                delivery.event_name(),
+                self.idle_limit(),
+            )
+            .await
+        }
         .await;
         match recorded {
-            Ok(()) => Ok(Some(uow)),
+            Ok(()) => Ok(Some(
+                self.outbox.begin_within(delivery.caused_context(), txn),
+            )),
             Err(err) if is_unique_violation(&err) => {
-                // Discard the transaction (PostgreSQL aborted it anyway).
-                drop(uow);
+                commit::discard(txn).await;
                 tracing::debug!(consumer = %self.consumer, message_id = %id, "inbox: duplicate, handler skipped");
                 self.count("duplicate");
                 Ok(None)
             }
-            Err(err) => Err(OutboxError::from(err).into()),
+            Err(err) => {
+                commit::discard(txn).await;
+                Err(OutboxError::from(err).into())
+            }
         }
     }
 
-    /// Commits the handler's effects with the inbox row.
-    async fn close(&self, uow: UnitOfWork) -> Result<Processed, HandlerError> {
-        uow.commit().await?;
+    /// After the handler of message `id` `handled` it: commits its effects
+    /// with the inbox row, if it succeeded and the row is still there.
+    async fn close(
+        &self,
+        uow: UnitOfWork,
+        id: MessageId,
+        handled: Result<(), HandlerError>,
+    ) -> Result<Processed, HandlerError> {
+        let swallowed = uow.saw_retryable_failure();
+        let (txn, written) = uow.give_back().await;
+        let txn = txn.ok_or(OutboxError::GroupTransactionLost)?;
+        let outcome = handled.and_then(|()| match written {
+            Ok(_) if swallowed => Err(OutboxError::RetryableFailureSwallowed.into()),
+            written => written.map_err(HandlerError::from),
+        });
+        let written = match outcome {
+            Ok(written) => written,
+            Err(err) => {
+                commit::discard(txn).await;
+                return Err(err);
+            }
+        };
+        commit::commit(self, txn, &[id]).await?;
         self.count("applied");
+        self.outbox.committed_elsewhere(written).await;
         Ok(Processed::Applied)
     }
 

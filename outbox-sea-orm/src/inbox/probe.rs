@@ -11,7 +11,7 @@ use crate::dialect::{Dialect, Sql};
 /// One statement: `Ok` when the database answers and is not a read-only
 /// replica (PostgreSQL in recovery, MySQL/MariaDB with `read_only` set);
 /// [`ReadOnly`] when it answers and takes no writes.
-pub(super) async fn writable(
+pub(crate) async fn writable(
     db: &impl ConnectionTrait,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
     let dialect = Dialect::of(db.get_database_backend());

@@ -7,14 +7,16 @@ use std::time::Duration;
 use sea_orm::DbErr;
 use txoutbox_core::consumer::{
     ConsumerInbox, FailureCause, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture,
-    HeldFuture, InboxGroup,
+    HeldFuture, InboxGroup, ReaderLease,
 };
 use txoutbox_core::{Delivery, HandlerError};
 
 use super::group::GroupTransaction;
 use super::handler::InboxHandler;
+use super::lease_sql;
 use super::{Inbox, Processed};
 use crate::error::OutboxError;
+use crate::schema::lease_table;
 
 /// A subscriber handler that applies `H`'s effects through an inbox, in
 /// one transaction with the inbox row: made by [`Inbox::handler`] (and its
@@ -175,7 +177,7 @@ where
 }
 
 /// What a typed subscriber needs of its inbox: the applied messages, the
-/// held aggregates, the schema check, the cleanup.
+/// held aggregates, the schema check, the cleanup, the reader lease.
 impl ConsumerInbox for Inbox {
     fn consumer(&self) -> &str {
         Inbox::consumer(self)
@@ -203,6 +205,35 @@ impl ConsumerInbox for Inbox {
         self.limit_idle(limit);
     }
 
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        duration: Duration,
+    ) -> Option<HeldFuture<ReaderLease>> {
+        let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
+        Some(Box::pin(async move {
+            let table = lease_table(inbox.outbox().config().inbox_table());
+            let found =
+                lease_sql::take(inbox.outbox().db(), &table, &name, &holder, duration).await?;
+            // Another's: the fence keeps this process's last token, so
+            // what it still runs does not commit.
+            if let ReaderLease::Ours { token } = found {
+                inbox.remember_lease(&name, &holder, Some(token));
+            }
+            Ok(found)
+        }))
+    }
+
+    fn end_lease(&self, name: &str, holder: &str) -> HeldFuture<()> {
+        let (inbox, name, holder) = (self.clone(), name.to_owned(), holder.to_owned());
+        Box::pin(async move {
+            inbox.remember_lease(&name, &holder, None);
+            let table = lease_table(inbox.outbox().config().inbox_table());
+            Ok(lease_sql::end(inbox.outbox().db(), &table, &name, &holder).await?)
+        })
+    }
+
     fn cause_of(&self, error: &(dyn std::error::Error + 'static)) -> FailureCause {
         cause_of(error)
     }
@@ -226,7 +257,11 @@ fn cause_of(error: &(dyn std::error::Error + 'static)) -> FailureCause {
         if unavailable {
             return FailureCause::Unavailable;
         }
-        let conflict = outbox.is_some_and(OutboxError::is_retryable)
+        // A lost reader lease is not the message's fault either: the
+        // subscriber hands what it holds back to the new reader.
+        let lease_lost = matches!(outbox, Some(OutboxError::ReaderLeaseLost { .. }));
+        let conflict = lease_lost
+            || outbox.is_some_and(OutboxError::is_retryable)
             || err
                 .downcast_ref::<DbErr>()
                 .is_some_and(crate::contention::is_contention);

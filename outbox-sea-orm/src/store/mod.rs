@@ -269,6 +269,14 @@ impl OutboxStore for SeaOrmOutboxStore {
         maintenance::stats(self).await
     }
 
+    /// One statement: the database answers and is not a read-only replica
+    /// (the inbox's probe).
+    async fn probe(&self) -> Result<(), StoreError> {
+        crate::inbox::writable(&self.db)
+            .await
+            .map_err(|err| StoreError::new("probing the database", err))
+    }
+
     /// The table and every column the store reads, from all the
     /// migrations (see [`OutboxMigrator`](crate::migration)); a missing one
     /// is named with the migration that adds it.

@@ -16,7 +16,12 @@ fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
     LeaseOutcome::new(applied, (asked as u64).saturating_sub(applied))
 }
 
-/// One statement for the whole batch.
+/// One statement for the whole batch. Fenced like the other settlements,
+/// with one difference: a pending row no lease holds (its claim was lost in
+/// a database crash, committed asynchronously; or the processor that took
+/// it over after the lease ran out gave it back) is completed too: the
+/// broker acknowledged it, and nobody else is publishing it. A row another
+/// processor holds stays untouched (stale).
 pub(super) async fn complete(
     store: &SeaOrmOutboxStore,
     token: LeaseToken,
@@ -31,8 +36,12 @@ pub(super) async fn complete(
     let mut sql = Sql::new(dialect);
     match store.config.retention() {
         Retention::Delete => {
-            sql.push(&format!("DELETE FROM {table} WHERE lease_token = "));
-            sql.bind(*token.as_uuid()).push(" AND ").bind_ids("id", ids);
+            sql.push(&format!(
+                "DELETE FROM {table} WHERE status = 0 AND (lease_token IS NULL OR lease_token = "
+            ));
+            sql.bind(*token.as_uuid())
+                .push(") AND ")
+                .bind_ids("id", ids);
         }
         Retention::KeepPublished if dialect == Dialect::Postgres => {
             mark_published_pg(&mut sql, &table, token, published);
@@ -51,8 +60,10 @@ pub(super) async fn complete(
                 }
                 sql.push(" END");
             }
-            sql.push(" WHERE status = 0 AND lease_token = ");
-            sql.bind(*token.as_uuid()).push(" AND ").bind_ids("id", ids);
+            sql.push(" WHERE status = 0 AND (lease_token IS NULL OR lease_token = ");
+            sql.bind(*token.as_uuid())
+                .push(") AND ")
+                .bind_ids("id", ids);
         }
     }
     let result = store
@@ -87,7 +98,7 @@ fn mark_published_pg(sql: &mut Sql, table: &str, token: LeaseToken, published: &
         "UPDATE {table} AS m SET status = 1, published_at = now(), lease_token = NULL, \
          lease_expires_at = NULL, stream_sequence = nullif(p.stream_sequence, -1) \
          FROM unnest({ids}, {sequences}) AS p(id, stream_sequence), {ASYNC_COMMIT} \
-         WHERE m.id = p.id AND m.status = 0 AND m.lease_token = {token}"
+         WHERE m.id = p.id AND m.status = 0 AND (m.lease_token IS NULL OR m.lease_token = {token})"
     ));
 }
 

@@ -68,6 +68,11 @@ pub struct UnitOfWork {
     /// One of its calls failed with a retryable error (see
     /// [`saw_retryable_failure`](UnitOfWork::saw_retryable_failure)).
     retryable_failure: bool,
+    /// Its transaction is an inbox's, lent to it (see
+    /// [`within`](Self::within)): if the unit is dropped with it (a
+    /// handler panicked, or replaced the unit), it is rolled back as an
+    /// inbox transaction ends.
+    lent: bool,
 }
 
 impl std::fmt::Debug for UnitOfWork {
@@ -91,11 +96,12 @@ impl UnitOfWork {
             pending: Vec::new(),
             messages: Vec::new(),
             retryable_failure: false,
+            lent: false,
         }
     }
 
-    /// A unit inside `txn`, a transaction opened elsewhere (an inbox's group
-    /// transaction, shared by several messages' units one after another):
+    /// A unit inside `txn`, an inbox's transaction (one message's, or a
+    /// group's shared by several messages' units one after another):
     /// its statements run in `txn` at once and its messages carry
     /// `context`. It cannot commit (its handler gets it as `&mut`);
     /// [`give_back`](Self::give_back) writes its messages into `txn` and
@@ -107,6 +113,7 @@ impl UnitOfWork {
     ) -> Self {
         let mut unit = Self::new(shared, context);
         unit.txn = Some(txn);
+        unit.lent = true;
         unit
     }
 
@@ -369,10 +376,23 @@ impl UnitOfWork {
     }
 
     /// Rolls everything back (dropping the unit of work does the same).
-    pub async fn rollback(self) -> Result<(), OutboxError> {
-        match self.txn {
+    pub async fn rollback(mut self) -> Result<(), OutboxError> {
+        match self.txn.take() {
             Some(txn) => Ok(txn.rollback().await?),
             None => Ok(()),
+        }
+    }
+}
+
+/// A unit dropped with an inbox's transaction (a handler panicked, or
+/// replaced its unit) rolls it back as an inbox transaction ends; any
+/// other unit's transaction rolls back as it drops.
+impl Drop for UnitOfWork {
+    fn drop(&mut self) {
+        if self.lent
+            && let Some(txn) = self.txn.take()
+        {
+            crate::autocommit::end_later(txn);
         }
     }
 }

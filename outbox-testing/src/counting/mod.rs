@@ -134,6 +134,9 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         timed(&self.calls.stats, self.inner.stats(), |_| 0).await
     }
+    async fn probe(&self) -> Result<(), StoreError> {
+        self.inner.probe().await
+    }
     async fn check_schema(&self) -> Result<(), StoreError> {
         self.inner.check_schema().await
     }

@@ -152,6 +152,9 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         self.inner.stats().await
     }
+    async fn probe(&self) -> Result<(), StoreError> {
+        self.inner.probe().await
+    }
     async fn check_schema(&self) -> Result<(), StoreError> {
         self.inner.check_schema().await
     }

@@ -20,17 +20,23 @@ fn outcome(asked: usize, applied: u64) -> LeaseOutcome {
 }
 
 impl Table {
-    /// Applies `change` to each of `ids` still held by `token`.
+    /// Applies `change` to each of `ids` still held by `token` (and, when
+    /// `unleased_too`, to each pending one no lease holds).
     fn settle(
         &mut self,
         token: LeaseToken,
         ids: impl ExactSizeIterator<Item = MessageId>,
+        unleased_too: bool,
         mut change: impl FnMut(&mut Row),
     ) -> LeaseOutcome {
         let asked = ids.len();
         let mut applied = 0;
         for id in ids {
-            if let Some(row) = self.rows.get_mut(&id).filter(|row| row.is_held_by(token)) {
+            let settles = |row: &&mut Row| {
+                row.is_held_by(token)
+                    || (unleased_too && row.status == Status::Pending && row.lease.is_none())
+            };
+            if let Some(row) = self.rows.get_mut(&id).filter(settles) {
                 change(row);
                 applied += 1;
             }
@@ -48,7 +54,7 @@ impl Table {
             .iter()
             .map(|p| (p.id, p.stream_sequence))
             .collect();
-        self.settle(token, published.iter().map(|p| p.id), |row| {
+        self.settle(token, published.iter().map(|p| p.id), true, |row| {
             row.status = Status::Published;
             row.settled_at = Some(now);
             row.stream_sequence = sequences.get(&row.message.id).copied().flatten();
@@ -66,7 +72,7 @@ impl Table {
         let asked = failures.len();
         let mut applied = 0;
         for failure in failures {
-            let outcome = self.settle(token, std::iter::once(failure.id), |row| {
+            let outcome = self.settle(token, std::iter::once(failure.id), false, |row| {
                 let out_of_attempts = row.attempts + 1 >= policy.max_attempts.max(1);
                 if failure.kind == FailureKind::Permanent || out_of_attempts {
                     row.status = Status::Dead;
@@ -82,7 +88,7 @@ impl Table {
     }
 
     pub(super) fn release(&mut self, token: LeaseToken, ids: &[MessageId]) -> LeaseOutcome {
-        self.settle(token, ids.iter().copied(), |row| row.lease = None)
+        self.settle(token, ids.iter().copied(), false, |row| row.lease = None)
     }
 
     pub(super) fn renew(
@@ -91,7 +97,7 @@ impl Table {
         ids: &[MessageId],
         expires_at: DateTime<Utc>,
     ) -> LeaseOutcome {
-        self.settle(token, ids.iter().copied(), |row| {
+        self.settle(token, ids.iter().copied(), false, |row| {
             row.lease = Some(RowLease { token, expires_at });
         })
     }

@@ -291,13 +291,134 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .await
             .unwrap()
             .len(),
-        5,
+        6,
         "the inbox table, the queue indexes (claim walk, dead count), the abandoned claims, \
-         the held messages, the skipped messages"
+         the held messages, the skipped messages, the reader leases"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);
     assert_eq!(process().await.unwrap(), Processed::Duplicate);
+}
+
+/// The reader lease (`ConsumerInbox::take_lease`): one holder at a time,
+/// renewed by its holder with the same token, taken by another once given
+/// up or expired by the database's clock, with a token that grows each
+/// time the holder changes; each JetStream consumer's lease its own.
+async fn the_reader_lease_has_one_holder_at_a_time(test: TestDb) {
+    use txoutbox_core::consumer::{ConsumerInbox, ReaderLease};
+    let inbox = Inbox::new(&outbox(&test), "billing").unwrap();
+    let take = |name: &str, holder: &str, lease: Duration| {
+        inbox
+            .take_lease(name, holder, lease)
+            .expect("the inbox keeps leases")
+    };
+    let long = Duration::from_secs(60);
+    let ours = |token| ReaderLease::Ours { token };
+    let theirs = |holder: &str| ReaderLease::Theirs {
+        holder: holder.to_owned(),
+    };
+    assert_eq!(take("billing", "a", long).await.unwrap(), ours(1));
+    assert_eq!(take("billing", "b", long).await.unwrap(), theirs("a"));
+    assert_eq!(
+        take("billing", "a", long).await.unwrap(),
+        ours(1),
+        "renewed"
+    );
+    assert_eq!(
+        take("billing-p1", "b", long).await.unwrap(),
+        ours(1),
+        "another consumer's"
+    );
+    inbox.end_lease("billing", "b").await.unwrap(); // not b's: nothing happens
+    assert_eq!(take("billing", "b", long).await.unwrap(), theirs("a"));
+    inbox.end_lease("billing", "a").await.unwrap();
+    assert_eq!(
+        take("billing", "b", long).await.unwrap(),
+        ours(2),
+        "given up: taken"
+    );
+    // Renewed for a short while only: it runs out by the database's clock.
+    let short = Duration::from_millis(300);
+    assert_eq!(take("billing", "b", short).await.unwrap(), ours(2));
+    assert_eq!(take("billing", "a", long).await.unwrap(), theirs("b"));
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(
+        take("billing", "a", long).await.unwrap(),
+        ours(3),
+        "expired: taken"
+    );
+    assert_eq!(take("billing", "b", long).await.unwrap(), theirs("a"));
+}
+
+/// An inbox whose subscriber took the reader lease commits only while the
+/// lease is still its own: once another process took it (this one froze
+/// past it), a transaction about to commit rolls back, in a transaction of
+/// its own and in a group alike.
+/// Applies `m` through `inbox`, its effect a row of `effects`.
+async fn apply_through(inbox: &Inbox, m: &OutboxMessage) -> Result<Processed, HandlerError> {
+    inbox
+        .process(
+            payment("o-1"),
+            Delivery::new(m.clone()),
+            |event, delivery, uow| {
+                Box::pin(async move { apply_effect(uow, &event, &delivery).await })
+            },
+        )
+        .await
+}
+
+async fn an_inbox_transaction_commits_only_while_its_reader_lease_holds(test: TestDb) {
+    use txoutbox_core::consumer::{ConsumerInbox, ReaderLease};
+    create_effects(&test).await;
+    // Two processes' inboxes.
+    let (a, b) = (
+        Inbox::new(&outbox(&test), "billing").unwrap(),
+        Inbox::new(&outbox(&test), "billing").unwrap(),
+    );
+    let take = |inbox: &Inbox, holder: &str, lease: Duration| {
+        inbox
+            .take_lease("billing", holder, lease)
+            .expect("the inbox keeps leases")
+    };
+    let (first, second) = (
+        message(&payment("o-1"), "p-1", 1),
+        message(&payment("o-1"), "p-1", 2),
+    );
+    let short = Duration::from_millis(300);
+    assert_eq!(
+        take(&a, "a", short).await.unwrap(),
+        ReaderLease::Ours { token: 1 }
+    );
+    assert_eq!(apply_through(&a, &first).await.unwrap(), Processed::Applied);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let long = Duration::from_secs(60);
+    assert_eq!(
+        take(&b, "b", long).await.unwrap(),
+        ReaderLease::Ours { token: 2 }
+    );
+    let refused = apply_through(&a, &second).await.unwrap_err();
+    assert!(refused.to_string().contains("reader lease"), "{refused}");
+    assert_eq!(effects_of(&test, &second).await, 0, "nothing committed");
+    // Asking again finds it another's: still nothing commits.
+    assert_eq!(
+        take(&a, "a", long).await.unwrap(),
+        ReaderLease::Theirs {
+            holder: "b".to_owned()
+        }
+    );
+    assert!(apply_through(&a, &second).await.is_err());
+    if let Some(begin) = ConsumerInbox::begin_group(&a) {
+        let group = begin.await.unwrap();
+        assert!(
+            group.commit().await.is_err(),
+            "a group does not commit either"
+        );
+    }
+    assert_eq!(
+        apply_through(&b, &second).await.unwrap(),
+        Processed::Applied
+    );
+    assert_eq!(effects_of(&test, &second).await, 1);
 }
 
 // ------------------------------------------------- through the subscriber
@@ -559,6 +680,8 @@ txoutbox_suite::each_backend!(
     a_message_published_twice_is_applied_once,
     a_redelivery_after_a_lost_ack_is_applied_once,
     a_crash_mid_handler_loses_nothing_and_applies_nothing_twice,
+    the_reader_lease_has_one_holder_at_a_time,
+    an_inbox_transaction_commits_only_while_its_reader_lease_holds,
 );
 
 txoutbox_suite::each_backend!(empty: the_migrator_adds_the_inbox_to_an_existing_outbox);

@@ -183,6 +183,22 @@ pub(crate) async fn cluster_setup(prefix: &str) -> (NatsCluster, Setup) {
     let cluster = NatsCluster::start(3)
         .await
         .expect("a private 3-node cluster");
+    setup_on_cluster(cluster, prefix).await
+}
+
+/// [`cluster_setup`] on a cluster of nats-server 2.14 nodes
+/// (`current_nats_server`).
+pub(crate) async fn current_cluster_setup(prefix: &str) -> (NatsCluster, Setup) {
+    let binary = txoutbox_suite::nats::current_nats_server();
+    let cluster = NatsCluster::start_with_binary(3, binary.display().to_string())
+        .await
+        .expect("a private 3-node cluster of nats-server 2.14");
+    setup_on_cluster(cluster, prefix).await
+}
+
+/// A replicated file stream on `cluster`, a fresh PostgreSQL schema and an
+/// outbox for them (see [`cluster_setup`]).
+async fn setup_on_cluster(cluster: NatsCluster, prefix: &str) -> (NatsCluster, Setup) {
     let jetstream = jetstream::new(cluster.connect().await.expect("a client of the cluster"));
     let name = format!("P_{prefix}");
     StreamSpec::new(&name, [format!("{prefix}.>")])
