@@ -5,7 +5,11 @@
 //! ```sh
 //! cargo run --release -p txoutbox-bench --example subscriber_throughput -- 20000
 //! cargo run --release -p txoutbox-bench --example subscriber_throughput -- latency  # that part only
+//! cargo run --release -p txoutbox-bench --example subscriber_throughput -- repeat 20000 10
 //! ```
+//!
+//! `repeat N RUNS` runs one shape only, RUNS times (see [`repeat`]): the
+//! inbox groups with a no-op write on 10,000 aggregates.
 //!
 //! For each shape (100, 10,000 and 1 aggregates) it publishes N envelopes
 //! to a fresh memory stream, then drains them with one durable consumer per
@@ -47,6 +51,7 @@ mod latency;
 mod paths;
 mod producer;
 mod relay;
+mod repeat;
 mod stream;
 
 use std::error::Error;
@@ -72,9 +77,21 @@ const SHAPES: [u64; 3] = [100, 10_000, 1];
 
 #[tokio::main]
 async fn main() -> Result {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let repeat = std::env::args().nth(1).as_deref() == Some("repeat");
     // `latency` alone: the latency part only.
     let latency_only = std::env::args().nth(1).as_deref() == Some("latency");
+    let number = |at: usize, default: u64| -> Result<u64> {
+        match std::env::args().nth(at) {
+            Some(n) => Ok(n.parse()?),
+            None => Ok(default),
+        }
+    };
     let count: u64 = match std::env::args().nth(1) {
+        Some(_) if repeat => number(2, 20_000)?,
         Some(n) if !latency_only => n.parse()?,
         _ => 20_000,
     };
@@ -94,6 +111,12 @@ async fn main() -> Result {
             "{count} messages per shape, memory streams, nats-server {}, PostgreSQL",
             js.client().server_info().version
         );
+        if repeat {
+            let runs = u32::try_from(number(3, 10)?)?;
+            return repeat::measure(&js, &db, &tag, count, runs)
+                .await
+                .map(|_| ());
+        }
         if !latency_only {
             let drained = producer::drain(&js, &db, &tag, count).await?;
             let producer_rate = count as f64 / drained.as_secs_f64();

@@ -319,7 +319,7 @@ async fn typed(
 }
 
 /// An inbox subscriber; checks that every message was applied once.
-async fn inbox(
+pub(crate) async fn inbox(
     js: &Context,
     db: &DatabaseConnection,
     outbox: &Outbox,

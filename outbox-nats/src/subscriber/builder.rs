@@ -383,7 +383,12 @@ impl SubscriberBuilder {
     /// How long JetStream waits for an ack before redelivering. Messages
     /// that run or wait longer are kept alive with progress acks every third
     /// of it, so it bounds how long a crashed subscriber's messages stay
-    /// unavailable rather than how long a handler may run.
+    /// unavailable rather than how long a handler may run. An inbox
+    /// handler may run longer too, as long as it does not leave its
+    /// transaction idle (no statement running) longer than the
+    /// [`idle_transaction_limit`](Self::idle_transaction_limit), by default
+    /// this ack wait: time spent in statements, waiting on locks included,
+    /// does not count.
     pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
         self.ack_wait = ack_wait;
         self
@@ -402,9 +407,17 @@ impl SubscriberBuilder {
     /// connections with it, until the transaction ends. Bounded, the frozen
     /// one's transaction is rolled back that long after its last statement
     /// and the other applies its messages; woken, the frozen one finds its
-    /// connection closed and its messages applied. A handler that keeps its
-    /// transaction open while it waits on something else for longer (a
-    /// call to a slow service) needs a longer limit.
+    /// connection closed and its messages applied.
+    ///
+    /// Only idle time counts: a handler may run as long as it needs while
+    /// its statements run (waiting on a row lock included). A handler that
+    /// keeps its transaction open while it waits on something else for
+    /// longer (a call to a slow service) needs a longer limit, or better,
+    /// that wait outside the transaction: past the limit PostgreSQL ends
+    /// the session (SQLSTATE 25P03), the attempt fails as the database's —
+    /// applied again after the pause, no delivery spent, whichever
+    /// handler's statement met the closed connection — so a handler that
+    /// idles past the limit on every attempt is tried again without end.
     ///
     /// MySQL/MariaDB and SQLite: no effect (MySQL/MariaDB have only
     /// session-wide settings, which would outlive the transaction on a

@@ -25,6 +25,7 @@ use super::dispatch::{Incoming, header_pairs};
 use super::error::SubscriberError;
 use super::failover;
 use super::grouping;
+use super::guard_pulls;
 use super::handover;
 use super::metrics::UNKNOWN_EVENT;
 use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
@@ -32,6 +33,7 @@ use super::release;
 use super::restart;
 use super::settle;
 use super::shared::Shared;
+use super::stalled_pulls;
 use super::worker::{Stop, run_lane};
 
 /// How long one pull request waits for messages.
@@ -126,6 +128,11 @@ pub(crate) async fn run(
     let mut connects_seen = connects(&client);
     let mut pull_failed = false;
     let mut received: u64 = 0;
+    // Whether the stream stalled, looked at while it brings nothing (see
+    // `stalled_pulls`).
+    let mut silence = stalled_pulls::Silence::new();
+    let mut looks = tokio::time::interval(stalled_pulls::SILENCE / 2);
+    looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let pull = consumer.cached_info().name.clone();
     tracing::info!(consumer = %shared.consumer, %pull, stream = %shared.stream, "subscriber started");
     let result = loop {
@@ -165,6 +172,13 @@ pub(crate) async fn run(
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             () = tick(&mut orphans) => handover::hand_back_orphans(&shared, &consumer).await,
+            _ = looks.tick() => {
+                if silence.stalled(&shared, &consumer).await
+                    && let Some(stream) = messages.take()
+                {
+                    hand_back_buffered(&shared, stream).await;
+                }
+            }
             () = shared.gate.expired() => {
                 tracing::warn!(consumer = %shared.consumer, "the reader lease ran out before it could be renewed: no handler starts and nothing is pulled until it is");
                 if let Some(stream) = messages.take() {
@@ -178,6 +192,7 @@ pub(crate) async fn run(
             }
             next = stream.next() => match next {
                 Some(Ok(message)) => {
+                    silence.heard();
                     let connects_now = connects(&client);
                     let failed = std::mem::take(&mut pull_failed);
                     let pinned = shared.failover.is_some() && shared.pin().taken_over(&message);
@@ -191,23 +206,46 @@ pub(crate) async fn run(
                     // pinned process held: everything delivered past what this
                     // process received is waited for unless applied, and what
                     // was delivered before this message is handed back.
+                    // The guard runs while the stream is still polled (its
+                    // pulls renewed, the pin kept); what arrives meanwhile is
+                    // admitted after it.
+                    let mut arrived = guard_pulls::Arrived::default();
                     if connects_now != connects_seen || failed || took_over {
                         connects_seen = connects_now;
                         let patience = LOST_IN_TRANSIT_PATIENCE;
                         // The first message with the new pin: before it, the
                         // previous pinned process's deliveries.
                         let first = message.info().ok().map(|info| info.stream_sequence);
-                        match first.filter(|_| took_over) {
-                            Some(first) => {
-                                restart::expect_taken_over(&shared, &consumer, &lanes, received, first, patience).await;
+                        let guard = async {
+                            match first.filter(|_| took_over) {
+                                Some(first) => {
+                                    restart::expect_taken_over(&shared, &consumer, &lanes, received, first, patience).await;
+                                }
+                                None => {
+                                    restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, patience).await;
+                                }
                             }
-                            None => {
-                                restart::expect_lost_in_transit(&shared, &consumer, &lanes, received, patience).await;
-                            }
+                        };
+                        arrived = guard_pulls::while_pulling(&shared, &lanes, stream, guard).await;
+                    }
+                    for message in std::iter::once(message).chain(arrived.messages) {
+                        if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
+                            received = received.max(sequence);
                         }
                     }
-                    if let Some(sequence) = admit(&shared, &lanes, &stop, &mut workers, &starts, message).await {
-                        received = received.max(sequence);
+                    match arrived.stopped {
+                        Some(Some(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {
+                            break Err(SubscriberError::ConsumerDeleted { consumer: pull.clone() });
+                        }
+                        Some(Some(err)) => {
+                            tracing::warn!(consumer = %shared.consumer, error = %txoutbox_core::ErrorChain(&err), "pulling messages");
+                            pull_failed = true;
+                        }
+                        Some(None) => {
+                            tracing::warn!(consumer = %shared.consumer, "message stream ended; reopening it");
+                            messages = None;
+                        }
+                        None => {}
                     }
                 }
                 Some(Err(err)) if err.kind() == MessagesErrorKind::ConsumerDeleted => {

@@ -212,15 +212,21 @@ async fn apply_runs(
 /// `max_in_flight`), then announces its lane again.
 async fn apply_alone(groups: &Groups, key: LaneKey, job: Queued<Incoming>) {
     let shared = &groups.shared;
-    let slot = tokio::select! {
-        slot = shared.slot() => slot.ok(),
-        () = groups.stop.draining.cancelled() => None,
+    let period = shared.progress_interval();
+    let mut progress = interval_at(Instant::now() + period, period);
+    progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Out of its lane while it waits for a slot: kept alive here.
+    let acquiring = shared.slot();
+    tokio::pin!(acquiring);
+    let slot = loop {
+        tokio::select! {
+            slot = &mut acquiring => break slot.ok(),
+            () = groups.stop.draining.cancelled() => break None,
+            _ = progress.tick() => settle::progress(shared, job.item.message.reply.clone()).await,
+        }
     };
     match slot {
         Some(_slot) => {
-            let period = shared.progress_interval();
-            let mut progress = interval_at(Instant::now() + period, period);
-            progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
             let handling = handle_job(
                 shared,
                 &groups.lanes,
@@ -305,11 +311,12 @@ async fn apply_and_settle(
             }
         }
     }
+    // Every message taken, not only the members: those applied alone after
+    // the group, and those going back to their lanes, are held meanwhile
+    // too, out of their lanes (where the fetch loop keeps messages alive).
     let replies: Vec<Option<async_nats::Subject>> = taken
         .iter()
-        .zip(&parts)
-        .filter(|(_, part)| matches!(part, Part::Member(_)))
-        .map(|((_, job), _)| job.item.message.reply.clone())
+        .map(|(_, job)| job.item.message.reply.clone())
         .collect();
     let outcomes = if members.is_empty() {
         Vec::new()

@@ -7,6 +7,12 @@
 //! back ([`hand_back_outstanding`]): JetStream redelivers them at once instead of after
 //! the ack wait, so a crash costs the time of a restart, not the ack wait,
 //! and the dead process's messages do not fill `max_ack_pending` meanwhile.
+//! It reads from the consumer's ack floor until it has found as many
+//! messages not applied as the consumer has outstanding, up to the last
+//! delivery: however far past the floor one slow message (kept alive by
+//! progress acks) or a stream shared with other subjects put the newest
+//! ones (see [`expect_after`]; other subjects' messages cost no read, see
+//! `delivered_reads`).
 //!
 //! After a reconnect the same holds for messages the server delivered while
 //! the connection was going down and this process never received (lost in
@@ -26,19 +32,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{self, PullConsumer};
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
-use futures::StreamExt;
+use async_nats::jetstream::message::StreamMessage;
 use tokio::time::Instant;
 use txoutbox_core::{MessageId, wire};
 
-use super::builder::subject_matches;
+use super::delivered_reads::{self, Subjects};
 use super::dispatch::{header, header_pairs_of};
-use super::hand_back::MOST;
 use super::ordering::{LaneKey, Lanes, lane_key};
 use super::shared::Shared;
-
-/// Reads of earlier deliveries in flight at once.
-const READS_IN_FLIGHT: usize = 32;
 
 /// Marks what was outstanding before this process started as away in
 /// `lanes` and hands it back (see the module docs). The server may be slow
@@ -169,9 +170,27 @@ impl HandBack {
     }
 }
 
+/// Stream sequences past the floor read before what was read so far is
+/// looked up in the inbox and checked against what is outstanding.
+const ROUND: u64 = 20_000;
+
+/// The most messages of the consumer's read past the floor: past them,
+/// the guard stops and says so (see [`expect_after`]).
+const READ_MOST: usize = 200_000;
+
 /// Marks the messages delivered past both the consumer's ack floor and
 /// `after`, not applied, as away in `lanes`; hands back those of them
 /// `back` covers (see [`hand_back_outstanding`]).
+///
+/// Reads from the floor up to the consumer's last delivery, round by round
+/// ([`ROUND`] stream sequences each), until it has found as many messages
+/// not applied as the consumer has outstanding (`num_ack_pending`): one
+/// slow message kept alive by progress acks, or a stream shared with other
+/// subjects, may put the newest outstanding messages any number of stream
+/// sequences past the floor. Past [`READ_MOST`] messages of the
+/// consumer's it stops, and warns with the numbers: the messages past that
+/// point come back after their ack wait, and later messages of their
+/// aggregates may run before them.
 async fn expect_after<T>(
     shared: &Shared,
     consumer: &PullConsumer,
@@ -195,76 +214,87 @@ async fn expect_after<T>(
         .get_stream(shared.stream.as_ref())
         .await
         .map_err(Unreadable::Stream)?;
-    let filter = info.config.filter_subject.clone();
-    // One request per sequence (nats-server 2.9 has no batch get), many in
-    // flight at once.
-    let last = delivered.min(floor + MOST);
-    let mut messages = futures::stream::iter((floor + 1)..=last)
-        .map(|sequence| stream.get_raw_message(sequence))
-        .buffer_unordered(READS_IN_FLIGHT);
-    let mut candidates: HashMap<MessageId, (u64, LaneKey)> = HashMap::new();
+    let subjects = Subjects::of(&info.config);
     // Every outstanding message of this consumer `back` covers, whatever
     // becomes of it here: all of them are handed back.
     let mut outstanding: Vec<u64> = Vec::new();
-    while let Some(read) = messages.next().await {
-        let message = match read {
-            Ok(message) => message,
-            // Gone from the stream (deleted, aged out): nothing to wait for.
-            Err(err) if err.kind() == LastRawMessageErrorKind::NoMessageFound => continue,
-            Err(err) => return Err(Unreadable::Messages(err)),
-        };
-        if !filter.is_empty() && !subject_matches(&filter, &message.subject) {
-            continue; // never delivered to this consumer
+    let (mut expected, mut read, mut from) = (0, 0, floor + 1);
+    while from <= delivered {
+        let to = delivered.min(from.saturating_add(ROUND - 1));
+        let messages = delivered_reads::read(&stream, &subjects, from..=to)
+            .await
+            .map_err(Unreadable::Messages)?;
+        read += messages.len();
+        let mut candidates: HashMap<MessageId, (u64, LaneKey)> = HashMap::new();
+        for message in &messages {
+            if back.covers(message.sequence) {
+                outstanding.push(message.sequence);
+            }
+            if let Some((id, key)) = candidate(shared, message) {
+                candidates.insert(id, (message.sequence, key));
+            }
         }
-        if back.covers(message.sequence) {
-            outstanding.push(message.sequence);
+        if !candidates.is_empty() {
+            let done = applied
+                .applied(candidates.keys().copied().collect())
+                .await
+                .map_err(Unreadable::Applied)?;
+            for (id, (sequence, key)) in candidates {
+                if !done.contains(&id) {
+                    lanes.expect(&key, sequence);
+                    expected += 1;
+                }
+            }
         }
-        let pairs = header_pairs_of(&message.headers);
-        let (Some(id), Some(event), Some(aggregate_type), Some(aggregate_id)) = (
-            header(&pairs, wire::ID).and_then(|id| id.parse::<MessageId>().ok()),
-            header(&pairs, wire::TYPE),
-            header(&pairs, wire::AGGREGATE_TYPE),
-            header(&pairs, wire::SUBJECT),
-        ) else {
-            continue;
-        };
-        if shared.handlers.get(event).is_none() {
-            continue; // no handler: nothing to keep in order
+        from = to + 1;
+        // Each one not applied is outstanding: once as many are found as
+        // the consumer has, none is left past here.
+        if expected >= info.num_ack_pending {
+            break;
         }
-        let key = lane_key(aggregate_type, aggregate_id);
-        if shared
-            .holds
-            .as_ref()
-            .is_some_and(|holds| holds.is_held(&key))
-        {
-            continue; // parked (acked) or to be parked: nothing to wait for
-        }
-        candidates.insert(id, (message.sequence, key));
-    }
-    if candidates.is_empty() {
-        hand_back_outstanding(shared, &info, outstanding).await;
-        return Ok(());
-    }
-    let done = applied
-        .applied(candidates.keys().copied().collect())
-        .await
-        .map_err(Unreadable::Applied)?;
-    let mut expected = 0;
-    for (id, (sequence, key)) in candidates {
-        if !done.contains(&id) {
-            lanes.expect(&key, sequence);
-            expected += 1;
+        if read >= READ_MOST && from <= delivered {
+            tracing::warn!(
+                consumer = %shared.consumer, floor, read_to = to, last_delivered = delivered,
+                outstanding = info.num_ack_pending, found = expected, read,
+                "stopped reading what was delivered and not acknowledged: the messages \
+                 delivered past the stream sequence read to come back after their ack wait, \
+                 and later messages of their aggregates may run before them"
+            );
+            break;
         }
     }
     if expected > 0 {
         tracing::info!(
-            consumer = %shared.consumer, outstanding = expected, after,
+            consumer = %shared.consumer, outstanding = expected, after, floor,
+            read_to = (from - 1).min(delivered), read,
             "messages delivered and not received or applied by this process: later messages \
              of their aggregates wait for them (at most the ack wait and 1 s)"
         );
     }
     hand_back_outstanding(shared, &info, outstanding).await;
     Ok(())
+}
+
+/// The id and lane of `message` if its aggregate's later messages must
+/// wait for it: it has an envelope, a handler, and its aggregate is not
+/// held (a held one's messages are parked, acked, or to be parked).
+fn candidate(shared: &Shared, message: &StreamMessage) -> Option<(MessageId, LaneKey)> {
+    let pairs = header_pairs_of(&message.headers);
+    let (Some(id), Some(event), Some(aggregate_type), Some(aggregate_id)) = (
+        header(&pairs, wire::ID).and_then(|id| id.parse::<MessageId>().ok()),
+        header(&pairs, wire::TYPE),
+        header(&pairs, wire::AGGREGATE_TYPE),
+        header(&pairs, wire::SUBJECT),
+    ) else {
+        return None;
+    };
+    shared.handlers.get(event)?;
+    let key = lane_key(aggregate_type, aggregate_id);
+    let held = shared
+        .holds
+        .as_ref()
+        .is_some_and(|holds| holds.is_held(&key));
+    (!held).then_some((id, key))
 }
 
 /// Asks JetStream to redeliver at once the messages `sequences` (stream

@@ -9,7 +9,8 @@
 //!     --subject-prefix PREFIX --stream NAME --durable NAME [--ack-wait-ms N] [--unordered] \
 //!     [--only-amended] [--partitions N --own K,K,..] [--failover] [--inbox-per-message] [--label NAME]
 //!     [--start-at-ms UNIX_MS] [--locked-effects] [--fail AGGREGATE:SEQUENCE:UNTIL_UNIX_MS]
-//!     [--max-deliver N] [--backoff-ms N] [--reader-lease-ms N]
+//!     [--max-deliver N] [--backoff-ms N] [--reader-lease-ms N] \
+//!     [--filter-subject SUBJECT] [--max-ack-pending N]
 //! ```
 //!
 //! The subscriber is wired the default way (inbox handlers, no order-specific
@@ -33,7 +34,8 @@
 //! `--fail A:S:T` fails the event of aggregate `A` at sequence `S` (a
 //! retryable error) until the wall-clock time `T`; `--max-deliver`,
 //! `--backoff-ms` (a fixed backoff) and `--reader-lease-ms` set the
-//! subscriber's. Prints
+//! subscriber's; `--filter-subject` and `--max-ack-pending` set the
+//! builder's `filter_subject` and `max_ack_pending`. Prints
 //! `started` once the subscriber runs; runs until killed or its standard
 //! input closes.
 
@@ -62,6 +64,8 @@ struct Args {
     own: Option<String>,
     failover: bool,
     label: Option<String>,
+    filter_subject: Option<String>,
+    max_ack_pending: Option<usize>,
     start_at: Option<u64>,
     locked_effects: bool,
     fail: Option<Failing>,
@@ -127,6 +131,8 @@ fn parse() -> Result<(ChildArgs, Args), String> {
             "--own" => args.own = Some(value()?),
             "--failover" => args.failover = true,
             "--label" => args.label = Some(value()?),
+            "--filter-subject" => args.filter_subject = Some(value()?),
+            "--max-ack-pending" => args.max_ack_pending = Some(number(flag, &value()?)?),
             "--start-at-ms" => args.start_at = Some(number(flag, &value()?)?),
             "--locked-effects" => args.locked_effects = true,
             "--fail" => args.fail = Some(Failing::parse(&value()?)?),
@@ -232,6 +238,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(ack_wait) = args.ack_wait {
         builder = builder.ack_wait(ack_wait);
+    }
+    if let Some(subject) = &args.filter_subject {
+        builder = builder.filter_subject(subject);
+    }
+    if let Some(max) = args.max_ack_pending {
+        builder = builder.max_ack_pending(max);
     }
     if args.unordered {
         builder = builder.unordered();

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use processor_support::{
-    Setup, default_consumer, ordered_consumer, shared_setup, spawn_processor, try_consumer,
-    wait_all_published, wait_until, write_orders,
+    Setup, amend_order, default_consumer, ordered_consumer, shared_setup, spawn_processor,
+    try_consumer, wait_all_published, wait_until, write_orders,
 };
 use txoutbox_core::wire;
 use txoutbox_suite::Backend;
@@ -327,4 +327,145 @@ async fn a_second_ordered_process_on_one_durable_is_refused_a_replacement_is_not
     a.stop();
     b.stop();
     delete_dead_letters(&setup).await;
+}
+
+/// The restart guard finds every message a crashed process held, however
+/// far past the ack floor: one slow message (its handler blocked, kept
+/// alive by progress acks) holds the floor while more than 20,000 stream
+/// sequences of other subjects of the same stream pass (the guard read at
+/// most 20,000 past the floor before), then 99 aggregates' first events
+/// are delivered and held, filling the window, with their second events in
+/// the stream behind them. The process is killed; the next one applies
+/// every aggregate's events in order (before: the second events of those
+/// past the cut were applied at once, their first ones came back after the
+/// ack wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restart_guard_finds_held_messages_past_twenty_thousand_stream_sequences() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    const WINDOW: usize = 100;
+    const OTHERS: usize = 20_001;
+    let setup = shared_setup(Backend::Postgres).await;
+    let Setup {
+        test,
+        stream,
+        outbox,
+        table,
+    } = &setup;
+    txoutbox_suite::effects::create_table(test).await;
+    let filter = format!("{}.test.>", stream.prefix);
+    let window = WINDOW.to_string();
+    // Ack wait 10 s: what is not handed back comes back only then.
+    let args = [
+        "--filter-subject",
+        filter.as_str(),
+        "--max-ack-pending",
+        window.as_str(),
+        "--ack-wait-ms",
+        "10000",
+    ];
+    let processor = spawn_processor(outbox, stream.jetstream.client(), "/guard-cut");
+    let consumer_info = || async {
+        let info = setup
+            .jetstream_stream()
+            .await
+            .consumer_info("effects")
+            .await
+            .expect("the consumer");
+        (info.num_ack_pending, info.num_pending)
+    };
+
+    // Every handler blocks on the effects table until the test lets go.
+    let lock = test.db.begin().await.expect("a transaction");
+    lock.execute_unprepared("LOCK TABLE effects IN EXCLUSIVE MODE")
+        .await
+        .expect("lock the effects");
+    let mut first = ordered_consumer(&setup, &args).await;
+    let mut written = write_orders(outbox, "slow", 1, 1, 1).await as i64;
+    wait_all_published(test, table, written).await;
+    wait_until(
+        Duration::from_secs(10),
+        "the slow message is held",
+        || async { consumer_info().await.0 == 1 },
+    )
+    .await;
+
+    // Other subjects of the same stream pass the slow message by more than
+    // 20,000 sequences.
+    let started = std::time::Instant::now();
+    let mut acks = Vec::with_capacity(1_000);
+    for n in 0..OTHERS {
+        let ack = stream
+            .jetstream
+            .publish(format!("{}.other", stream.prefix), n.to_string().into())
+            .await
+            .expect("publish");
+        acks.push(ack);
+        if acks.len() == 1_000 {
+            for ack in acks.drain(..) {
+                ack.await.expect("stored");
+            }
+        }
+    }
+    for ack in acks {
+        ack.await.expect("stored");
+    }
+    println!(
+        "{OTHERS} messages of another subject published in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // 99 aggregates' first events fill the window; their second events
+    // wait in the stream.
+    written += write_orders(outbox, "x", WINDOW - 1, 1, 50).await as i64;
+    wait_all_published(test, table, written).await;
+    for n in 0..WINDOW - 1 {
+        amend_order(outbox, &format!("x-{n}"), 1).await;
+    }
+    written += (WINDOW - 1) as i64;
+    wait_all_published(test, table, written).await;
+    processor.shutdown().await.expect("clean shutdown");
+    wait_until(
+        Duration::from_secs(10),
+        "the window is full and the second events wait in the stream",
+        || async { consumer_info().await == (WINDOW, (WINDOW - 1) as u64) },
+    )
+    .await;
+
+    first.kill();
+    lock.rollback().await.expect("let go of the effects");
+    let restarted = std::time::Instant::now();
+    let second = ordered_consumer(&setup, &args).await;
+    wait_until(
+        Duration::from_secs(30),
+        "every event is applied",
+        || async { test.count("effects", "1=1").await >= written },
+    )
+    .await;
+    println!(
+        "every event applied {:.2} s after the restart",
+        restarted.elapsed().as_secs_f64()
+    );
+    second.stop();
+    delete_dead_letters(&setup).await;
+    let applied = txoutbox_suite::effects::applied(test).await;
+    assert_eq!(applied.get("slow-0"), Some(&vec![1]));
+    let out_of_order: Vec<(&String, &Vec<i64>)> = applied
+        .iter()
+        .filter(|(aggregate, sequences)| {
+            aggregate.starts_with("x-") && sequences.as_slice() != [1, 2]
+        })
+        .collect();
+    assert!(
+        out_of_order.is_empty(),
+        "{} of {} aggregates applied out of order or not once, e.g. {:?}",
+        out_of_order.len(),
+        WINDOW - 1,
+        out_of_order.first()
+    );
+    assert_eq!(applied.len(), WINDOW);
+    assert!(
+        restarted.elapsed() < Duration::from_secs(9),
+        "the held messages came back only after their ack wait"
+    );
 }
