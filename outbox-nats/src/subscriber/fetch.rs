@@ -127,6 +127,10 @@ pub(crate) async fn run(
     let client = shared.context.client();
     let mut connects_seen = connects(&client);
     let mut pull_failed = false;
+    // This process dropped its own message stream (the lease ran out, or
+    // the stream stalled): what the server delivered to it after that is
+    // lost, and is handed back before the first message of the next one.
+    let mut dropped_own = false;
     let mut received: u64 = 0;
     // Whether the stream stalled, looked at while it brings nothing (see
     // `stalled_pulls`).
@@ -177,12 +181,14 @@ pub(crate) async fn run(
                     && let Some(stream) = messages.take()
                 {
                     hand_back_buffered(&shared, stream).await;
+                    dropped_own = true;
                 }
             }
             () = shared.gate.expired() => {
                 tracing::warn!(consumer = %shared.consumer, "the reader lease ran out before it could be renewed: no handler starts and nothing is pulled until it is");
                 if let Some(stream) = messages.take() {
                     hand_back_buffered(&shared, stream).await;
+                    dropped_own = true;
                 }
             }
             Some(joined) = workers.join_next(), if !workers.is_empty() => {
@@ -201,7 +207,10 @@ pub(crate) async fn run(
                     }
                     // Under the lease a new pin is no takeover: no other
                     // process read meanwhile (a leader change clears the pin).
-                    let took_over = pinned && !leased;
+                    // So is a new stream after this process dropped its own:
+                    // what was delivered to the dropped one is handed back at
+                    // once rather than waited for until its ack wait.
+                    let took_over = (pinned && !leased) || std::mem::take(&mut dropped_own);
                     // A takeover is a restart for the messages the previous
                     // pinned process held: everything delivered past what this
                     // process received is waited for unless applied, and what

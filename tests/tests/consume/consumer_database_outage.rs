@@ -320,3 +320,80 @@ async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
     running.shutdown().await.unwrap();
     fx.delete().await;
 }
+
+/// Messages the server delivers while the reader lease has run out (the
+/// database away, the subscriber's message stream dropped) never reach the
+/// process; they are handed back at the next stream's first message, so
+/// they are applied within seconds of the database's return, not after the
+/// ack wait (30 s, the default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn what_reached_a_dropped_stream_is_applied_soon_after_the_return() {
+    let mut server = PrivateServer::start(Backend::Postgres).await;
+    let test = TestDb::with_schema_on(Backend::Postgres, &server.url()).await;
+    create_effects(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let outbox = Outbox::new(
+        short_pool(&test).await,
+        OutboxConfig::default().without_notify(),
+    );
+    let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
+    let handler = inbox.handler_boxed(
+        move |_: AccountCredited, delivery: Delivery, uow: &mut UnitOfWork| {
+            Box::pin(async move { record_effect(uow, &delivery).await })
+        },
+    );
+    let running = fx
+        .subscriber()
+        .ack_wait(Duration::from_secs(30))
+        .on(handler)
+        .build()
+        .await
+        .unwrap()
+        .spawn();
+    let probe = running.health();
+    server.stop(Shutdown::Immediate);
+    // Received while paused, and held when the stream is dropped.
+    const SENT: i64 = 100;
+    for n in 0..SENT / 2 {
+        fx.publish(&fx.message(&AccountCredited { step: 1 }, &format!("h-{n}"), 1))
+            .await;
+    }
+    let lapsed = Instant::now();
+    while probe.lease_held() != Some(false) {
+        assert!(
+            lapsed.elapsed() < Duration::from_secs(15),
+            "the reader lease did not run out while the database was down"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The dropped stream's last pull request is still at the server for a
+    // moment: what is published now is delivered to it, and lost.
+    for n in 0..SENT / 2 {
+        fx.publish(&fx.message(&AccountCredited { step: 1 }, &format!("t-{n}"), 1))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.start_again().await;
+    let back = Instant::now();
+    let reader = test.connect_again().await;
+    let db_backend = test.db_backend();
+    let caught_up = loop {
+        if count_effects(&reader, db_backend).await == Some(SENT) {
+            break back.elapsed();
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(40),
+            "{:?} of {SENT} effects 40 s after the database's return",
+            count_effects(&reader, db_backend).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("everything applied {caught_up:?} after the database's return");
+    running.shutdown().await.unwrap();
+    fx.delete().await;
+    assert!(
+        caught_up <= BACK_WITHIN,
+        "applied {caught_up:?} after the database's return (at most {BACK_WITHIN:?}): what reached \
+         the dropped stream waited for its ack wait"
+    );
+}
