@@ -1084,11 +1084,12 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(table_exists(&test, "outbox_messages").await);
     assert!(table_exists(&test, "outbox_inbox").await);
     assert!(table_exists(&test, "outbox_inbox_held").await);
+    assert!(table_exists(&test, "outbox_inbox_lease").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        6,
+        7,
         "the outbox table, the inbox table, the queue indexes (claim walk, dead count), \
-         the abandoned claims, the held messages, the skipped messages"
+         the abandoned claims, the held messages, the skipped messages, the reader leases"
     );
     assert!(
         !table_exists(&test, "seaql_migrations").await,
@@ -1128,7 +1129,7 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 6);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 7);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
@@ -1146,7 +1147,7 @@ async fn migrations_after_create_schema_find_every_change_made(test: TestDb) {
     let outbox = outbox(&test);
     save_new(&outbox.repository(), "o-1").await;
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 6);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 7);
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
             .await
@@ -1209,14 +1210,15 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert!(table_exists(&test, "custom_outbox").await);
     assert!(table_exists(&test, "custom_inbox").await);
     assert!(table_exists(&test, "custom_inbox_held").await);
+    assert!(table_exists(&test, "custom_inbox_lease").await);
     assert!(!table_exists(&test, "outbox_messages").await);
     assert!(!table_exists(&test, "outbox_inbox").await);
     assert!(!table_exists(&test, "outbox_migrations").await);
     assert_eq!(
         test.count("seaql_migrations", "1=1").await,
-        7,
+        8,
         "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count), \
-         the abandoned claims, the held messages and the skipped messages"
+         the abandoned claims, the held messages, the skipped messages and the reader leases"
     );
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
