@@ -1232,12 +1232,15 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 7);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 8);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
-    // The skipped columns go first, then the held messages, then the
-    // abandoned claims column, then the heads index (on MySQL/MariaDB the
-    // first schema's index comes back), then the inbox, then the outbox.
+    // The reader leases go first, then the skipped columns, then the held
+    // messages, then the abandoned claims column, then the heads index (on
+    // MySQL/MariaDB the first schema's index comes back), then the inbox,
+    // then the outbox.
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    assert!(!table_exists(&test, "custom_inbox_lease").await);
     let skipped_column = "SELECT skipped_at FROM custom_outbox";
     test.db.execute_unprepared(skipped_column).await.unwrap();
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
