@@ -121,3 +121,39 @@ async fn per_aggregate(test: &TestDb, sql: &str) -> HashMap<String, Vec<i64>> {
     }
     out
 }
+
+/// The `deliveries` table: one row per applied message with the delivery
+/// count it was applied on, for tests that check an outage or a stall
+/// spent no delivery.
+///
+/// # Panics
+/// When the database refuses the statement.
+pub async fn create_deliveries_table(test: &TestDb) {
+    let id = match test.backend() {
+        crate::Backend::Postgres => "id bigserial PRIMARY KEY",
+        crate::Backend::MySql => "id bigint AUTO_INCREMENT PRIMARY KEY",
+        crate::Backend::Sqlite => "id INTEGER PRIMARY KEY AUTOINCREMENT",
+    };
+    test.db
+        .execute_unprepared(&format!(
+            "CREATE TABLE deliveries ({id}, aggregate_id varchar(64) NOT NULL, \
+             sequence bigint NOT NULL, delivery bigint NOT NULL)"
+        ))
+        .await
+        .expect("deliveries table");
+}
+
+/// Applies the delivered event as a row of `deliveries` (its aggregate,
+/// sequence and delivery count), in the handler's unit of work.
+pub async fn apply_delivery(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
+    uow.connection()
+        .await?
+        .execute_unprepared(&format!(
+            "INSERT INTO deliveries (aggregate_id, sequence, delivery) VALUES ('{}', {}, {})",
+            delivery.aggregate_id(),
+            delivery.sequence(),
+            delivery.delivery_count()
+        ))
+        .await?;
+    Ok(())
+}

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
 use txoutbox_nats::subscriber::{Backoff, InboxBatches, SubscriberBuilder};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
+use txoutbox_suite::effects;
 use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
 use txoutbox_suite::private_server::PrivateServer;
 use txoutbox_suite::subscriber::SubscriberFixture;
@@ -69,39 +70,12 @@ async fn short_pool(test: &TestDb) -> DatabaseConnection {
     Database::connect(options).await.unwrap()
 }
 
-async fn create_effects(test: &TestDb) {
-    let id = match test.backend() {
-        Backend::Postgres => "id BIGSERIAL PRIMARY KEY",
-        _ => "id BIGINT AUTO_INCREMENT PRIMARY KEY",
-    };
-    test.db
-        .execute_unprepared(&format!(
-            "CREATE TABLE effects ({id}, aggregate_id VARCHAR(64) NOT NULL, \
-             sequence BIGINT NOT NULL, delivery BIGINT NOT NULL)"
-        ))
-        .await
-        .unwrap();
-}
-
-async fn record_effect(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
-    uow.connection()
-        .await?
-        .execute_unprepared(&format!(
-            "INSERT INTO effects (aggregate_id, sequence, delivery) VALUES ('{}', {}, {})",
-            delivery.aggregate_id(),
-            delivery.sequence(),
-            delivery.delivery_count()
-        ))
-        .await?;
-    Ok(())
-}
-
 /// Per aggregate, (sequence, delivery) in the order they were committed.
 async fn applied(db: &DatabaseConnection, backend: DbBackend) -> HashMap<String, Vec<(i64, i64)>> {
     let rows = db
         .query_all_raw(sea_orm::Statement::from_string(
             backend,
-            "SELECT aggregate_id, sequence, delivery FROM effects ORDER BY id",
+            "SELECT aggregate_id, sequence, delivery FROM deliveries ORDER BY id",
         ))
         .await
         .unwrap();
@@ -122,11 +96,32 @@ async fn count_effects(db: &DatabaseConnection, backend: DbBackend) -> Option<i6
     let row = db
         .query_one_raw(sea_orm::Statement::from_string(
             backend,
-            "SELECT COUNT(*) AS n FROM effects",
+            "SELECT COUNT(*) AS n FROM deliveries",
         ))
         .await
         .ok()??;
     row.try_get("", "n").ok()
+}
+
+/// Waits until `want` messages are applied; returns how long after `back`
+/// (the database's return). Fails after 60 s.
+async fn until_applied(
+    db: &DatabaseConnection,
+    backend: DbBackend,
+    want: i64,
+    back: Instant,
+) -> Duration {
+    loop {
+        let applied = count_effects(db, backend).await;
+        if applied == Some(want) {
+            return back.elapsed();
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(60),
+            "{applied:?} of {want} effects 60 s after the database's return"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// One run on `server`: 2,000 messages published, a consumer in `mode`
@@ -134,7 +129,7 @@ async fn count_effects(db: &DatabaseConnection, backend: DbBackend) -> Option<i6
 /// again after [`OUTAGE`]; checks what the module docs say.
 async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backend, mode: Mode) {
     let test = TestDb::with_schema_on(backend, &server.url()).await;
-    create_effects(&test).await;
+    effects::create_deliveries_table(&test).await;
     let fx = SubscriberFixture::shared().await;
     let outbox = Outbox::new(
         short_pool(&test).await,
@@ -154,7 +149,7 @@ async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backe
     let handler = inbox.handler_boxed(
         move |_: AccountCredited, delivery: Delivery, uow: &mut UnitOfWork| {
             counted.fetch_add(1, Ordering::Relaxed);
-            Box::pin(async move { record_effect(uow, &delivery).await })
+            Box::pin(async move { effects::apply_delivery(uow, &delivery).await })
         },
     );
     let builder: SubscriberBuilder = fx
@@ -190,17 +185,7 @@ async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backe
     let back = Instant::now();
     let reader = test.connect_again().await;
     let db_backend = test.db_backend();
-    let caught_up = loop {
-        if count_effects(&reader, db_backend).await == Some(sent as i64) {
-            break back.elapsed();
-        }
-        assert!(
-            back.elapsed() < Duration::from_secs(60),
-            "{mode:?}: {:?} of {sent} effects 60 s after the database's return",
-            count_effects(&reader, db_backend).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let caught_up = until_applied(&reader, db_backend, sent as i64, back).await;
     fx.settled(Duration::from_secs(20)).await;
     running.shutdown().await.unwrap();
     eprintln!(
@@ -330,7 +315,7 @@ async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
 async fn what_reached_a_dropped_stream_is_applied_soon_after_the_return() {
     let mut server = PrivateServer::start(Backend::Postgres).await;
     let test = TestDb::with_schema_on(Backend::Postgres, &server.url()).await;
-    create_effects(&test).await;
+    effects::create_deliveries_table(&test).await;
     let fx = SubscriberFixture::shared().await;
     let outbox = Outbox::new(
         short_pool(&test).await,
@@ -339,7 +324,7 @@ async fn what_reached_a_dropped_stream_is_applied_soon_after_the_return() {
     let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
     let handler = inbox.handler_boxed(
         move |_: AccountCredited, delivery: Delivery, uow: &mut UnitOfWork| {
-            Box::pin(async move { record_effect(uow, &delivery).await })
+            Box::pin(async move { effects::apply_delivery(uow, &delivery).await })
         },
     );
     let running = fx
@@ -376,18 +361,7 @@ async fn what_reached_a_dropped_stream_is_applied_soon_after_the_return() {
     server.start_again().await;
     let back = Instant::now();
     let reader = test.connect_again().await;
-    let db_backend = test.db_backend();
-    let caught_up = loop {
-        if count_effects(&reader, db_backend).await == Some(SENT) {
-            break back.elapsed();
-        }
-        assert!(
-            back.elapsed() < Duration::from_secs(40),
-            "{:?} of {SENT} effects 40 s after the database's return",
-            count_effects(&reader, db_backend).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let caught_up = until_applied(&reader, test.db_backend(), SENT, back).await;
     eprintln!("everything applied {caught_up:?} after the database's return");
     running.shutdown().await.unwrap();
     fx.delete().await;

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde::{Deserialize, Serialize};
-use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
+use txoutbox_core::{Delivery, IntegrationEvent};
 use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxBatches, SubscriberBuilder};
-use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
+use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
+use txoutbox_suite::effects;
 use txoutbox_suite::subscriber::SubscriberFixture;
 use txoutbox_suite::{Backend, TestDb};
 
@@ -37,32 +38,9 @@ struct OrderNoted {
 /// Every call of the handler: (aggregate, sequence, delivery).
 type Calls = Arc<Mutex<Vec<(String, u64, u64)>>>;
 
-async fn create_effects(test: &TestDb) {
-    test.db
-        .execute_unprepared(
-            "CREATE TABLE effects (id BIGSERIAL PRIMARY KEY, aggregate_id VARCHAR(64) NOT NULL, \
-             sequence BIGINT NOT NULL, delivery BIGINT NOT NULL)",
-        )
-        .await
-        .unwrap();
-}
-
-async fn record_effect(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerError> {
-    uow.connection()
-        .await?
-        .execute_unprepared(&format!(
-            "INSERT INTO effects (aggregate_id, sequence, delivery) VALUES ('{}', {}, {})",
-            delivery.aggregate_id(),
-            delivery.sequence(),
-            delivery.delivery_count()
-        ))
-        .await?;
-    Ok(())
-}
-
 /// (aggregate, sequence, delivery) of every effect, in the order applied.
 async fn effects(test: &TestDb) -> Vec<(String, i64, i64)> {
-    test.rows("SELECT aggregate_id, sequence, delivery FROM effects ORDER BY id")
+    test.rows("SELECT aggregate_id, sequence, delivery FROM deliveries ORDER BY id")
         .await
         .iter()
         .map(|row| {
@@ -102,7 +80,7 @@ fn inbox(test: &TestDb, fx: &SubscriberFixture) -> Inbox {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_stalled_past_the_ack_wait_keeps_every_message_it_took_alive() {
     let test = TestDb::with_schema(Backend::Postgres).await;
-    create_effects(&test).await;
+    effects::create_deliveries_table(&test).await;
     let fx = SubscriberFixture::shared().await;
     let inbox = inbox(&test, &fx);
     fx.publish(&fx.message(&OrderChanged { step: 1 }, "locked", 1))
@@ -117,13 +95,13 @@ async fn a_group_stalled_past_the_ack_wait_keeps_every_message_it_took_alive() {
         .await;
 
     let lock = test.db.begin().await.unwrap();
-    lock.execute_unprepared("LOCK TABLE effects IN EXCLUSIVE MODE")
+    lock.execute_unprepared("LOCK TABLE deliveries IN EXCLUSIVE MODE")
         .await
         .unwrap();
     let running = grouped(&fx)
         .on(
             inbox.handler_boxed(|_: OrderChanged, delivery: Delivery, uow| {
-                Box::pin(async move { record_effect(uow, &delivery).await })
+                Box::pin(async move { effects::apply_delivery(uow, &delivery).await })
             }),
         )
         .build()
@@ -162,7 +140,7 @@ async fn a_group_stalled_past_the_ack_wait_keeps_every_message_it_took_alive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_ended_by_the_idle_limit_is_charged_to_nobody() {
     let test = TestDb::with_schema(Backend::Postgres).await;
-    create_effects(&test).await;
+    effects::create_deliveries_table(&test).await;
     let fx = SubscriberFixture::shared().await;
     let inbox = inbox(&test, &fx);
     fx.publish(&fx.message(&OrderChanged { step: 1 }, "idle", 1))
@@ -181,7 +159,7 @@ async fn a_transaction_ended_by_the_idle_limit_is_charged_to_nobody() {
             ));
             let idles = delivery.aggregate_id() == "idle" && !idled.swap(true, Ordering::SeqCst);
             Box::pin(async move {
-                record_effect(uow, &delivery).await?;
+                effects::apply_delivery(uow, &delivery).await?;
                 if idles {
                     tokio::time::sleep(Duration::from_millis(1_500)).await;
                 }
