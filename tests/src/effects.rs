@@ -17,11 +17,7 @@ use crate::TestDb;
 /// # Panics
 /// When the database refuses the statement.
 pub async fn create_table(test: &TestDb) {
-    let id = match test.backend() {
-        crate::Backend::Postgres => "id bigserial PRIMARY KEY",
-        crate::Backend::MySql => "id bigint AUTO_INCREMENT PRIMARY KEY",
-        crate::Backend::Sqlite => "id INTEGER PRIMARY KEY AUTOINCREMENT",
-    };
+    let id = id_column(test);
     test.db
         .execute_unprepared(&format!(
             "CREATE TABLE effects ({id}, aggregate_id varchar(255) NOT NULL, \
@@ -129,11 +125,7 @@ async fn per_aggregate(test: &TestDb, sql: &str) -> HashMap<String, Vec<i64>> {
 /// # Panics
 /// When the database refuses the statement.
 pub async fn create_deliveries_table(test: &TestDb) {
-    let id = match test.backend() {
-        crate::Backend::Postgres => "id bigserial PRIMARY KEY",
-        crate::Backend::MySql => "id bigint AUTO_INCREMENT PRIMARY KEY",
-        crate::Backend::Sqlite => "id INTEGER PRIMARY KEY AUTOINCREMENT",
-    };
+    let id = id_column(test);
     test.db
         .execute_unprepared(&format!(
             "CREATE TABLE deliveries ({id}, aggregate_id varchar(64) NOT NULL, \
@@ -156,4 +148,13 @@ pub async fn apply_delivery(uow: &mut UnitOfWork, delivery: &Delivery) -> Result
         ))
         .await?;
     Ok(())
+}
+
+/// An `id` column numbering rows in insert order, on `test`'s backend.
+fn id_column(test: &TestDb) -> &'static str {
+    match test.backend() {
+        crate::Backend::Postgres => "id bigserial PRIMARY KEY",
+        crate::Backend::MySql => "id bigint AUTO_INCREMENT PRIMARY KEY",
+        crate::Backend::Sqlite => "id INTEGER PRIMARY KEY AUTOINCREMENT",
+    }
 }
