@@ -38,25 +38,28 @@ pub(crate) async fn turn_off(txn: &DatabaseTransaction) -> Result<(), DbErr> {
 
 /// Commits `txn` and turns `autocommit` back on.
 pub(crate) async fn commit(txn: DatabaseTransaction) -> Result<(), DbErr> {
-    if turns_off(&txn) {
-        let committed = txn.execute_unprepared("COMMIT").await;
-        let restored = txn.execute_unprepared("SET autocommit = 1").await;
-        committed?;
-        restored?;
-    }
+    end(&txn, "COMMIT").await?;
     // On MySQL/MariaDB the driver's own COMMIT now finds nothing to commit.
     txn.commit().await
 }
 
 /// Rolls `txn` back and turns `autocommit` back on.
 pub(crate) async fn rollback(txn: DatabaseTransaction) -> Result<(), DbErr> {
-    if turns_off(&txn) {
-        let rolled_back = txn.execute_unprepared("ROLLBACK").await;
-        let restored = txn.execute_unprepared("SET autocommit = 1").await;
-        rolled_back?;
-        restored?;
-    }
+    end(&txn, "ROLLBACK").await?;
     txn.rollback().await
+}
+
+/// On MySQL/MariaDB: ends `txn` with `statement` (`COMMIT` or `ROLLBACK`),
+/// then turns `autocommit` back on, whether the end succeeded or not (the
+/// connection goes back to the pool either way); the first error.
+async fn end(txn: &DatabaseTransaction, statement: &str) -> Result<(), DbErr> {
+    if !turns_off(txn) {
+        return Ok(());
+    }
+    let ended = txn.execute_unprepared(statement).await;
+    let restored = txn.execute_unprepared("SET autocommit = 1").await;
+    ended?;
+    restored.map(drop)
 }
 
 /// Rolls `txn` back without waiting: for a transaction dropped before it

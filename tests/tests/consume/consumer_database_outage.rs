@@ -103,6 +103,20 @@ async fn count_effects(db: &DatabaseConnection, backend: DbBackend) -> Option<i6
     row.try_get("", "n").ok()
 }
 
+/// A fresh schema on `server` with the deliveries table, a subscriber
+/// fixture, and its inbox on a pool with a short acquire timeout.
+async fn on_server(server: &PrivateServer, backend: Backend) -> (TestDb, SubscriberFixture, Inbox) {
+    let test = TestDb::with_schema_on(backend, &server.url()).await;
+    effects::create_deliveries_table(&test).await;
+    let fx = SubscriberFixture::shared().await;
+    let outbox = Outbox::new(
+        short_pool(&test).await,
+        OutboxConfig::default().without_notify(),
+    );
+    let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
+    (test, fx, inbox)
+}
+
 /// Waits until `want` messages are applied; returns how long after `back`
 /// (the database's return). Fails after 60 s.
 async fn until_applied(
@@ -128,14 +142,7 @@ async fn until_applied(
 /// started, the database crashed once 300 of them were handled, started
 /// again after [`OUTAGE`]; checks what the module docs say.
 async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backend, mode: Mode) {
-    let test = TestDb::with_schema_on(backend, &server.url()).await;
-    effects::create_deliveries_table(&test).await;
-    let fx = SubscriberFixture::shared().await;
-    let outbox = Outbox::new(
-        short_pool(&test).await,
-        OutboxConfig::default().without_notify(),
-    );
-    let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
+    let (test, fx, inbox) = on_server(server, backend).await;
     for step in 1..=STEPS {
         for n in 0..AGGREGATES {
             let message = fx.message(&AccountCredited { step }, &format!("a-{n}"), step);
@@ -314,14 +321,7 @@ async fn a_hold_that_cannot_be_recorded_waits_for_the_database() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn what_reached_a_dropped_stream_is_applied_soon_after_the_return() {
     let mut server = PrivateServer::start(Backend::Postgres).await;
-    let test = TestDb::with_schema_on(Backend::Postgres, &server.url()).await;
-    effects::create_deliveries_table(&test).await;
-    let fx = SubscriberFixture::shared().await;
-    let outbox = Outbox::new(
-        short_pool(&test).await,
-        OutboxConfig::default().without_notify(),
-    );
-    let inbox = Inbox::new(&outbox, &fx.durable).unwrap();
+    let (test, fx, inbox) = on_server(&server, Backend::Postgres).await;
     let handler = inbox.handler_boxed(
         move |_: AccountCredited, delivery: Delivery, uow: &mut UnitOfWork| {
             Box::pin(async move { effects::apply_delivery(uow, &delivery).await })
