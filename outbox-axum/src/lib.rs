@@ -88,6 +88,7 @@ mod error;
 mod health;
 mod http_error;
 mod metrics;
+mod outbox_errors;
 mod routes;
 mod runtime;
 mod signal;
