@@ -62,6 +62,7 @@ mod run_window;
 mod server_version;
 mod stream;
 pub mod stream_read;
+mod subject;
 pub mod subscriber;
 
 pub use connect::{
@@ -71,8 +72,8 @@ pub use jetstream_of::IntoJetStream;
 pub use permissions::{DeniedOperation, PermissionDenied};
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{
-    DEAD_LETTER_STREAM, DEFAULT_DUPLICATE_WINDOW, Ensured, StreamDifference, StreamError,
-    StreamSpec,
+    DEAD_LETTER_STREAM, DEFAULT_DUPLICATE_WINDOW, Ensured, OverlappingStream, StreamDifference,
+    StreamError, StreamSpec,
 };
 pub use subscriber::{RunningSubscriber, Subscriber};
 

@@ -7,7 +7,10 @@ use async_nats::jetstream::{
     context::{CreateStreamErrorKind, GetStreamErrorKind},
     stream::{Config, StorageType},
 };
+use futures::StreamExt;
 use txoutbox_core::processor::DEFAULT_LEASE;
+
+use crate::subject;
 
 /// The name of [`StreamSpec::dead_letters`].
 pub const DEAD_LETTER_STREAM: &str = "DLQ";
@@ -172,10 +175,17 @@ impl StreamSpec {
                         differences: Vec::new(),
                     })
                 }
-                Err(err) if err.kind() == CreateStreamErrorKind::JetStreamUnavailable => {
-                    Err(StreamError::JetStreamUnavailable(err.to_string()))
-                }
-                Err(err) => Err(self.failed(err)),
+                Err(err) => match err.kind() {
+                    CreateStreamErrorKind::JetStreamUnavailable => {
+                        Err(StreamError::JetStreamUnavailable(err.to_string()))
+                    }
+                    CreateStreamErrorKind::JetStream(js)
+                        if js.error_code() == jetstream::ErrorCode::STREAM_SUBJECT_OVERLAP =>
+                    {
+                        self.captured_elsewhere(jetstream, lease).await
+                    }
+                    _ => Err(self.failed(err)),
+                },
             };
         };
         let differences = self.verify(&info.config, lease)?;
@@ -186,17 +196,69 @@ impl StreamSpec {
         })
     }
 
+    /// The stream could not be created because others capture some of its
+    /// subjects: one that captures all of them is used as it is (a second
+    /// service's spec on a shared server, e.g. `BILLING_DLQ` on
+    /// `dlq.billing` where `DLQ` captures `dlq.>`); otherwise the error
+    /// names the streams in the way.
+    async fn captured_elsewhere(
+        &self,
+        jetstream: &jetstream::Context,
+        lease: Duration,
+    ) -> Result<Ensured, StreamError> {
+        let mut overlapping = Vec::new();
+        let mut streams = jetstream.streams();
+        while let Some(info) = streams.next().await {
+            let info = info.map_err(|e| self.failed(e))?;
+            let theirs = &info.config.subjects;
+            if !self
+                .subjects
+                .iter()
+                .any(|ours| theirs.iter().any(|s| subject::overlaps(s, ours)))
+            {
+                continue;
+            }
+            if self.missing_from(theirs).is_empty() {
+                tracing::info!(
+                    stream = %self.name,
+                    captured_by = %info.config.name,
+                    subjects = ?self.subjects,
+                    "another stream already captures the outbox stream's subjects; using it"
+                );
+                let differences = self.verify(&info.config, lease)?;
+                return Ok(Ensured {
+                    info,
+                    created: false,
+                    differences,
+                });
+            }
+            overlapping.push(OverlappingStream {
+                name: info.config.name.clone(),
+                subjects: theirs.clone(),
+            });
+        }
+        Err(StreamError::SubjectsOverlap {
+            stream: self.name.clone(),
+            subjects: self.subjects.clone(),
+            overlapping,
+        })
+    }
+
+    /// The spec's subjects that none of `subjects` captures.
+    fn missing_from(&self, subjects: &[String]) -> Vec<String> {
+        self.subjects
+            .iter()
+            .filter(|ours| !subjects.iter().any(|s| subject::covers(s, ours)))
+            .cloned()
+            .collect()
+    }
+
     fn verify(
         &self,
         actual: &Config,
         lease: Duration,
     ) -> Result<Vec<StreamDifference>, StreamError> {
-        let missing: Vec<String> = self
-            .subjects
-            .iter()
-            .filter(|s| !actual.subjects.contains(s))
-            .cloned()
-            .collect();
+        let missing = self.missing_from(&actual.subjects);
         if !missing.is_empty() {
             return Err(StreamError::SubjectsMissing {
                 stream: self.name.clone(),
@@ -230,7 +292,9 @@ impl StreamSpec {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ensured {
-    /// The stream as it is now.
+    /// The stream as it is now: the spec's, or another (`info.config.name`
+    /// differs from the spec's name) that already captured every subject
+    /// of the spec, which is then used as it is.
     pub info: jetstream::stream::Info,
     /// It did not exist and was created.
     pub created: bool,
@@ -343,6 +407,29 @@ impl std::fmt::Display for StreamDifference {
     }
 }
 
+/// A stream whose subjects overlap a [`StreamSpec`]'s
+/// ([`StreamError::SubjectsOverlap`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OverlappingStream {
+    /// Its name.
+    pub name: String,
+    /// The subjects it captures.
+    pub subjects: Vec<String>,
+}
+
+fn describe(streams: &[OverlappingStream]) -> String {
+    let named: Vec<String> = streams
+        .iter()
+        .map(|stream| format!("stream `{}` on {:?}", stream.name, stream.subjects))
+        .collect();
+    if named.is_empty() {
+        "another stream's".to_owned()
+    } else {
+        named.join(", ")
+    }
+}
+
 /// The stream could not be created or does not fit.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -369,6 +456,23 @@ pub enum StreamError {
         window: Duration,
         /// The lease it must exceed.
         lease: Duration,
+    },
+    /// The stream cannot be created: other streams capture some of its
+    /// subjects (a subject is stored in one stream only), and none captures
+    /// all of them.
+    #[error(
+        "stream `{stream}` on {subjects:?} cannot be created: its subjects overlap {}; remove \
+         that stream (e.g. `nats stream rm NAME`, once what it holds is no longer needed) or \
+         give this stream subjects no other stream captures",
+        describe(overlapping)
+    )]
+    SubjectsOverlap {
+        /// The stream.
+        stream: String,
+        /// Its subjects.
+        subjects: Vec<String>,
+        /// The streams in the way.
+        overlapping: Vec<OverlappingStream>,
     },
     /// The server has JetStream disabled.
     #[error("JetStream is not enabled on the server: {0}")]

@@ -94,6 +94,54 @@ async fn ensure_refuses_a_stream_without_the_subjects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_uses_another_stream_that_captures_every_subject() {
+    // A second service on a shared server: the README's `DLQ` on `dlq.>`
+    // exists; this service's spec names a stream of its own on one subject.
+    let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
+    let t = tag();
+    let shared = format!("ALL_{t}");
+    raw_stream(&jetstream, &shared, &format!("all{t}.>"), WINDOW).await;
+    let result = StreamSpec::new(format!("ONE_{t}"), [format!("all{t}.billing")])
+        .processor_lease(LEASE)
+        .ensure_reporting(&jetstream)
+        .await;
+    let one_exists = jetstream.get_stream(format!("ONE_{t}")).await.is_ok();
+    jetstream.delete_stream(&shared).await.expect("delete");
+    let ensured = result.expect("the shared stream is used");
+    assert_eq!(ensured.info.config.name, shared);
+    assert!(!ensured.created);
+    assert!(!one_exists, "no second stream was made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_names_the_streams_that_capture_part_of_its_subjects() {
+    // The other way round: a service made `ONE` on one subject; the spec
+    // wants every subject under the prefix.
+    let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
+    let t = tag();
+    let one = format!("ONE_{t}");
+    raw_stream(&jetstream, &one, &format!("part{t}.billing"), WINDOW).await;
+    let result = StreamSpec::new(format!("ALL_{t}"), [format!("part{t}.>")])
+        .processor_lease(LEASE)
+        .ensure(&jetstream)
+        .await;
+    jetstream.delete_stream(&one).await.expect("delete");
+    match result {
+        Err(err @ StreamError::SubjectsOverlap { .. }) => {
+            let text = err.to_string();
+            assert!(text.contains(&format!("`{one}`")), "{text}");
+            assert!(text.contains("nats stream rm"), "{text}");
+            let StreamError::SubjectsOverlap { overlapping, .. } = err else {
+                unreachable!()
+            };
+            assert_eq!(overlapping.len(), 1, "{overlapping:?}");
+            assert_eq!(overlapping[0].subjects, [format!("part{t}.billing")]);
+        }
+        other => panic!("expected SubjectsOverlap, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_refuses_a_duplicate_window_not_longer_than_the_lease() {
     let jetstream = jetstream::new(async_nats::connect(nats_url()).await.expect("nats"));
     let t = tag();
