@@ -68,6 +68,8 @@ const PARTS: [(&str, bool); 16] = [
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--help`: this file's documentation (the parts and how to run them).
+    txoutbox_examples::support::exit_on_help(include_str!("main.rs"));
     match args.first().map(String::as_str) {
         Some(processor::PART) => return processor::run(&args[1..]).await,
         Some(children::drain::PART) => return children::drain::run(&args[1..]).await,

@@ -146,7 +146,7 @@ pub async fn run(
     let inbox = Inbox::new(&outbox, "billing")?;
     let subscriber = Subscriber::builder(nats.clone(), "billing")
         .stream("SHOP")
-        .dead_letter_stream(StreamSpec::new("BILLING_DLQ", ["dlq.billing"])) // its dead letters
+        .dead_letter_stream(StreamSpec::dead_letters()) // its dead letters: `dlq.billing`, in `DLQ`
         .on(inbox.handler(on_paid))
         .build()
         .await?
@@ -161,6 +161,7 @@ pub async fn run(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("add_to_service.rs"));
     let sqlite = std::env::temp_dir().join("outbox_add_to_service.sqlite");
     let database_url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| format!("sqlite://{}?mode=rwc", sqlite.display()));

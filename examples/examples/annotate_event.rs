@@ -47,6 +47,7 @@ struct UserLoggedIn {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("annotate_event.rs"));
     // Name, version and subject are constants of the type.
     let prefix = SubjectPrefix::new("billing")?;
     println!(

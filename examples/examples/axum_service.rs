@@ -29,6 +29,7 @@ use txoutbox_examples::support;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
+    txoutbox_examples::support::exit_on_help(include_str!("axum_service.rs"));
     support::init_logging_at("info,sqlx=warn");
     let env =
         |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());

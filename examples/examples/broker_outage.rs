@@ -25,6 +25,7 @@ const LEASE: Duration = txoutbox::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("broker_outage.rs"));
     support::init_logging_at("error"); // the processor warns about the outage; we print it
     let dir = tempfile::tempdir()?;
     let url = format!(

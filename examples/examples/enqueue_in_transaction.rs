@@ -26,6 +26,7 @@ struct UserRegistered {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("enqueue_in_transaction.rs"));
     support::init_logging();
     let url = support::database_url("outbox-examples");
     // Subjects `examples.<event name>`, captured by the stream the

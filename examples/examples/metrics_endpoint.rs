@@ -32,6 +32,7 @@ fn arg(name: &str) -> Option<String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("metrics_endpoint.rs"));
     support::init_logging();
     let port: u16 = arg("--port").map_or(Ok(9898), |p| p.parse())?;
     let run_for = arg("--for")

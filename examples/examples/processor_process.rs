@@ -20,6 +20,7 @@ const LEASE: Duration = txoutbox::processor::DEFAULT_LEASE;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("processor_process.rs"));
     support::init_logging();
     let until_idle = std::env::args().any(|arg| arg == "--until-idle");
 

@@ -12,7 +12,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use txoutbox::nats::subscriber::{Backoff, DeadLetterPolicy};
+use txoutbox::nats::subscriber::Backoff;
 use txoutbox::{Delivery, HandlerError, IntegrationEvent};
 use txoutbox::{StreamSpec, Subscriber};
 use txoutbox_examples::support::{self, Nats};
@@ -44,6 +44,7 @@ async fn welcome(event: UserRegistered, delivery: Delivery) -> Result<(), Handle
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("subscribe.rs"));
     support::init_logging();
     let args: Vec<String> = std::env::args().collect();
     let run_for = match args.iter().position(|a| a == "--for") {
@@ -71,12 +72,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
             Duration::from_millis(200),
             Duration::from_secs(5),
         ))
-        .dead_letter(DeadLetterPolicy::publish_to("dlq.example-welcome-mails"))
-        // A stream must keep the dead letters; the subscriber creates it.
-        .dead_letter_stream(StreamSpec::new(
-            "EXAMPLE_DLQ",
-            ["dlq.example-welcome-mails"],
-        ))
+        // Dead letters go to `dlq.example-welcome-mails` (`dlq.<durable>`);
+        // a stream must keep them: the README's `DLQ` (`dlq.>`), created if
+        // missing, which every consumer shares.
+        .dead_letter_stream(StreamSpec::dead_letters())
         .on(welcome)
         // A mail is sent, not written to a database: no inbox to apply it
         // once, so it runs at least once, in order within this process.

@@ -45,6 +45,7 @@ async fn read_model_subscriber(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
+    txoutbox_examples::support::exit_on_help(include_str!("testing_a_service.rs"));
     let kit = service_db().await?;
     for (id, cents) in [("o-1", 1250), ("o-2", 990)] {
         place_order(kit.outbox(), id, "ada", cents).await?;

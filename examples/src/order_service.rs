@@ -56,8 +56,11 @@ pub struct ServiceNames {
     /// The read model's durable consumer, also its inbox's name; its dead
     /// letters go to `dlq.<durable>`.
     pub durable: String,
-    /// The stream keeping those dead letters.
-    pub dead_letter_stream: String,
+    /// The stream keeping those dead letters: `None` (the default) for the
+    /// README's `DLQ` stream on `dlq.>`, which every consumer shares; a name
+    /// for a stream of its own on `dlq.<durable>` (the tests, on a server
+    /// whose `dlq.*` subjects other tests' streams capture).
+    pub dead_letter_stream: Option<String>,
 }
 
 impl Default for ServiceNames {
@@ -66,7 +69,7 @@ impl Default for ServiceNames {
             prefix: "ordersvc".to_owned(),
             stream: "ORDER_SERVICE".to_owned(),
             durable: "order-service-views".to_owned(),
-            dead_letter_stream: "ORDER_SERVICE_DLQ".to_owned(),
+            dead_letter_stream: None,
         }
     }
 }
@@ -156,10 +159,10 @@ pub async fn start(
 fn read_model(nats: async_nats::Client, inbox: &Inbox, names: &ServiceNames) -> SubscriberBuilder {
     Subscriber::builder(nats, &names.durable)
         .stream(&names.stream)
-        .dead_letter_stream(StreamSpec::new(
-            &names.dead_letter_stream,
-            [format!("dlq.{}", names.durable)],
-        ))
+        .dead_letter_stream(match &names.dead_letter_stream {
+            None => StreamSpec::dead_letters(),
+            Some(name) => StreamSpec::new(name, [format!("dlq.{}", names.durable)]),
+        })
         .shutdown_timeout(Duration::from_secs(5))
         // A message whose hand-back at a restart is lost comes back within
         // this (see the subscriber's docs).

@@ -45,9 +45,6 @@ pub mod entity {
 /// The durable consumer's name, also the inbox's consumer name.
 pub const CONSUMER: &str = "order-summaries";
 
-/// The stream the subscriber creates for its dead letters.
-pub const DEAD_LETTER_STREAM: &str = "ORDER_SUMMARIES_DLQ";
-
 /// Creates the `order_summaries` table if it does not exist, on any backend.
 pub async fn create_table(db: &impl ConnectionTrait) -> Result<(), DbErr> {
     crate::support::create_entity_table(db, entity::Entity).await
@@ -84,11 +81,9 @@ pub fn subscriber(
     Subscriber::builder(nats, CONSUMER)
         .stream(stream)
         .filter_subject(filter_subject)
-        // Dead letters (`dlq.order-summaries`) are kept: `outbox dlq list`.
-        .dead_letter_stream(StreamSpec::new(
-            DEAD_LETTER_STREAM,
-            [format!("dlq.{CONSUMER}")],
-        ))
+        // Dead letters (`dlq.order-summaries`) are kept in the README's
+        // `DLQ` stream (`dlq.>`), one for every consumer: `outbox dlq list`.
+        .dead_letter_stream(StreamSpec::dead_letters())
         .backoff(Backoff::exponential(
             Duration::from_millis(100),
             Duration::from_secs(5),

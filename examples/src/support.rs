@@ -210,6 +210,33 @@ pub const EXAMPLE_STREAM: &str = "OUTBOX_EXAMPLES";
 /// captures `examples.>`).
 pub const EXAMPLE_PREFIX: &str = "examples";
 
+/// Answers `--help` (or `-h`) on the command line: prints the program's
+/// own documentation, the `//!` lines of `source` (pass
+/// `include_str!("this_file.rs")`), and exits; returns otherwise.
+///
+/// ```
+/// let doc = txoutbox_examples::support::doc_of("//! Line one.\n//!\n//! Line two.\nfn main() {}\n");
+/// assert_eq!(doc, "Line one.\n\nLine two.\n");
+/// ```
+pub fn exit_on_help(source: &str) {
+    if std::env::args()
+        .skip(1)
+        .any(|arg| arg == "--help" || arg == "-h")
+    {
+        print!("{}", doc_of(source));
+        std::process::exit(0);
+    }
+}
+
+/// The `//!` documentation of a Rust source file, as text.
+pub fn doc_of(source: &str) -> String {
+    source
+        .lines()
+        .map_while(|line| line.strip_prefix("//!"))
+        .map(|line| format!("{}\n", line.strip_prefix(' ').unwrap_or(line)))
+        .collect()
+}
+
 /// Logs of the libraries at WARN (`RUST_LOG` overrides), to stderr, so the
 /// examples' own output stays readable.
 pub fn init_logging() {

@@ -155,7 +155,7 @@ async fn orders_flow_through_health_metrics_and_a_shutdown_mid_burst() {
         prefix: format!("axsvc{tag}"),
         stream: format!("AXSVC_{tag}"),
         durable: format!("axsvc-views-{tag}"),
-        dead_letter_stream: format!("AXSVC_DLQ_{tag}"),
+        dead_letter_stream: Some(format!("AXSVC_DLQ_{tag}")),
     };
     let client = async_nats::connect(nats_url()).await.expect("NATS answers");
     let jetstream = async_nats::jetstream::new(client);
@@ -170,7 +170,7 @@ async fn orders_flow_through_health_metrics_and_a_shutdown_mid_burst() {
     };
     let _dead_letters = TestStream {
         jetstream: jetstream.clone(),
-        name: names.dead_letter_stream.clone(),
+        name: format!("AXSVC_DLQ_{tag}"),
         prefix: String::new(),
     };
     let addr = service.addr;

@@ -1,7 +1,10 @@
 //! The orders demo end to end, as CI runs it: the demo binary writes 20
-//! orders into a fresh SQLite database, its processor publishes them to the
-//! machine's NATS JetStream, its consumer process builds the read model;
-//! then this test checks the read model and the inbox, not the printout.
+//! orders into a fresh SQLite database, its processor publishes them to a
+//! private nats-server (the demo's dead letters go to the README's `DLQ`
+//! stream on `dlq.>`, which would capture the dead-letter subjects other
+//! tests give streams of their own on the machine's server), its consumer
+//! process builds the read model; then this test checks the read model and
+//! the inbox, not the printout.
 
 use std::time::Duration;
 
@@ -43,10 +46,9 @@ async fn the_demo_builds_the_read_model_through_nats() {
         "sqlite://{}?mode=rwc",
         dir.path().join("orders.sqlite").display()
     );
-    // A stream and subjects of its own, so a person's demo is not disturbed.
-    let unique = uuid::Uuid::now_v7().simple().to_string();
-    let stream = format!("ORDERS_TEST_{}", &unique[unique.len() - 10..]);
-    let prefix = format!("shoptest{}", &unique[unique.len() - 10..]);
+    let nats = txoutbox_fixtures::nats::NatsServer::start()
+        .await
+        .expect("a private nats-server");
 
     let output = tokio::time::timeout(
         Duration::from_secs(90),
@@ -60,8 +62,7 @@ async fn the_demo_builds_the_read_model_through_nats() {
                 "20",
             ])
             .env("DATABASE_URL", &url)
-            .env("DEMO_STREAM", &stream)
-            .env("DEMO_PREFIX", &prefix)
+            .env("NATS_URL", nats.url())
             .kill_on_drop(true)
             .output(),
     )
@@ -71,13 +72,6 @@ async fn the_demo_builds_the_read_model_through_nats() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
 
-    // Clean up the stream before asserting (NATS_URL or the machine's NATS).
-    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".into());
-    if let Ok(client) = async_nats::connect(nats_url.as_str()).await {
-        let _ = async_nats::jetstream::new(client)
-            .delete_stream(&stream)
-            .await;
-    }
     assert!(
         output.status.success(),
         "the demo failed ({}):\n{stdout}\n{stderr}",

@@ -77,6 +77,7 @@ const SHAPES: [u64; 3] = [100, 10_000, 1];
 
 #[tokio::main]
 async fn main() -> Result {
+    txoutbox_examples::support::exit_on_help(include_str!("main.rs"));
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

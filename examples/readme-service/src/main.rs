@@ -149,6 +149,10 @@ async fn get_order(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::args().any(|arg| arg == "--help" || arg == "-h") {
+        println!("The README's order service. Environment: DATABASE_URL, NATS_URL, LISTEN.");
+        return Ok(());
+    }
     let env = |name, default: &str| std::env::var(name).unwrap_or(default.into());
     // Once: the tables (outbox + inbox, the service's own) and the stream.
     let db = sea_orm::Database::connect(env("DATABASE_URL", "postgres://postgres@127.0.0.1/test"))

@@ -9,13 +9,17 @@
 //! cargo run -p txoutbox-examples --bin orders-demo -- --orders 20  # 20 orders, then exit
 //! ```
 //!
-//! Options: `--orders N` (write N orders, wait until the read model has all
+//! Options: `--help`, `--orders N` (write N orders, wait until the read model has all
 //! of them, print a summary, exit), `--timeout SECS` (fail if that takes
 //! longer; default 60), `--rate N` (orders per second; default 5).
 //! Environment: `DATABASE_URL` (default: an SQLite file in the temp
 //! directory; `postgres://…` and `mysql://…` work as they are), `NATS_URL`
 //! (default: 127.0.0.1:4222, or a private nats-server), `DEMO_STREAM`
-//! (default `ORDERS`) and `DEMO_PREFIX` (subject prefix, default `shop`).
+//! (default `DEMO_ORDERS`) and `DEMO_PREFIX` (subject prefix, default
+//! `demo`): names of its own, so the README's service (`SHOP`, `shop.>`)
+//! and the `axum_service` example (`ORDER_SERVICE`, `ordersvc.>`) start
+//! beside it on the same server. Dead letters go to the README's `DLQ`
+//! stream (`dlq.>`).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -55,8 +59,8 @@ impl Settings {
             |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
         Self {
             database_url: support::database_url("orders-demo"),
-            stream: var("DEMO_STREAM", "ORDERS"),
-            prefix: var("DEMO_PREFIX", "shop"),
+            stream: var("DEMO_STREAM", "DEMO_ORDERS"),
+            prefix: var("DEMO_PREFIX", "demo"),
         }
     }
 
@@ -88,7 +92,7 @@ fn parse_options(args: &[String]) -> Result<Options, BoxError> {
             "--orders" => options.orders = Some(value()?),
             "--timeout" => options.timeout = Duration::from_secs(value()?),
             "--rate" => options.rate = value()?.max(1),
-            other => return Err(format!("unknown argument {other:?} (see the file's docs)").into()),
+            other => return Err(format!("unknown argument {other:?} (see --help)").into()),
         }
     }
     Ok(options)
@@ -96,6 +100,7 @@ fn parse_options(args: &[String]) -> Result<Options, BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
+    support::exit_on_help(include_str!("orders-demo.rs"));
     support::init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let settings = Settings::from_env();
