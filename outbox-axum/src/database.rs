@@ -63,9 +63,7 @@ impl DatabaseProbe {
     pub(crate) fn inbox(probe: &SubscriberProbe) -> Option<Self> {
         // A probe's future does nothing until awaited: asked for one only to
         // learn whether there is an inbox.
-        if probe.probe_inbox().is_none() {
-            return None;
-        }
+        probe.probe_inbox().map(drop)?;
         let probe = probe.clone();
         Some(Self {
             ask: Arc::new(move || {
