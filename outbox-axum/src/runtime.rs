@@ -253,6 +253,12 @@ mod tests {
         assert_eq!(status_of(addr, "/hello").await, "HTTP/1.1 200 OK");
         assert_eq!(status_of(addr, "/health/live").await, "HTTP/1.1 200 OK");
         assert_eq!(status_of(addr, "/health/ready").await, "HTTP/1.1 200 OK");
+        assert_eq!(status_of(addr, "/health/outbox").await, "HTTP/1.1 200 OK");
+        assert_eq!(
+            status_of(addr, "/health/outbox?strict=true").await,
+            "HTTP/1.1 200 OK",
+            "nothing to degrade"
+        );
 
         token.cancel();
         let report = serving
