@@ -2,8 +2,8 @@
 //! and its event in one commit, the processor publishes it to JetStream, a
 //! subscriber in the same service applies it to a read model through the
 //! inbox, `GET /orders/{id}` reads the read model; `/health/live`,
-//! `/health/ready` and `/metrics` come from the runtime, and SIGTERM or
-//! Ctrl-C shut it all down in order.
+//! `/health/ready`, `/health/outbox` and `/metrics` come from the runtime,
+//! and SIGTERM or Ctrl-C shut it all down in order.
 //!
 //! `cargo run -p txoutbox-examples --example axum_service`, then:
 //!
@@ -12,7 +12,8 @@
 //!      -d '{"customer":"ada","total_cents":1250}'           # 201 {"id":"o-..."}
 //! curl -si -X POST localhost:3000/orders/o-.../pay           # 204
 //! curl -s localhost:3000/orders/o-...                        # {"status":"paid",..}
-//! curl -s localhost:3000/health/ready                        # 200 {"ready":true,..}
+//! curl -s localhost:3000/health/ready                        # 200 {"ready":true,"database":"up",..}
+//! curl -s localhost:3000/health/outbox                       # {"status":"ok","broker":"connected",..}
 //! curl -s localhost:3000/metrics | grep outbox_              # Prometheus text
 //! ```
 //!

@@ -9,7 +9,7 @@
 //!   [`VIEW_TABLE`] read model through the inbox (once each, in order per
 //!   order); `GET /orders/{id}` reads it (404 until the event is applied).
 //! - The [`Runtime`] owns the processor and the subscriber, and serves
-//!   `/health/live`, `/health/ready` and `/metrics`.
+//!   `/health/live`, `/health/ready`, `/health/outbox` and `/metrics`.
 //!
 //! Every value that reaches SQL is bound as a parameter (`sea_query`),
 //! never formatted into the statement.
@@ -140,7 +140,7 @@ pub async fn start(
         .processor(
             outbox
                 .processor(publisher)
-                .stats_interval(Some(Duration::from_secs(5))), // backlog age for /health/ready
+                .stats_interval(Some(Duration::from_secs(5))), // backlog age for /health/outbox
         )
         .subscriber(read_model(nats, &inbox, names))
         .start()

@@ -1,7 +1,8 @@
 //! The `axum_service` example over real HTTP, in-process on 127.0.0.1:0, on
 //! a fresh PostgreSQL schema and the machine's NATS (a stream, subjects and
 //! consumer of its own): orders go in through `POST /orders`, come back
-//! through the read model, `/health/ready` and `/metrics` report them, and
+//! through the read model, `/health/ready`, `/health/outbox` and `/metrics`
+//! report them, and
 //! a shutdown in the middle of a burst loses nothing and leaves nothing
 //! leased: after a restart every saved order is in the stream once and in
 //! the read model.
@@ -195,15 +196,22 @@ async fn orders_flow_through_health_metrics_and_a_shutdown_mid_burst() {
     let (missing, _) = get(addr, "/orders/o-none").await;
     assert_eq!(missing, StatusCode::NOT_FOUND);
 
-    // 2. Health: live, ready, each subscriber with its lag and holds.
+    // 2. Health: live, ready (the database up), the outbox with each
+    //    subscriber's lag and holds.
     let (live, body) = get(addr, "/health/live").await;
     assert_eq!(live, StatusCode::OK, "{body}");
     let (ready, body) = get(addr, "/health/ready").await;
     assert_eq!(ready, StatusCode::OK, "{body}");
     let ready: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(ready["ready"], true, "{ready}");
-    assert_eq!(ready["processor"]["running"], true, "{ready}");
-    let subscriber = &ready["subscribers"][0];
+    assert_eq!(ready["database"], "up", "{ready}");
+    let (status, body) = get(addr, "/health/outbox?strict=true").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let outbox: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(outbox["status"], "ok", "{outbox}");
+    assert_eq!(outbox["broker"], "connected", "{outbox}");
+    assert_eq!(outbox["processor"]["running"], true, "{outbox}");
+    let subscriber = &outbox["subscribers"][0];
     assert_eq!(subscriber["durable"], names.durable.as_str(), "{ready}");
     assert_eq!(subscriber["connected"], true, "{ready}");
     assert!(
@@ -329,8 +337,9 @@ async fn orders_flow_through_health_metrics_and_a_shutdown_mid_burst() {
     let (ready, body) = get(service.addr, "/health/ready").await;
     assert_eq!(ready, StatusCode::OK, "{body}");
 
-    // 6. The consumer deleted under the running service: not ready, and
-    //    says why.
+    // 6. The consumer deleted under the running service: the outbox is
+    //    degraded (503 for a monitor that asks) and says why; the service
+    //    still takes requests.
     jetstream
         .get_stream(&names.stream)
         .await
@@ -338,12 +347,14 @@ async fn orders_flow_through_health_metrics_and_a_shutdown_mid_burst() {
         .delete_consumer(&names.durable)
         .await
         .expect("delete the consumer");
-    let (ready, body) = get(service.addr, "/health/ready").await;
-    assert_eq!(ready, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (outbox, body) = get(service.addr, "/health/outbox?strict=true").await;
+    assert_eq!(outbox, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(
         body.contains("missing") || body.contains("stopped"),
         "the reason: {body}"
     );
+    let (ready, body) = get(service.addr, "/health/ready").await;
+    assert_eq!(ready, StatusCode::OK, "{body}");
     service.runtime.shutdown_token().cancel();
     let _ = service.server.await;
     // The subscriber may report its deleted consumer: not asserted.

@@ -6,14 +6,17 @@ use futures::future::{BoxFuture, Either};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use txoutbox_core::processor::{HealthThresholds, ProcessorHandle};
+use txoutbox_nats::async_nats;
 use txoutbox_nats::subscriber::{RunningSubscriber, Subscriber, SubscriberBuildError};
 
-use crate::health::RuntimeHealth;
+use crate::database::DatabaseProbe;
+use crate::health::{HealthParts, RuntimeHealth};
 use crate::runtime::Runtime;
 use crate::source::{ProcessorSource, SubscriberSource};
-use crate::{RuntimeError, metrics};
+use crate::{RuntimeError, gauges, metrics};
 
-/// The longest a readiness check waits for the NATS server by default.
+/// The longest a health check waits for the database or the NATS server by
+/// default.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 type SpawnProcessor = BoxFuture<'static, Result<ProcessorHandle, RuntimeError>>;
@@ -43,6 +46,12 @@ type BuildSubscriber =
 #[must_use = "a builder does nothing until `start`"]
 pub struct RuntimeBuilder {
     processor: Option<SpawnProcessor>,
+    /// Probes the processor's store, for `/health/ready`.
+    database: Option<DatabaseProbe>,
+    /// Clients whose connection `/health/outbox` reports.
+    clients: Vec<async_nats::Client>,
+    /// Whether `/health/ready` also needs the outbox's parts healthy.
+    strict_readiness: bool,
     subscribers: Vec<BuildSubscriber>,
     metrics: Option<PrometheusHandle>,
     thresholds: HealthThresholds,
@@ -58,6 +67,7 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("subscribers", &self.subscribers.len())
             .field("thresholds", &self.thresholds)
             .field("probe_timeout", &self.probe_timeout)
+            .field("strict_readiness", &self.strict_readiness)
             .field("signals", &self.signals)
             .finish_non_exhaustive()
     }
@@ -67,6 +77,9 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         Self {
             processor: None,
+            database: None,
+            clients: Vec::new(),
+            strict_readiness: false,
             subscribers: Vec::new(),
             metrics: None,
             thresholds: HealthThresholds::default(),
@@ -83,7 +96,9 @@ impl RuntimeBuilder {
     /// `ProcessorHandle`. One per runtime; a second call replaces the
     /// first.
     pub fn processor(mut self, processor: impl ProcessorSource) -> Self {
-        self.processor = Some(processor.spawn_processor());
+        let start = processor.spawn_processor();
+        self.processor = Some(start.spawn);
+        self.database = start.database;
         self
     }
 
@@ -106,7 +121,32 @@ impl RuntimeBuilder {
         self
     }
 
-    /// What counts as a healthy processor in `/health/ready` (default:
+    /// Makes `/health/ready` strict (default `false`): ready only while,
+    /// beside the runtime not shutting down and its database answering,
+    /// the processor is healthy (against the
+    /// [thresholds](Self::health_thresholds)) and every subscriber ready
+    /// (running, connected to NATS, its consumers present).
+    ///
+    /// Off by default, because the outbox keeps taking writes while the
+    /// broker is away: strict, a broker outage takes every replica out of
+    /// its load balancer at once. Turn it on for a service that should stop
+    /// taking requests when its events stop flowing; otherwise watch
+    /// `/health/outbox`, the metrics and the shipped alerts.
+    pub fn strict_readiness(mut self, strict: bool) -> Self {
+        self.strict_readiness = strict;
+        self
+    }
+
+    /// Reports `client`'s connection in `/health/outbox` (as `broker`),
+    /// beside the subscribers' clients, which are reported without it: for
+    /// the client the processor publishes through when no subscriber uses
+    /// it (a runtime with a processor alone). Call it once per client.
+    pub fn nats_connection(mut self, client: async_nats::Client) -> Self {
+        self.clients.push(client);
+        self
+    }
+
+    /// What counts as a healthy processor in `/health/outbox` (default:
     /// [`HealthThresholds::default`]: a claim at most 10 s ago, nothing
     /// pending for longer than 60 s; the oldest pending age is known only
     /// with the processor's `stats_interval`).
@@ -115,8 +155,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long `/health/ready` waits, at most, for the NATS server's
-    /// answer about each subscriber's consumer (default
+    /// How long the health routes wait, at most, for the database's answer
+    /// (`/health/ready`) and the NATS server's answer about each
+    /// subscriber's consumer (`/health/outbox`) (default
     /// [`DEFAULT_PROBE_TIMEOUT`], 500 ms: under Kubernetes' default probe
     /// timeout of 1 s).
     pub fn probe_timeout(mut self, timeout: Duration) -> Self {
@@ -171,13 +212,23 @@ impl RuntimeBuilder {
                 Either::Right(running) => running,
             })
             .collect();
-        let health = RuntimeHealth::new(
-            processor.as_ref().map(ProcessorHandle::health),
-            subscribers.iter().map(RunningSubscriber::health).collect(),
-            self.thresholds,
-            self.probe_timeout,
-            self.shutdown.clone(),
-        );
+        let has_clients = !self.clients.is_empty();
+        let probes: Vec<_> = subscribers.iter().map(RunningSubscriber::health).collect();
+        let database = self
+            .database
+            .or_else(|| probes.iter().find_map(DatabaseProbe::inbox));
+        let health = RuntimeHealth::new(HealthParts {
+            processor: processor.as_ref().map(ProcessorHandle::health),
+            subscribers: probes,
+            database,
+            clients: self.clients,
+            thresholds: self.thresholds,
+            probe_timeout: self.probe_timeout,
+            strict: self.strict_readiness,
+            shutdown: self.shutdown.clone(),
+        });
+        let sampler = (!subscribers.is_empty() || has_clients)
+            .then(|| tokio::spawn(gauges::sample(health.clone())));
         tracing::info!(
             processor = processor.is_some(),
             subscribers = subscribers.len(),
@@ -186,7 +237,11 @@ impl RuntimeBuilder {
         Ok(Runtime::new(
             health,
             metrics,
-            upkeep.map(|handle| tokio::spawn(metrics::upkeep(handle))),
+            upkeep
+                .map(|handle| tokio::spawn(metrics::upkeep(handle)))
+                .into_iter()
+                .chain(sampler)
+                .collect(),
             processor,
             subscribers,
             self.shutdown,

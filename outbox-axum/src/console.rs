@@ -10,12 +10,8 @@ impl HealthSource for RuntimeHealth {
     fn report(&self) -> HealthFuture {
         let health = self.clone();
         Box::pin(async move {
-            let readiness = health.readiness().await;
-            HealthReport::new(
-                readiness.processor,
-                readiness.subscribers,
-                readiness.problems,
-            )
+            let outbox = health.outbox().await;
+            HealthReport::new(outbox.processor, outbox.subscribers, outbox.problems)
         })
     }
 }

@@ -20,7 +20,7 @@
 //!     .start() // builds the subscribers (their consumers) and the processor, spawns them
 //!     .await?;
 //!
-//! let app = app.merge(runtime.router()); // /health/live, /health/ready, /metrics
+//! let app = app.merge(runtime.router()); // /health/live, /health/ready, /health/outbox, /metrics
 //! let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
 //! axum::serve(listener, app)
 //!     .with_graceful_shutdown(runtime.shutdown_signal()) // SIGTERM, Ctrl-C, or the token
@@ -31,21 +31,43 @@
 //!
 //! # Health
 //!
-//! `/health/live` answers 503 only when a part stopped on its own (the
-//! processor's task failed, a subscriber's consumer was deleted): a restart
-//! is the cure. `/health/ready` answers 503 while the runtime shuts down,
-//! while the processor is stalled (claims failing, the broker away, or a
-//! message pending longer than the [thresholds](RuntimeBuilder::health_thresholds)),
-//! and while a subscriber is not running, not connected to NATS, or its
-//! consumer is missing on the server; it reports each subscriber's lag
-//! (`pending`: messages not yet delivered to it), `ack_pending`, the
-//! messages it holds and its held aggregates. Both bodies are JSON and list
-//! the problems, one line each ([`Liveness`], [`Readiness`]).
+//! Three routes, three questions:
 //!
-//! The outbox keeps taking writes while the broker is away (that is its
-//! point), but `/health/ready` then answers 503: point a load balancer's
-//! readiness check at it only if the service should stop taking requests
-//! then; otherwise alert on it.
+//! - `/health/live`: **should this process be restarted?** 503 only when a
+//!   part stopped on its own (the processor's task failed, a subscriber's
+//!   consumer was deleted): a restart is the cure. It stays 200 while the
+//!   runtime shuts down, so the orchestrator lets it finish.
+//! - `/health/ready`: **should this process receive requests?** 200 while
+//!   the runtime is not shutting down and its database answers (the
+//!   processor's store, or a subscriber's inbox, probed within the
+//!   [probe timeout](RuntimeBuilder::probe_timeout)). The outbox exists so
+//!   that a service keeps taking writes while the broker is away: a broker
+//!   outage, a subscriber's lag, a backlog or a held aggregate do not make
+//!   it 503, so they cannot take every replica out of its load balancer at
+//!   once. [`strict_readiness`](RuntimeBuilder::strict_readiness) makes the
+//!   outbox's parts count too, for a service that wants it.
+//! - `/health/outbox`: **how is the outbox doing?** The connection to NATS
+//!   (`"connected"`, `"connecting"` before the first connection,
+//!   `"disconnected"`), the processor's progress (its last claim, the
+//!   oldest pending message, what is published but not yet recorded), and
+//!   each subscriber's lag (`pending`), `ack_pending`, the messages it
+//!   holds, its held aggregates and whether it is paused; `"status": "ok"`
+//!   or `"degraded"`, with the degraded parts listed. It answers 200 either
+//!   way, for a dashboard or a person; `/health/outbox?strict=true` answers
+//!   503 when degraded, for a monitor that alerts on the status code.
+//!
+//! Every body is JSON and lists the problems, one line each ([`Liveness`],
+//! [`Readiness`], [`OutboxHealth`]). The outbox's state is also in the
+//! metrics, and the shipped alerts (`ops/prometheus`) fire on a broker
+//! away, a stalled processor, a growing lag: that is where an operator
+//! looks, rather than at a load balancer's pool.
+//!
+//! | during | `/health/live` | `/health/ready` | `/health/outbox` |
+//! |---|---|---|---|
+//! | a broker outage | 200 | 200 (writes are taken) | 200, `degraded`: `broker` `"disconnected"`, later the processor and the subscribers |
+//! | a database outage | 200 | 503, `"database": "down"` | 200, `degraded` once the processor stalls or a subscriber pauses |
+//! | a shutdown (SIGTERM) | 200 | 503, `"shutting_down": true` | as before |
+//! | a part stopped on its own | 503 | 200 (503 when strict) | 200, `degraded` |
 //!
 //! # Metrics
 //!
@@ -56,6 +78,14 @@
 //! [`txoutbox_nats::subscriber::metrics`]) and the application's own.
 //! [`start`](RuntimeBuilder::start) installs the recorder, once per process,
 //! unless [given a handle](RuntimeBuilder::metrics).
+//!
+//! The runtime adds two gauges of what only a probe sees, sampled every
+//! 5 s while it runs:
+//!
+//! | name | labels | meaning |
+//! |---|---|---|
+//! | `outbox_broker_connected` | | 1 while the runtime's NATS connections are up, else 0 (connecting or disconnected); absent for a runtime that knows no client |
+//! | `outbox_consumer_pending` | `consumer` | a subscriber's lag: messages of its stream not yet delivered to it, as the server last said |
 //!
 //! # Shutdown
 //!
@@ -84,20 +114,25 @@
 mod builder;
 #[cfg(feature = "console")]
 mod console;
+mod database;
 mod error;
+mod gauges;
 mod health;
 mod http_error;
 mod metrics;
 mod outbox_errors;
+mod outbox_health;
 mod routes;
 mod runtime;
 mod signal;
 mod source;
 
 pub use builder::{DEFAULT_PROBE_TIMEOUT, RuntimeBuilder};
+pub use database::DatabaseStatus;
 pub use error::RuntimeError;
 pub use health::{Liveness, Readiness, RuntimeHealth};
 pub use http_error::HttpError;
+pub use outbox_health::{BrokerConnection, OutboxHealth};
 pub use runtime::Runtime;
 pub use source::{ProcessorSource, SubscriberSource};
 

@@ -1,7 +1,8 @@
-//! The routes: `/health/live`, `/health/ready` (JSON, 200 or 503) and
-//! `/metrics` (Prometheus text).
+//! The routes: `/health/live`, `/health/ready`, `/health/outbox` (JSON)
+//! and `/metrics` (Prometheus text).
 
 use axum::Router;
+use axum::extract::RawQuery;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -10,7 +11,9 @@ use serde::Serialize;
 use txoutbox_core::processor::Health;
 use txoutbox_nats::subscriber::{ConsumerLag, SubscriberHealth};
 
+use crate::database::DatabaseStatus;
 use crate::health::{Liveness, Readiness, RuntimeHealth};
+use crate::outbox_health::OutboxHealth;
 
 /// The content type of Prometheus' text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -21,6 +24,7 @@ where
     S: Clone + Send + Sync + 'static,
 {
     let live = health.clone();
+    let outbox = health.clone();
     Router::new()
         .route(
             "/health/live",
@@ -34,6 +38,16 @@ where
             get(move || {
                 let health = health.clone();
                 async move { ready_response(&health.readiness().await) }
+            }),
+        )
+        .route(
+            "/health/outbox",
+            get(move |RawQuery(query): RawQuery| {
+                let health = outbox.clone();
+                async move {
+                    let strict = asks_strict(query.as_deref());
+                    outbox_response(&health.outbox().await, strict)
+                }
             }),
         )
         .route(
@@ -53,6 +67,16 @@ fn status(ok: bool) -> StatusCode {
     }
 }
 
+/// Whether the query string asks for 503 when degraded: `strict`,
+/// `strict=true` or `strict=1`.
+fn asks_strict(query: Option<&str>) -> bool {
+    query.is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| matches!(pair, "strict" | "strict=true" | "strict=1"))
+    })
+}
+
 fn live_response(liveness: &Liveness) -> Response {
     let body = LiveBody {
         live: liveness.live,
@@ -63,18 +87,30 @@ fn live_response(liveness: &Liveness) -> Response {
 }
 
 fn ready_response(readiness: &Readiness) -> Response {
+    let (database, database_error) = match &readiness.database {
+        DatabaseStatus::Up => (Some("up"), None),
+        DatabaseStatus::Down(error) => (Some("down"), Some(error.as_str())),
+        DatabaseStatus::Unchecked => (None, None),
+    };
     let body = ReadyBody {
         ready: readiness.ready,
         shutting_down: readiness.shutting_down,
-        processor: readiness.processor.as_ref().map(ProcessorBody::from),
-        subscribers: readiness
-            .subscribers
-            .iter()
-            .map(SubscriberBody::from)
-            .collect(),
+        database,
+        database_error,
+        strict: readiness.strict,
+        outbox: readiness.outbox.as_ref().map(OutboxBody::from),
         problems: &readiness.problems,
     };
     (status(readiness.ready), axum::Json(body)).into_response()
+}
+
+/// 200, or 503 when degraded and `strict`.
+fn outbox_response(health: &OutboxHealth, strict: bool) -> Response {
+    (
+        status(health.ok || !strict),
+        axum::Json(OutboxBody::from(health)),
+    )
+        .into_response()
 }
 
 /// `/health/live`'s body.
@@ -90,9 +126,45 @@ struct LiveBody<'a> {
 struct ReadyBody<'a> {
     ready: bool,
     shutting_down: bool,
+    /// `"up"`, `"down"`, or null when not checked.
+    database: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_error: Option<&'a str>,
+    strict: bool,
+    /// With strict readiness, the outbox's state it took into account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outbox: Option<OutboxBody<'a>>,
+    problems: &'a [String],
+}
+
+/// `/health/outbox`'s body.
+#[derive(Serialize)]
+struct OutboxBody<'a> {
+    /// `"ok"` or `"degraded"`.
+    status: &'static str,
+    /// `"connected"`, `"connecting"`, `"disconnected"`, or null.
+    broker: Option<&'static str>,
     processor: Option<ProcessorBody<'a>>,
     subscribers: Vec<SubscriberBody<'a>>,
+    degraded: &'a [String],
     problems: &'a [String],
+}
+
+impl<'a> From<&'a OutboxHealth> for OutboxBody<'a> {
+    fn from(health: &'a OutboxHealth) -> Self {
+        Self {
+            status: if health.ok { "ok" } else { "degraded" },
+            broker: health.broker.map(|broker| broker.as_str()),
+            processor: health.processor.as_ref().map(ProcessorBody::from),
+            subscribers: health
+                .subscribers
+                .iter()
+                .map(SubscriberBody::from)
+                .collect(),
+            degraded: &health.degraded,
+            problems: &health.problems,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -101,6 +173,7 @@ struct ProcessorBody<'a> {
     running: bool,
     since_last_claim_seconds: f64,
     oldest_pending_age_seconds: Option<f64>,
+    unrecorded: usize,
     problems: &'a [String],
 }
 
@@ -111,6 +184,7 @@ impl<'a> From<&'a Health> for ProcessorBody<'a> {
             running: health.running,
             since_last_claim_seconds: health.since_last_claim.as_secs_f64(),
             oldest_pending_age_seconds: health.oldest_pending_age.map(|age| age.as_secs_f64()),
+            unrecorded: health.unrecorded,
             problems: &health.problems,
         }
     }
@@ -180,9 +254,11 @@ mod tests {
 
     use axum::body::to_bytes;
     use tokio_util::sync::CancellationToken;
-    use txoutbox_core::processor::HealthThresholds;
+    use txoutbox_core::processor::{HealthProbe, HealthThresholds};
 
     use super::*;
+    use crate::database::DatabaseProbe;
+    use crate::health::HealthParts;
 
     async fn answer(response: Response) -> (StatusCode, serde_json::Value) {
         let status = response.status();
@@ -192,20 +268,34 @@ mod tests {
         (status, serde_json::from_slice(&body).expect("JSON"))
     }
 
+    /// A runtime's health: `processor` (a probe of a processor that never
+    /// ran, i.e. stopped) and a database answering `database`.
+    fn health(
+        processor: bool,
+        database: Option<Result<(), String>>,
+        strict: bool,
+        shutdown: &CancellationToken,
+    ) -> RuntimeHealth {
+        RuntimeHealth::new(HealthParts {
+            processor: processor.then(HealthProbe::default),
+            subscribers: Vec::new(),
+            database: database.map(DatabaseProbe::answering),
+            clients: Vec::new(),
+            thresholds: HealthThresholds::default(),
+            probe_timeout: Duration::from_millis(100),
+            strict,
+            shutdown: shutdown.clone(),
+        })
+    }
+
     #[tokio::test]
     async fn shutting_down_is_live_and_not_ready() {
         let token = CancellationToken::new();
-        let health = RuntimeHealth::new(
-            None,
-            Vec::new(),
-            HealthThresholds::default(),
-            Duration::from_millis(100),
-            token.clone(),
-        );
+        let health = health(false, None, false, &token);
         let (status, body) = answer(ready_response(&health.readiness().await)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["ready"], true);
-        assert_eq!(body["processor"], serde_json::Value::Null);
+        assert_eq!(body["database"], serde_json::Value::Null, "not checked");
 
         token.cancel();
         let (status, body) = answer(ready_response(&health.readiness().await)).await;
@@ -218,21 +308,61 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stopped_processor_is_not_live() {
-        // A probe of a processor that never ran: not running.
-        let health = RuntimeHealth::new(
-            Some(txoutbox_core::processor::HealthProbe::default()),
-            Vec::new(),
-            HealthThresholds::default(),
-            Duration::from_millis(100),
-            CancellationToken::new(),
+    async fn a_stalled_outbox_is_ready_by_default_and_degraded() {
+        let token = CancellationToken::new();
+        let health = health(true, Some(Ok(())), false, &token);
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["database"], "up");
+        assert_eq!(body["strict"], false);
+        assert!(body.get("outbox").is_none(), "{body}");
+
+        let outbox = health.outbox().await;
+        let (status, body) = answer(outbox_response(&outbox, false)).await;
+        assert_eq!(status, StatusCode::OK, "degraded still answers 200: {body}");
+        assert_eq!(body["status"], "degraded");
+        assert_eq!(body["degraded"][0], "processor");
+        assert_eq!(body["processor"]["running"], false);
+        assert_eq!(body["broker"], serde_json::Value::Null, "no client known");
+        let (status, body) = answer(outbox_response(&outbox, true)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "strict: {body}");
+    }
+
+    #[tokio::test]
+    async fn a_database_down_is_not_ready() {
+        let token = CancellationToken::new();
+        let health = health(false, Some(Err("connection refused".into())), false, &token);
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["database"], "down");
+        assert_eq!(body["database_error"], "connection refused");
+        assert_eq!(
+            body["problems"][0],
+            "the database does not answer: connection refused"
         );
+    }
+
+    #[tokio::test]
+    async fn strict_readiness_counts_the_outbox() {
+        let token = CancellationToken::new();
+        let health = health(true, Some(Ok(())), true, &token);
+        let (status, body) = answer(ready_response(&health.readiness().await)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["strict"], true);
+        assert_eq!(body["outbox"]["processor"]["running"], false, "{body}");
+        assert_eq!(body["outbox"]["status"], "degraded", "{body}");
         let (status, body) = answer(live_response(&health.liveness())).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
         assert_eq!(body["problems"][0], "the processor has stopped");
-        let (status, body) = answer(ready_response(&health.readiness().await)).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-        assert_eq!(body["processor"]["running"], false);
+    }
+
+    #[test]
+    fn strict_is_asked_in_the_query() {
+        assert!(!asks_strict(None));
+        assert!(!asks_strict(Some("strict=false")));
+        assert!(asks_strict(Some("strict=true")));
+        assert!(asks_strict(Some("x=1&strict")));
+        assert!(asks_strict(Some("strict=1")));
     }
 
     #[test]

@@ -26,7 +26,9 @@ use crate::{RuntimeError, routes, signal};
 pub struct Runtime {
     health: RuntimeHealth,
     metrics: PrometheusHandle,
-    upkeep: Option<JoinHandle<()>>,
+    /// The recorder's upkeep and the gauges' sampler: aborted as the
+    /// runtime stops.
+    background: Vec<JoinHandle<()>>,
     processor: Option<ProcessorHandle>,
     subscribers: Vec<RunningSubscriber>,
     shutdown: CancellationToken,
@@ -42,7 +44,7 @@ impl Runtime {
     pub(crate) fn new(
         health: RuntimeHealth,
         metrics: PrometheusHandle,
-        upkeep: Option<JoinHandle<()>>,
+        background: Vec<JoinHandle<()>>,
         processor: Option<ProcessorHandle>,
         subscribers: Vec<RunningSubscriber>,
         shutdown: CancellationToken,
@@ -51,7 +53,7 @@ impl Runtime {
         Self {
             health,
             metrics,
-            upkeep,
+            background,
             processor,
             subscribers,
             shutdown,
@@ -64,8 +66,9 @@ impl Runtime {
     ///
     /// | route | answers |
     /// |---|---|
-    /// | `GET /health/live` | 200 while every part's task runs (or the runtime shuts down), else 503; JSON `{"live", "shutting_down", "problems"}` |
-    /// | `GET /health/ready` | 200 when not shutting down, the processor healthy and every subscriber ready, else 503; JSON with the processor's health and, per subscriber, `connected`, its consumers on the server, `pending` (the lag), `ack_pending`, `in_flight`, `held_aggregates`, `paused` (why, while its inbox's database is away) |
+    /// | `GET /health/live` | 200 while every part's task runs (or the runtime shuts down), else 503: the process should be restarted; JSON `{"live", "shutting_down", "problems"}` |
+    /// | `GET /health/ready` | 200 when not shutting down and the database answers, else 503: whether the process should receive requests (a broker outage, a lag or a backlog leave it 200, unless [`strict_readiness`](RuntimeBuilder::strict_readiness)); JSON `{"ready", "shutting_down", "database": "up"/"down"/null, "database_error", "strict", "problems"}` (with `"outbox"` when strict) |
+    /// | `GET /health/outbox` | 200, or with `?strict=true` 503 when degraded: the outbox's state; JSON `{"status": "ok"/"degraded", "broker": "connected"/"connecting"/"disconnected"/null, "processor", "subscribers", "degraded", "problems"}`: the processor's progress, and per subscriber `connected`, its consumers on the server, `pending` (the lag), `ack_pending`, `in_flight`, `held_aggregates`, `paused` (why, while its inbox's database is away) |
     /// | `GET /metrics` | the Prometheus text exposition of every metric recorded (the outbox's `outbox_*` and the application's own) |
     ///
     /// ```no_run
@@ -194,8 +197,8 @@ impl Runtime {
                 }
             }
         }
-        if let Some(upkeep) = self.upkeep.take() {
-            upkeep.abort();
+        for task in self.background.drain(..) {
+            task.abort();
         }
         match first_error {
             Some(err) => Err(err),
@@ -206,8 +209,8 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(upkeep) = self.upkeep.take() {
-            upkeep.abort();
+        for task in self.background.drain(..) {
+            task.abort();
         }
     }
 }
@@ -250,6 +253,12 @@ mod tests {
         assert_eq!(status_of(addr, "/hello").await, "HTTP/1.1 200 OK");
         assert_eq!(status_of(addr, "/health/live").await, "HTTP/1.1 200 OK");
         assert_eq!(status_of(addr, "/health/ready").await, "HTTP/1.1 200 OK");
+        assert_eq!(status_of(addr, "/health/outbox").await, "HTTP/1.1 200 OK");
+        assert_eq!(
+            status_of(addr, "/health/outbox?strict=true").await,
+            "HTTP/1.1 200 OK",
+            "nothing to degrade"
+        );
 
         token.cancel();
         let report = serving

@@ -10,6 +10,25 @@ use txoutbox_nats::subscriber::{
 };
 
 use crate::RuntimeError;
+use crate::database::DatabaseProbe;
+
+/// A processor on its way to running, and a probe of its store's database
+/// (for `/health/ready`), from [`ProcessorSource::spawn_processor`].
+#[doc(hidden)]
+pub struct ProcessorStart {
+    /// Checks its table and spawns it (or takes it as it runs).
+    pub(crate) spawn: BoxFuture<'static, Result<ProcessorHandle, RuntimeError>>,
+    /// Probes its store; `None` for a processor given running.
+    pub(crate) database: Option<DatabaseProbe>,
+}
+
+impl std::fmt::Debug for ProcessorStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessorStart")
+            .field("database", &self.database.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 mod sealed {
     pub trait Sealed {}
@@ -20,37 +39,48 @@ mod sealed {
 /// built [`Processor`], or a [`ProcessorHandle`] already running. The
 /// runtime builds it, checks its table
 /// ([`Processor::check`]: its table and its stream) and spawns it in
-/// [`start`](crate::RuntimeBuilder::start). Sealed.
+/// [`start`](crate::RuntimeBuilder::start). Built or not, its store is
+/// what `/health/ready` probes; a `ProcessorHandle` given running has none
+/// to offer. Sealed.
 pub trait ProcessorSource: sealed::Sealed + Send + 'static {
     /// Builds it, checks its table and spawns it (or takes it as it runs).
     #[doc(hidden)]
-    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>>;
+    fn spawn_processor(self) -> ProcessorStart;
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for ProcessorBuilder<S, P> {}
 impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for ProcessorBuilder<S, P> {
-    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
+    fn spawn_processor(self) -> ProcessorStart {
         match self.build() {
             Ok(processor) => processor.spawn_processor(),
-            Err(err) => Box::pin(std::future::ready(Err(err.into()))),
+            Err(err) => ProcessorStart {
+                spawn: Box::pin(std::future::ready(Err(err.into()))),
+                database: None,
+            },
         }
     }
 }
 
 impl<S: OutboxStore + 'static, P: Publisher> sealed::Sealed for Processor<S, P> {}
 impl<S: OutboxStore + 'static, P: Publisher> ProcessorSource for Processor<S, P> {
-    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
-        Box::pin(async move {
-            self.check().await?;
-            Ok(self.spawn())
-        })
+    fn spawn_processor(self) -> ProcessorStart {
+        ProcessorStart {
+            database: Some(DatabaseProbe::store(self.store())),
+            spawn: Box::pin(async move {
+                self.check().await?;
+                Ok(self.spawn())
+            }),
+        }
     }
 }
 
 impl sealed::Sealed for ProcessorHandle {}
 impl ProcessorSource for ProcessorHandle {
-    fn spawn_processor(self) -> BoxFuture<'static, Result<ProcessorHandle, RuntimeError>> {
-        Box::pin(std::future::ready(Ok(self)))
+    fn spawn_processor(self) -> ProcessorStart {
+        ProcessorStart {
+            spawn: Box::pin(std::future::ready(Ok(self))),
+            database: None,
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
@@ -94,15 +95,15 @@ struct OrderView {
     paid: bool,
 }
 
-// POST /orders: the order row and its `order.placed` row commit together.
+// POST /orders: the order row and its `order.placed` row commit together; 201 with the id.
 async fn place_order(
     State(outbox): State<Outbox>,
     Json(new): Json<NewOrder>,
-) -> Result<String, HttpError> {
+) -> Result<(StatusCode, String), HttpError> {
     let id = txoutbox::uuid::Uuid::now_v7().to_string();
     let mut order = order::Model::place(id.clone(), new.total_cents)?;
     outbox.repository::<order::Model>().save(&mut order).await?;
-    Ok(id)
+    Ok((StatusCode::CREATED, id))
 }
 
 // POST /orders/{id}/pay: load, change, save; retried on a conflict with another request.
@@ -194,8 +195,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/orders/{id}", get(get_order))
         .with_state(outbox);
     let listener = tokio::net::TcpListener::bind(env("LISTEN", "127.0.0.1:3000")).await?;
-    // Merges /health/live, /health/ready and /metrics; on SIGTERM, requests finish, then
-    // the subscribers' handlers, then the processor publishes what it holds.
+    // Merges /health/live, /health/ready, /health/outbox and /metrics; on SIGTERM, requests
+    // finish, then the subscribers' handlers, then the processor publishes what it holds.
     runtime.serve(listener, app).await?;
     Ok(())
 }

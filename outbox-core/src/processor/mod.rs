@@ -184,6 +184,12 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
         self.health.clone()
     }
 
+    /// The store it claims from, shared: for a service's own checks of the
+    /// database (e.g. [`OutboxStore::probe`] behind a readiness route).
+    pub fn store(&self) -> Arc<S> {
+        Arc::clone(&self.store)
+    }
+
     /// Checks, once, what the processor needs before it runs, for a start
     /// that should fail at once rather than when the processor runs:
     ///

@@ -174,6 +174,20 @@ impl SubscriberProbe {
         self.shared.client.connection_state() == State::Connected
     }
 
+    /// Its client's connection to NATS (no I/O): `Pending` before the
+    /// first connection succeeded (a client that retries its initial
+    /// connection), `Connected`, or `Disconnected` while it reconnects.
+    pub fn connection_state(&self) -> State {
+        self.shared.client.connection_state()
+    }
+
+    /// Asks its inbox's database whether it answers and takes writes
+    /// ([`ConsumerInbox::probe`](txoutbox_core::consumer::ConsumerInbox::probe));
+    /// `None` for a subscriber whose handlers apply through no inbox.
+    pub fn probe_inbox(&self) -> Option<txoutbox_core::consumer::HeldFuture<()>> {
+        self.shared.inbox.as_ref().map(|inbox| inbox.probe())
+    }
+
     /// Messages this process holds, received and not yet settled (no I/O).
     pub fn in_flight(&self) -> usize {
         self.shared.held.load(Ordering::Relaxed)

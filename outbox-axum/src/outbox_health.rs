@@ -1,0 +1,158 @@
+//! [`OutboxHealth`]: the outbox's own state (the broker connection, the
+//! processor's progress, each subscriber's lag and holds), as
+//! `/health/outbox` serves it.
+
+use txoutbox_core::processor::Health;
+use txoutbox_nats::async_nats::connection::State;
+use txoutbox_nats::subscriber::SubscriberHealth;
+
+/// The state of the runtime's connection to NATS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum BrokerConnection {
+    /// Connected.
+    Connected,
+    /// Never connected yet: a client that retries its first connection in
+    /// the background while the broker is away.
+    Connecting,
+    /// Connected once, lost, reconnecting.
+    Disconnected,
+}
+
+impl BrokerConnection {
+    /// `"connected"`, `"connecting"` or `"disconnected"`: the JSON's words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Connected => "connected",
+            Self::Connecting => "connecting",
+            Self::Disconnected => "disconnected",
+        }
+    }
+
+    /// The worst of several clients' states: disconnected, then
+    /// connecting, then connected; `None` without a client.
+    pub(crate) fn worst(states: impl IntoIterator<Item = State>) -> Option<Self> {
+        states.into_iter().map(Self::from).max()
+    }
+}
+
+impl From<State> for BrokerConnection {
+    fn from(state: State) -> Self {
+        match state {
+            State::Connected => Self::Connected,
+            State::Pending => Self::Connecting,
+            State::Disconnected => Self::Disconnected,
+        }
+    }
+}
+
+impl std::fmt::Display for BrokerConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outbox's own state: what `/health/outbox` answers, from
+/// [`RuntimeHealth::outbox`](crate::RuntimeHealth::outbox). It does not
+/// decide whether the process takes requests (that is
+/// [`Readiness`](crate::Readiness)); it is for an operator, a monitor, and
+/// the alerts beside the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxHealth {
+    /// Nothing is degraded.
+    pub ok: bool,
+    /// The connection to NATS, the worst of the runtime's clients (its
+    /// subscribers' and the one given to
+    /// [`nats_connection`](crate::RuntimeBuilder::nats_connection)); `None`
+    /// when the runtime knows no client.
+    pub broker: Option<BrokerConnection>,
+    /// The processor's health, if the runtime has one.
+    pub processor: Option<Health>,
+    /// Each subscriber's health, in the order they were added.
+    pub subscribers: Vec<SubscriberHealth>,
+    /// The degraded parts, by name: `"broker"`, `"processor"`,
+    /// `"subscriber <durable>"`.
+    pub degraded: Vec<String>,
+    /// What is wrong, one line each.
+    pub problems: Vec<String>,
+}
+
+impl OutboxHealth {
+    /// Judges the parts: the broker when not connected; the processor when
+    /// not healthy (against the thresholds); a subscriber when not ready,
+    /// paused (its inbox's database away), or holding aggregates behind a
+    /// dead message.
+    pub(crate) fn judge(
+        broker: Option<BrokerConnection>,
+        processor: Option<Health>,
+        subscribers: Vec<SubscriberHealth>,
+    ) -> Self {
+        let mut degraded = Vec::new();
+        let mut problems = Vec::new();
+        if let Some(connection) = broker
+            && connection != BrokerConnection::Connected
+        {
+            degraded.push("broker".to_owned());
+            problems.push(format!("the NATS connection is {connection}"));
+        }
+        if let Some(processor) = &processor
+            && !processor.healthy
+        {
+            degraded.push("processor".to_owned());
+            problems.extend(processor.problems.iter().cloned());
+        }
+        for subscriber in &subscribers {
+            let mut own = subscriber.problems.clone();
+            if let Some(paused) = &subscriber.paused {
+                own.push(format!("subscriber {} is {paused}", subscriber.durable));
+            }
+            if let Some(held) = subscriber.held_aggregates.filter(|held| *held > 0) {
+                own.push(format!(
+                    "subscriber {} holds {held} aggregate(s) behind a dead message",
+                    subscriber.durable
+                ));
+            }
+            if !own.is_empty() {
+                degraded.push(format!("subscriber {}", subscriber.durable));
+                problems.extend(own);
+            }
+        }
+        Self {
+            ok: degraded.is_empty(),
+            broker,
+            processor,
+            subscribers,
+            degraded,
+            problems,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_connection_wins() {
+        assert_eq!(BrokerConnection::worst([]), None);
+        assert_eq!(
+            BrokerConnection::worst([State::Connected, State::Pending]),
+            Some(BrokerConnection::Connecting)
+        );
+        assert_eq!(
+            BrokerConnection::worst([State::Pending, State::Disconnected, State::Connected]),
+            Some(BrokerConnection::Disconnected)
+        );
+    }
+
+    #[test]
+    fn a_broker_away_is_degraded() {
+        let health = OutboxHealth::judge(Some(BrokerConnection::Disconnected), None, Vec::new());
+        assert!(!health.ok);
+        assert_eq!(health.degraded, ["broker"]);
+        assert_eq!(health.problems, ["the NATS connection is disconnected"]);
+        let health = OutboxHealth::judge(Some(BrokerConnection::Connected), None, Vec::new());
+        assert!(health.ok, "{health:?}");
+    }
+}
