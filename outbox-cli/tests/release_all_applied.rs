@@ -116,15 +116,15 @@ async fn one_command_releases_500_held_aggregates() {
                 .await;
         }
     }
-    eventually(
-        "500 aggregates held, 2 parked behind each",
-        WAIT,
-        || async {
-            let holds = inbox.holds().await.unwrap();
-            holds.len() == AGGREGATES && holds.iter().all(|h| h.waiting == 2)
-        },
-    )
+    eprintln!("published in {:?}", began.elapsed());
+    let parked = i64::try_from(AGGREGATES).unwrap() * STEPS;
+    eventually("every message parked", WAIT, || async {
+        test.count("outbox_inbox_held", "1 = 1").await == parked
+    })
     .await;
+    let holds = inbox.holds().await.unwrap();
+    assert_eq!(holds.len(), AGGREGATES);
+    assert!(holds.iter().all(|h| h.waiting == 2 && h.release.is_none()));
     assert_eq!(test.count("effects", "1 = 1").await, 0);
     eprintln!("held {AGGREGATES} aggregates in {:?}", began.elapsed());
 
