@@ -91,9 +91,22 @@ Releases a held aggregate of a consumer: its subscriber applies the message
 the aggregate is held behind again (or, with --skip, leaves it unapplied for
 good), then what is parked, in order, within a second.
 
+With --all instead of TYPE ID, releases every held aggregate of the consumer
+not released yet, the same way (retry, or --skip for all), narrowed by
+--aggregate-type, --reason (text the hold's reason contains, ignoring case),
+--held-before and --held-after (an age, 2h: held more than / less than two
+hours ago, or a time, 2026-11-28T09:00:00Z). It shows how many and the first
+few, asks (or needs --yes), then releases them oldest hold first,
+--batch-size holds per UPDATE statement. Only holds already held when it
+starts are released: one that a retried message holds again meanwhile waits
+for you. `outbox holds --consumer NAME` lists them all.
+
 Examples:
   outbox release --consumer billing order 42
-  outbox release --consumer billing order 42 --skip --yes";
+  outbox release --consumer billing order 42 --skip --yes
+  outbox release --consumer billing --all
+  outbox release --consumer billing --all --aggregate-type order \\
+      --reason 'payment service' --held-after 2h --yes";
 
 /// `outbox console`.
 pub(crate) const CONSOLE: &str = "\

@@ -11,6 +11,9 @@
 //! outbox purge inbox --consumer NAME --before AGE [--yes]
 //! outbox holds --consumer NAME          a consumer's aggregates held behind a message it could not apply
 //! outbox release --consumer NAME TYPE ID [--skip] [--yes]
+//! outbox release --consumer NAME --all [--aggregate-type T] [--reason TEXT]
+//!                [--held-before WHEN] [--held-after WHEN] [--skip] [--yes]
+//!                                       every held aggregate a filter keeps, oldest first
 //! outbox migrate                        create or upgrade the tables
 //! outbox completions SHELL
 //! outbox verify --stream NAME [--since 1h] [--pending-older-than 5m]

@@ -62,7 +62,8 @@
 //! `event_name`, `subject`, `headers` (JSON array of `[name, value]`),
 //! `payload` (bytes as delivered), `reason` (set on the message the
 //! aggregate is held behind), `release_as` (`retry` or `skip` once an
-//! operator released it), `parked_at`. Index `<inbox>_held_order` on
+//! operator released it), `parked_at` (on the message an aggregate is held
+//! behind: since when it is held). Index `<inbox>_held_order` on
 //! `(consumer, aggregate_type, aggregate_id, stream_sequence)`.
 //!
 //! The reader-lease table `<inbox>_lease` (from migration

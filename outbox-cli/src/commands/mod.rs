@@ -33,23 +33,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         } => aggregate::run(&context, &aggregate_type, &aggregate_id, limit).await,
         Command::Purge(args) => purge::run(&context, args).await,
         Command::Holds { consumer } => holds::list(&context, consumer).await,
-        Command::Release {
-            consumer,
-            aggregate_type,
-            aggregate_id,
-            skip,
-            yes,
-        } => {
-            holds::release(
-                &context,
-                consumer,
-                &aggregate_type,
-                &aggregate_id,
-                skip,
-                yes,
-            )
-            .await
-        }
+        Command::Release(args) => holds::release(&context, args).await,
         Command::Migrate => migrate::run(&context).await,
         Command::Completions { shell } => {
             completions::print(shell);

@@ -7,6 +7,7 @@
 
 mod broker;
 mod console;
+mod release;
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use txoutbox_core::redact::redact_url;
 
 pub(crate) use self::broker::{DlqCommand, Letters, NatsArgs, Storage, StreamCommand, VerifyArgs};
 pub(crate) use self::console::ConsoleArgs;
+pub(crate) use self::release::{ReleaseArgs, ReleaseFilter};
 use crate::help;
 
 /// The operator's view of a transactional outbox and its consumers' inboxes.
@@ -114,24 +116,11 @@ pub(crate) enum Command {
         #[arg(long)]
         consumer: String,
     },
-    /// Lets a held aggregate go on: its subscriber applies the message it is
-    /// held behind again (or skips it with --skip), then what is parked.
+    /// Lets a held aggregate go on (or, with --all, every one a filter
+    /// keeps): its subscriber applies the message it is held behind again
+    /// (or skips it with --skip), then what is parked.
     #[command(long_about = help::RELEASE)]
-    Release {
-        /// The consumer.
-        #[arg(long)]
-        consumer: String,
-        /// The aggregate type.
-        aggregate_type: String,
-        /// The aggregate id.
-        aggregate_id: String,
-        /// Leave the message it is held behind unapplied for good.
-        #[arg(long)]
-        skip: bool,
-        /// Do it without asking.
-        #[arg(long, short)]
-        yes: bool,
-    },
+    Release(ReleaseArgs),
     /// Creates or upgrades the outbox and inbox tables (idempotent).
     #[command(long_about = help::MIGRATE)]
     Migrate,

@@ -1,10 +1,11 @@
 //! Consumers: each one's lag from NATS and its held aggregates (from its
-//! inbox), with the release forms.
+//! inbox), with the release forms: one, the selected, all (see
+//! `bulk_release` for their confirmation).
 
 use maud::{Markup, html};
 use txoutbox_core::consumer::{Hold, Release};
 
-use super::csrf_field;
+use super::{csrf_field, time};
 use crate::security::Session;
 
 /// A consumer's position in its stream, from NATS.
@@ -56,38 +57,98 @@ pub(crate) fn list(session: &Session, consumers: &[ConsumerView], can_change: bo
                     Err(err) => (super::notice("bad", &format!("Held aggregates unknown: {err}"))),
                     Ok(holds) if holds.is_empty() => p { "None held." },
                     Ok(holds) => {
-                        table.holds {
-                            thead { tr {
-                                th scope="col" { "Aggregate" } th scope="col" { "Held behind" } th scope="col" { "Why" }
-                                th.n scope="col" { "Parked" } th scope="col" { "Release" }
-                            } }
-                            tbody {
-                                @for hold in holds {
-                                    tr {
-                                        td { code { (hold.aggregate_type) "/" (hold.aggregate_id) } }
-                                        td { code { (hold.event_name) } br; span.muted { (hold.message_id) } }
-                                        td { (hold.reason) }
-                                        td.n { (hold.waiting) }
-                                        td {
-                                            @if let Some(release) = hold.release {
-                                                "released (" (release.as_str()) "), being applied"
-                                            } @else if can_change {
-                                                a href=(release_href(session, &consumer.name, hold, Release::Retry)) { "Retry…" }
-                                                " · "
-                                                a href=(release_href(session, &consumer.name, hold, Release::Skip)) { "Skip…" }
-                                            } @else {
-                                                "held"
-                                            }
-                                        }
-                                    }
-                                }
-                            }
+                        (holds_table(session, &consumer.name, holds, can_change))
+                        @if can_change {
+                            (release_all_form(session, &consumer.name))
                         }
                     }
                 }
             }
         }
     }
+}
+
+/// A consumer's held aggregates, oldest first; `can_change`: with the
+/// release links and a checkbox on each hold not released yet.
+fn holds_table(session: &Session, consumer: &str, holds: &[Hold], can_change: bool) -> Markup {
+    let table = html! {
+        table.holds id=(format!("holds-{consumer}")) {
+            caption { "Oldest hold first." }
+            thead { tr {
+                @if can_change { th scope="col" { span.muted { "Select" } } }
+                th scope="col" { "Aggregate" } th scope="col" { "Held behind" } th scope="col" { "Why" }
+                th scope="col" { "Since" } th.n scope="col" { "Parked" } th scope="col" { "Release" }
+            } }
+            tbody {
+                @for hold in holds {
+                    tr {
+                        @if can_change {
+                            td {
+                                @if hold.release.is_none() {
+                                    input type="checkbox" name="hold" value=(hold.message_id)
+                                        aria-label=(format!("Select {}/{}", hold.aggregate_type, hold.aggregate_id));
+                                }
+                            }
+                        }
+                        td { code { (hold.aggregate_type) "/" (hold.aggregate_id) } }
+                        td { code { (hold.event_name) } br; span.muted { (hold.message_id) } }
+                        td { (hold.reason) }
+                        td { (hold.held_since.as_ref().map_or_else(|| "–".to_owned(), time)) }
+                        td.n { (hold.waiting) }
+                        td {
+                            @if let Some(release) = hold.release {
+                                "released (" (release.as_str()) "), being applied"
+                            } @else if can_change {
+                                a href=(release_href(session, consumer, hold, Release::Retry)) { "Retry…" }
+                                " · "
+                                a href=(release_href(session, consumer, hold, Release::Skip)) { "Skip…" }
+                            } @else {
+                                "held"
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if !can_change {
+        return table;
+    }
+    html! {
+        form method="get" action=(bulk_href(session, consumer)) {
+            (table)
+            p {
+                button type="submit" name="how" value="retry" { "Release selected (retry)…" }
+                " "
+                button type="submit" name="how" value="skip" { "Release selected (skip)…" }
+            }
+        }
+    }
+}
+
+/// The form that releases every hold of `consumer` not released yet, or
+/// those of an aggregate type or a reason.
+fn release_all_form(session: &Session, consumer: &str) -> Markup {
+    html! {
+        form method="get" action=(bulk_href(session, consumer)) {
+            input type="hidden" name="all" value="yes";
+            p {
+                label { "Aggregate type " input type="text" name="aggregate_type" placeholder="any"; }
+                " "
+                label { "Reason contains " input type="text" name="reason" placeholder="anything"; }
+            }
+            p {
+                button type="submit" name="how" value="retry" { "Release all (retry)…" }
+                " "
+                button type="submit" name="how" value="skip" { "Release all (skip)…" }
+            }
+        }
+    }
+}
+
+/// Where the bulk release of `consumer` is confirmed and done.
+pub(crate) fn bulk_href(session: &Session, consumer: &str) -> String {
+    session.href(&format!("/consumers/{}/release-many", encode(consumer)))
 }
 
 fn release_href(session: &Session, consumer: &str, hold: &Hold, how: Release) -> String {

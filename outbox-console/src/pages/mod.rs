@@ -2,6 +2,7 @@
 //! page shares and the pieces several pages use. Each submodule renders one
 //! area; `crate::routes` reads what they show and answers with them.
 
+pub(crate) mod bulk_release;
 pub(crate) mod chart;
 pub(crate) mod consumers;
 pub(crate) mod dead;

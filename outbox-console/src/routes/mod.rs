@@ -2,6 +2,7 @@
 //! `POST` from a confirmation form, checked by
 //! [`check_change`](crate::security::check_change) first.
 
+mod bulk_release;
 mod consumers;
 mod dead;
 mod status;
@@ -39,6 +40,10 @@ where
         .route(
             "/consumers/{name}/release",
             get(consumers::confirm).post(consumers::release),
+        )
+        .route(
+            "/consumers/{name}/release-many",
+            get(bulk_release::confirm).post(bulk_release::release),
         )
         .route("/verify", get(status::verify).post(status::run_verify))
         .route("/health", get(status::health))

@@ -16,6 +16,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use chrono::{DateTime, Utc};
+
 use super::handler_error::BoxError;
 use crate::id::MessageId;
 
@@ -132,6 +134,8 @@ pub struct Hold {
     /// Set when an operator released the aggregate and the subscriber has
     /// not applied what was parked yet.
     pub release: Option<Release>,
+    /// Since when it is held (by the store's clock), when the store knows.
+    pub held_since: Option<DateTime<Utc>>,
 }
 
 impl Hold {
@@ -153,7 +157,15 @@ impl Hold {
             reason: reason.into(),
             waiting,
             release,
+            held_since: None,
         }
+    }
+
+    /// This hold, held since `at`.
+    #[must_use]
+    pub fn with_held_since(mut self, at: DateTime<Utc>) -> Self {
+        self.held_since = Some(at);
+        self
     }
 }
 

@@ -1,7 +1,7 @@
 //! Applying a released hold (see [`hold`](super::hold)): every
 //! [`RELEASE_POLL`] the subscriber reads which aggregates are held and
 //! released, and applies what is parked behind a released one, in order,
-//! through the same handlers.
+//! through the same handlers (a few released aggregates at once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,12 +17,18 @@ use super::shared::Shared;
 /// How often the subscriber reads which aggregates are held and released.
 pub(crate) const RELEASE_POLL: Duration = Duration::from_secs(1);
 
+/// Released aggregates replayed at once, at most (and at most the
+/// subscriber's `max_in_flight`): after an incident hundreds are released
+/// together.
+const REPLAYED_AT_ONCE: usize = 8;
+
 /// A parked message taken up again after a release, and what became of it.
 pub(crate) type Replayed = (ParkedMessage, Unpark);
 
 /// Applies what is parked behind a released hold, in order, and lets
 /// the aggregate go on; should a message fail, the aggregate is held
-/// behind it again. Returns the parked messages it settled.
+/// behind it again. Returns the parked messages it settled. The caller
+/// holds [`Holds::changing`].
 async fn replay(
     holds: &Holds,
     shared: &Arc<Shared>,
@@ -31,7 +37,6 @@ async fn replay(
     stop: &CancellationToken,
 ) -> Vec<Replayed> {
     let key = lane_key(&hold.aggregate_type, &hold.aggregate_id);
-    let _change = holds.changing().await;
     let mut settled = Vec::new();
     let parked = match holds
         .store()
@@ -116,10 +121,21 @@ pub(crate) async fn apply_releases(
     stop: &CancellationToken,
 ) -> Result<Vec<Replayed>, BoxError> {
     let listed = holds.refresh(&shared.consumer).await?;
+    let released: Vec<(Hold, Release)> = listed
+        .into_iter()
+        .filter_map(|hold| hold.release.map(|release| (hold, release)))
+        .collect();
     let mut settled = Vec::new();
-    for hold in listed {
-        if let Some(release) = hold.release {
-            settled.extend(replay(holds, shared, &hold, release, stop).await);
+    // Aggregates are independent: a few are replayed at once (each in its
+    // own order), under one hold of the held set's lock per few, which
+    // lets parks and holds in between.
+    for few in released.chunks(shared.max_in_flight.clamp(1, REPLAYED_AT_ONCE)) {
+        let _change = holds.changing().await;
+        let replays = few
+            .iter()
+            .map(|(hold, release)| replay(holds, shared, hold, *release, stop));
+        for replayed in futures::future::join_all(replays).await {
+            settled.extend(replayed);
         }
     }
     Ok(settled)

@@ -1,6 +1,7 @@
 //! Held aggregates: what an [`Inbox`] keeps for a subscriber that keeps
 //! order (`txoutbox_nats::SubscriberBuilder::keep_order`) when it could not
-//! apply a message, and the operator's way out ([`Inbox::release`]).
+//! apply a message, and the operator's way out ([`Inbox::release`], and
+//! for many at once [`Inbox::release_all`] and [`Inbox::release_many`]).
 
 use sea_orm::TransactionTrait;
 use txoutbox_core::consumer::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};
@@ -12,7 +13,7 @@ use crate::schema::held_table;
 use super::held_sql;
 
 impl Inbox {
-    fn held_table(&self) -> String {
+    pub(super) fn held_table(&self) -> String {
         held_table(self.outbox.config().inbox_table())
     }
 
@@ -32,7 +33,7 @@ impl Inbox {
     /// # Ok(()) }
     /// ```
     pub async fn holds(&self) -> Result<Vec<Hold>, OutboxError> {
-        Ok(held_sql::holds(self.outbox.db(), &self.held_table(), &self.consumer).await?)
+        Ok(held_sql::holds(self.outbox.db(), &self.held_table(), &self.consumer, None).await?)
     }
 
     /// Releases a held aggregate: its subscriber (within a second) applies

@@ -5,6 +5,7 @@ use sea_orm::{ConnectionTrait, DbErr, QueryResult};
 use txoutbox_core::MessageId;
 use txoutbox_core::consumer::{Hold, ParkedMessage, Release};
 
+use super::{HoldFilter, held_bulk_sql};
 use crate::dialect::{Dialect, Sql};
 
 /// Parks `message` for `consumer`. Fails with a unique violation when it is
@@ -50,24 +51,32 @@ pub(super) async fn park(
 }
 
 /// `consumer`'s held aggregates, oldest hold first, each with how many
-/// messages wait behind it.
+/// messages wait behind it: all of them (`None`), or the first `limit` of
+/// those not released yet that a filter keeps.
 pub(super) async fn holds(
     db: &impl ConnectionTrait,
     table: &str,
     consumer: &str,
+    selection: Option<(&HoldFilter, u32)>,
 ) -> Result<Vec<Hold>, DbErr> {
     let dialect = Dialect::of(db.get_database_backend());
     let t = dialect.quote(table);
     let mut sql = Sql::new(dialect);
     sql.push(&format!(
         "SELECT h.aggregate_type, h.aggregate_id, h.message_id, h.event_name, h.reason, \
-         h.release_as, (SELECT COUNT(*) FROM {t} w WHERE w.consumer = h.consumer \
+         h.release_as, h.parked_at, (SELECT COUNT(*) FROM {t} w WHERE w.consumer = h.consumer \
          AND w.aggregate_type = h.aggregate_type AND w.aggregate_id = h.aggregate_id \
          AND w.stream_sequence > h.stream_sequence) AS waiting \
          FROM {t} h WHERE h.consumer = "
     ));
-    sql.bind(consumer)
-        .push(" AND h.reason IS NOT NULL ORDER BY h.parked_at, h.stream_sequence");
+    sql.bind(consumer).push(" AND h.reason IS NOT NULL");
+    if let Some((filter, _)) = selection {
+        held_bulk_sql::push_unreleased(&mut sql, "h.", filter);
+    }
+    sql.push(" ORDER BY h.parked_at, h.stream_sequence");
+    if let Some((_, limit)) = selection {
+        sql.push(" LIMIT ").bind(i64::from(limit));
+    }
     db.query_all_raw(sql.build())
         .await?
         .iter()
@@ -81,7 +90,8 @@ pub(super) async fn holds(
                 row.try_get::<String>("", "reason")?,
                 u64::try_from(row.try_get::<i64>("", "waiting")?).unwrap_or(0),
                 release.as_deref().and_then(Release::parse),
-            ))
+            )
+            .with_held_since(dialect.time(row, "parked_at")?))
         })
         .collect()
 }
@@ -148,7 +158,7 @@ pub(super) async fn delete(
 }
 
 /// Makes the parked message `id` the one its aggregate is held behind, for
-/// `reason`, and clears any release.
+/// `reason`, since now, and clears any release.
 pub(super) async fn hold_behind(
     db: &impl ConnectionTrait,
     table: &str,
@@ -160,7 +170,10 @@ pub(super) async fn hold_behind(
     let mut sql = Sql::new(dialect);
     sql.push(&format!("UPDATE {} SET reason = ", dialect.quote(table)));
     sql.bind(reason)
-        .push(", release_as = NULL WHERE consumer = ")
+        .push(&format!(
+            ", release_as = NULL, parked_at = {} WHERE consumer = ",
+            dialect.now()
+        ))
         .bind(consumer)
         .push(" AND message_id = ")
         .bind(*id.as_uuid());

@@ -21,7 +21,10 @@ mod commit;
 mod group;
 mod handler;
 mod held;
+mod held_bulk;
+mod held_bulk_sql;
 mod held_sql;
+mod hold_filter;
 mod lease_sql;
 mod probe;
 mod sql;
@@ -29,6 +32,7 @@ mod subscriber;
 
 pub use batch::{BatchThroughInbox, Batched, FnBatchHandler, InboxBatchFn, InboxBatchHandler};
 pub use handler::{FnHandler, InboxFn, InboxHandler};
+pub use hold_filter::HoldFilter;
 pub(crate) use probe::writable;
 pub use subscriber::ThroughInbox;
 
