@@ -8,6 +8,8 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::processor::{Health, HealthProbe, HealthThresholds};
 use txoutbox_nats::subscriber::{SubscriberHealth, SubscriberProbe};
 
+use crate::streams::StreamProblems;
+
 /// The health of a [`Runtime`](crate::Runtime)'s processor and subscribers,
 /// from [`Runtime::health`](crate::Runtime::health); cheap to clone, and
 /// still answering (with everything stopped) after the runtime shut down.
@@ -33,6 +35,7 @@ pub struct RuntimeHealth {
 struct Inner {
     processor: Option<HealthProbe>,
     subscribers: Vec<SubscriberProbe>,
+    streams: StreamProblems,
     thresholds: HealthThresholds,
     probe_timeout: Duration,
     shutdown: CancellationToken,
@@ -63,7 +66,8 @@ pub struct Readiness {
     pub processor: Option<Health>,
     /// Each subscriber's health, in the order they were added.
     pub subscribers: Vec<SubscriberHealth>,
-    /// Why it is not ready: the processor's and the subscribers' problems.
+    /// Why it is not ready: the processor's and the subscribers' problems,
+    /// and the [streams'](RuntimeHealth::stream_problems).
     pub problems: Vec<String>,
 }
 
@@ -79,11 +83,22 @@ impl RuntimeHealth {
             inner: Arc::new(Inner {
                 processor,
                 subscribers,
+                streams: StreamProblems::default(),
                 thresholds,
                 probe_timeout,
                 shutdown,
             }),
         }
+    }
+
+    /// The same, reporting `streams`' problems: called on a health just
+    /// made, before it is shared.
+    pub(crate) fn with_streams(mut self, streams: StreamProblems) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.streams = streams,
+            None => tracing::error!("the runtime's health was shared before its streams were set"),
+        }
+        self
     }
 
     /// Whether every part's task runs (no I/O). A part that stopped on its
@@ -109,6 +124,14 @@ impl RuntimeHealth {
             shutting_down,
             problems,
         }
+    }
+
+    /// What keeps the runtime's [streams](crate::RuntimeBuilder::stream)
+    /// from being used, one line each (no I/O): a stream not ensured yet
+    /// because the broker has not answered since the start, or one that
+    /// turned out not to fit once it did (logged at error level too).
+    pub fn stream_problems(&self) -> Vec<String> {
+        self.inner.streams.lines()
     }
 
     /// Each subscriber's `(stream, durable)`, in the order they were added.
@@ -150,6 +173,7 @@ impl RuntimeHealth {
         for subscriber in &subscribers {
             problems.extend(subscriber.problems.iter().cloned());
         }
+        problems.extend(self.stream_problems());
         Readiness {
             ready: problems.is_empty(),
             shutting_down,

@@ -92,6 +92,7 @@ mod routes;
 mod runtime;
 mod signal;
 mod source;
+mod streams;
 
 pub use builder::{DEFAULT_PROBE_TIMEOUT, RuntimeBuilder};
 pub use error::RuntimeError;

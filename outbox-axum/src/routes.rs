@@ -123,6 +123,8 @@ struct SubscriberBody<'a> {
     ready: bool,
     running: bool,
     connected: bool,
+    /// Built while the broker was away: its consumers not set up yet.
+    connecting: bool,
     /// Messages not yet delivered: the lag.
     pending: Option<u64>,
     ack_pending: Option<u64>,
@@ -142,6 +144,7 @@ impl<'a> From<&'a SubscriberHealth> for SubscriberBody<'a> {
             ready: health.ready,
             running: health.running,
             connected: health.connected,
+            connecting: health.connecting,
             pending: health.pending,
             ack_pending: health.ack_pending,
             in_flight: health.in_flight,
