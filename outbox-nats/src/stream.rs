@@ -146,7 +146,13 @@ impl StreamSpec {
         self.check()?;
         let lease = self.processor_lease;
         let existing = match jetstream.get_stream(&self.name).await {
-            Ok(mut stream) => Some(stream.info().await.map_err(|e| self.info_failed(e))?.clone()),
+            Ok(mut stream) => Some(
+                stream
+                    .info()
+                    .await
+                    .map_err(|e| self.info_failed(e))?
+                    .clone(),
+            ),
             Err(err) => match err.kind() {
                 GetStreamErrorKind::JetStream(js)
                     if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
@@ -162,7 +168,11 @@ impl StreamSpec {
                 Ok(mut stream) => {
                     tracing::info!(stream = %self.name, subjects = ?self.subjects, "outbox stream created");
                     Ok(Ensured {
-                        info: stream.info().await.map_err(|e| self.info_failed(e))?.clone(),
+                        info: stream
+                            .info()
+                            .await
+                            .map_err(|e| self.info_failed(e))?
+                            .clone(),
                         created: true,
                         differences: Vec::new(),
                     })
@@ -433,6 +443,9 @@ impl StreamError {
     /// also a server that has it disabled). Retrying the other kinds does
     /// not help.
     pub fn is_away(&self) -> bool {
-        matches!(self, Self::Unanswered { .. } | Self::JetStreamUnavailable(_))
+        matches!(
+            self,
+            Self::Unanswered { .. } | Self::JetStreamUnavailable(_)
+        )
     }
 }

@@ -65,7 +65,10 @@ impl FreshDatabase {
     async fn drop_it(self) {
         let admin = Database::connect(POSTGRES).await.expect("PostgreSQL");
         let _ = admin
-            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+            .execute_unprepared(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
             .await;
     }
 }

@@ -3,16 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{
-    self,
-    consumer::DeliverPolicy,
-};
+use async_nats::jetstream::{self, consumer::DeliverPolicy};
 use std::sync::Mutex;
 use tokio::sync::Semaphore;
 use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessages};
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
-
 
 use super::Subscriber;
 use super::backoff::Backoff;

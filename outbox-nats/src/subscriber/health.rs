@@ -234,7 +234,10 @@ impl SubscriberProbe {
         }
         match &setup {
             SetupState::Waiting(why) => {
-                problems.push(format!("subscriber {} is connecting: {why}", self.durable()));
+                problems.push(format!(
+                    "subscriber {} is connecting: {why}",
+                    self.durable()
+                ));
             }
             SetupState::Failed(why) => problems.push(format!(
                 "subscriber {} could not set up its consumers: {why}",

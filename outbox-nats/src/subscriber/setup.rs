@@ -21,8 +21,8 @@ use txoutbox_core::ErrorChain;
 use txoutbox_core::backoff::Doubling;
 
 use super::builder::subject_matches;
-use super::partitioned::PullSpec;
 use super::error::SubscriberBuildError;
+use super::partitioned::PullSpec;
 use super::shared::Shared;
 use super::{consumer, failover};
 use crate::StreamSpec;
@@ -66,7 +66,10 @@ pub(crate) enum SetupState {
 
 impl SetupStatus {
     pub(crate) fn get(&self) -> SetupState {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub(super) fn set(&self, state: SetupState) {
