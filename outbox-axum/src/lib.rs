@@ -29,6 +29,19 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Starting while the broker is away
+//!
+//! With a client from `NatsConnect::connect` (which connects in the
+//! background when the server cannot be reached), [`start`](RuntimeBuilder::start)
+//! does not need the broker: the [streams](RuntimeBuilder::stream) are
+//! ensured, and the subscribers create or verify their consumers, once it
+//! answers; the processor waits for it as during an outage. Meanwhile each
+//! subscriber's health says `connecting`, and
+//! [`RuntimeHealth::stream_problems`] names the streams not ensured yet.
+//! When the broker answers at start, what does not fit fails `start` as
+//! before; when it answers later, it is logged at error level and stays in
+//! the health's problems (a subscriber stops).
+//!
 //! # Health
 //!
 //! `/health/live` answers 503 only when a part stopped on its own (the
