@@ -8,11 +8,13 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::processor::{HealthThresholds, ProcessorHandle};
 use txoutbox_nats::async_nats;
 use txoutbox_nats::subscriber::{RunningSubscriber, Subscriber, SubscriberBuildError};
+use txoutbox_nats::{IntoJetStream, StreamSpec};
 
 use crate::database::DatabaseProbe;
 use crate::health::{HealthParts, RuntimeHealth};
 use crate::runtime::Runtime;
 use crate::source::{ProcessorSource, SubscriberSource};
+use crate::streams::RuntimeStreams;
 use crate::{RuntimeError, gauges, metrics};
 
 /// The longest a health check waits for the database or the NATS server by
@@ -45,6 +47,7 @@ type BuildSubscriber =
 /// ```
 #[must_use = "a builder does nothing until `start`"]
 pub struct RuntimeBuilder {
+    streams: RuntimeStreams,
     processor: Option<SpawnProcessor>,
     /// Probes the processor's store, for `/health/ready`.
     database: Option<DatabaseProbe>,
@@ -63,6 +66,7 @@ pub struct RuntimeBuilder {
 impl std::fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RuntimeBuilder")
+            .field("streams", &self.streams)
             .field("processor", &self.processor.is_some())
             .field("subscribers", &self.subscribers.len())
             .field("thresholds", &self.thresholds)
@@ -76,6 +80,7 @@ impl std::fmt::Debug for RuntimeBuilder {
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         Self {
+            streams: RuntimeStreams::default(),
             processor: None,
             database: None,
             clients: Vec::new(),
@@ -91,6 +96,41 @@ impl Default for RuntimeBuilder {
 }
 
 impl RuntimeBuilder {
+    /// A stream to create, or check, with [`StreamSpec::ensure`] on
+    /// `jetstream` (the service's NATS `Client`, or a
+    /// `jetstream::Context`), before the processor publishes and the
+    /// subscribers set up their consumers:
+    ///
+    /// - connected at [`start`](Self::start): ensured there; a stream that
+    ///   does not fit fails the start ([`RuntimeError::Stream`]);
+    /// - the broker away (a client from `NatsConnect::connect`, which
+    ///   connects in the background): the service starts, and the stream
+    ///   is ensured once the client connects. Until then, and if it then
+    ///   does not fit (logged at error level, not retried),
+    ///   [`RuntimeHealth::stream_problems`](crate::RuntimeHealth::stream_problems)
+    ///   says so.
+    ///
+    /// A spec that cannot work whatever the server (a duplicate window
+    /// not longer than the processor's lease, [`StreamSpec::check`]) fails
+    /// the start either way. As many as the service needs, ensured in the
+    /// order added.
+    ///
+    /// ```no_run
+    /// # async fn run(nats: txoutbox_nats::async_nats::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use txoutbox_axum::Runtime;
+    /// use txoutbox_nats::StreamSpec;
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .stream(nats.clone(), StreamSpec::new("SHOP", ["shop.>"]))
+    ///     .start()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(mut self, jetstream: impl IntoJetStream, spec: StreamSpec) -> Self {
+        self.streams.push(jetstream.into_jetstream(), spec);
+        self
+    }
+
     /// The processor: a `ProcessorBuilder` (`outbox.processor(publisher)`,
     /// tuned as needed), a built `Processor`, or a running
     /// `ProcessorHandle`. One per runtime; a second call replaces the
@@ -180,7 +220,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Builds the subscribers (creating or verifying their consumers) and
+    /// Ensures the [streams](Self::stream) (now, or once the broker
+    /// answers), builds the subscribers (creating or verifying their
+    /// consumers, or, while the broker is away, once it answers) and
     /// the processor (checking its table: a missing migration is
     /// `RuntimeError::Processor(ProcessorError::MissingSchema)`, naming what
     /// to run), installs the Prometheus recorder (unless given one),
@@ -197,6 +239,7 @@ impl RuntimeBuilder {
                 (handle.clone(), Some(handle))
             }
         };
+        let streams = self.streams.ensure(&self.shutdown).await?;
         let mut built = Vec::with_capacity(self.subscribers.len());
         for subscriber in self.subscribers {
             built.push(subscriber.await?);
@@ -226,7 +269,8 @@ impl RuntimeBuilder {
             probe_timeout: self.probe_timeout,
             strict: self.strict_readiness,
             shutdown: self.shutdown.clone(),
-        });
+        })
+        .with_streams(streams);
         let sampler = (!subscribers.is_empty() || has_clients)
             .then(|| tokio::spawn(gauges::sample(health.clone())));
         tracing::info!(

@@ -2,6 +2,7 @@
 //! can fail with.
 
 use txoutbox_core::processor::{ProcessorBuildError, ProcessorError};
+use txoutbox_nats::StreamError;
 use txoutbox_nats::subscriber::{SubscriberBuildError, SubscriberError};
 
 /// A [`Runtime`](crate::Runtime) could not start, or a part of it did not
@@ -12,6 +13,14 @@ pub enum RuntimeError {
     /// A subscriber could not be built (its consumer, stream or handlers).
     #[error("building a subscriber")]
     SubscriberBuild(#[from] SubscriberBuildError),
+    /// A stream given to
+    /// [`RuntimeBuilder::stream`](crate::RuntimeBuilder::stream) cannot
+    /// work (a duplicate window shorter than the processor's lease), or
+    /// the broker answered at start and the stream does not fit (it does
+    /// not capture the subjects, its subjects overlap another stream's, a
+    /// permission is denied).
+    #[error("ensuring a stream")]
+    Stream(#[from] StreamError),
     /// The processor could not be built (a setting that cannot work).
     #[error("building the processor")]
     ProcessorBuild(#[from] ProcessorBuildError),

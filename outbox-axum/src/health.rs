@@ -11,6 +11,7 @@ use txoutbox_nats::subscriber::SubscriberProbe;
 
 use crate::database::{DatabaseProbe, DatabaseStatus};
 use crate::outbox_health::{BrokerConnection, OutboxHealth};
+use crate::streams::StreamProblems;
 
 /// The health of a [`Runtime`](crate::Runtime): whether it should be
 /// restarted ([`liveness`](Self::liveness)), whether it should receive
@@ -43,6 +44,7 @@ struct Inner {
     database: Option<DatabaseProbe>,
     /// Clients whose connection is reported beside the subscribers' own.
     clients: Vec<async_nats::Client>,
+    streams: StreamProblems,
     thresholds: HealthThresholds,
     probe_timeout: Duration,
     strict: bool,
@@ -122,12 +124,23 @@ impl RuntimeHealth {
                 subscribers,
                 database,
                 clients,
+                streams: StreamProblems::default(),
                 thresholds,
                 probe_timeout,
                 strict,
                 shutdown,
             }),
         }
+    }
+
+    /// The same, reporting `streams`' problems: called on a health just
+    /// made, before it is shared.
+    pub(crate) fn with_streams(mut self, streams: StreamProblems) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.streams = streams,
+            None => tracing::error!("the runtime's health was shared before its streams were set"),
+        }
+        self
     }
 
     /// Whether every part's task runs (no I/O). A part that stopped on its
@@ -153,6 +166,14 @@ impl RuntimeHealth {
             shutting_down,
             problems,
         }
+    }
+
+    /// What keeps the runtime's [streams](crate::RuntimeBuilder::stream)
+    /// from being used, one line each (no I/O): a stream not ensured yet
+    /// because the broker has not answered since the start, or one that
+    /// turned out not to fit once it did (logged at error level too).
+    pub fn stream_problems(&self) -> Vec<String> {
+        self.inner.streams.lines()
     }
 
     /// Each subscriber's `(stream, durable)`, in the order they were added.
@@ -196,6 +217,7 @@ impl RuntimeHealth {
             for subscriber in &outbox.subscribers {
                 problems.extend(subscriber.problems.iter().cloned());
             }
+            problems.extend(outbox.streams.iter().cloned());
         }
         Readiness {
             ready: problems.is_empty(),
@@ -238,7 +260,7 @@ impl RuntimeHealth {
                         .map(SubscriberProbe::connection_state),
                 ),
         );
-        OutboxHealth::judge(broker, processor, subscribers)
+        OutboxHealth::judge(broker, processor, subscribers, self.stream_problems())
     }
 
     async fn database(&self) -> DatabaseStatus {

@@ -29,6 +29,19 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Starting while the broker is away
+//!
+//! With a client from `NatsConnect::connect` (which connects in the
+//! background when the server cannot be reached), [`start`](RuntimeBuilder::start)
+//! does not need the broker: the [streams](RuntimeBuilder::stream) are
+//! ensured, and the subscribers create or verify their consumers, once it
+//! answers; the processor waits for it as during an outage. Meanwhile each
+//! subscriber's health says `connecting`, and
+//! [`RuntimeHealth::stream_problems`] names the streams not ensured yet.
+//! When the broker answers at start, what does not fit fails `start` as
+//! before; when it answers later, it is logged at error level and stays in
+//! the health's problems (a subscriber stops).
+//!
 //! # Health
 //!
 //! Three routes, three questions:
@@ -126,6 +139,7 @@ mod routes;
 mod runtime;
 mod signal;
 mod source;
+mod streams;
 
 pub use builder::{DEFAULT_PROBE_TIMEOUT, RuntimeBuilder};
 pub use database::DatabaseStatus;

@@ -71,7 +71,10 @@ pub struct OutboxHealth {
     pub processor: Option<Health>,
     /// Each subscriber's health, in the order they were added.
     pub subscribers: Vec<SubscriberHealth>,
-    /// The degraded parts, by name: `"broker"`, `"processor"`,
+    /// What keeps the runtime's [streams](crate::RuntimeBuilder::stream)
+    /// from being used, one line each ([`RuntimeHealth::stream_problems`](crate::RuntimeHealth::stream_problems)).
+    pub streams: Vec<String>,
+    /// The degraded parts, by name: `"streams"`, `"broker"`, `"processor"`,
     /// `"subscriber <durable>"`.
     pub degraded: Vec<String>,
     /// What is wrong, one line each.
@@ -87,9 +90,14 @@ impl OutboxHealth {
         broker: Option<BrokerConnection>,
         processor: Option<Health>,
         subscribers: Vec<SubscriberHealth>,
+        streams: Vec<String>,
     ) -> Self {
         let mut degraded = Vec::new();
         let mut problems = Vec::new();
+        if !streams.is_empty() {
+            degraded.push("streams".to_owned());
+            problems.extend(streams.iter().cloned());
+        }
         if let Some(connection) = broker
             && connection != BrokerConnection::Connected
         {
@@ -123,6 +131,7 @@ impl OutboxHealth {
             broker,
             processor,
             subscribers,
+            streams,
             degraded,
             problems,
         }
@@ -148,11 +157,31 @@ mod tests {
 
     #[test]
     fn a_broker_away_is_degraded() {
-        let health = OutboxHealth::judge(Some(BrokerConnection::Disconnected), None, Vec::new());
+        let health = OutboxHealth::judge(
+            Some(BrokerConnection::Disconnected),
+            None,
+            Vec::new(),
+            Vec::new(),
+        );
         assert!(!health.ok);
         assert_eq!(health.degraded, ["broker"]);
         assert_eq!(health.problems, ["the NATS connection is disconnected"]);
-        let health = OutboxHealth::judge(Some(BrokerConnection::Connected), None, Vec::new());
+        let health =
+            OutboxHealth::judge(Some(BrokerConnection::Connected), None, Vec::new(), Vec::new());
         assert!(health.ok, "{health:?}");
+    }
+
+    #[test]
+    fn a_stream_not_ensured_is_degraded() {
+        let problem = "stream SHOP is not ensured yet: the broker has not answered".to_owned();
+        let health = OutboxHealth::judge(
+            Some(BrokerConnection::Connected),
+            None,
+            Vec::new(),
+            vec![problem.clone()],
+        );
+        assert!(!health.ok);
+        assert_eq!(health.degraded, ["streams"]);
+        assert_eq!(health.problems, [problem]);
     }
 }

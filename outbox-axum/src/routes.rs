@@ -146,6 +146,8 @@ struct OutboxBody<'a> {
     broker: Option<&'static str>,
     processor: Option<ProcessorBody<'a>>,
     subscribers: Vec<SubscriberBody<'a>>,
+    /// What keeps the runtime's streams from being used.
+    streams: &'a [String],
     degraded: &'a [String],
     problems: &'a [String],
 }
@@ -161,6 +163,7 @@ impl<'a> From<&'a OutboxHealth> for OutboxBody<'a> {
                 .iter()
                 .map(SubscriberBody::from)
                 .collect(),
+            streams: &health.streams,
             degraded: &health.degraded,
             problems: &health.problems,
         }
@@ -197,6 +200,8 @@ struct SubscriberBody<'a> {
     ready: bool,
     running: bool,
     connected: bool,
+    /// Built while the broker was away: its consumers not set up yet.
+    connecting: bool,
     /// Messages not yet delivered: the lag.
     pending: Option<u64>,
     ack_pending: Option<u64>,
@@ -216,6 +221,7 @@ impl<'a> From<&'a SubscriberHealth> for SubscriberBody<'a> {
             ready: health.ready,
             running: health.running,
             connected: health.connected,
+            connecting: health.connecting,
             pending: health.pending,
             ack_pending: health.ack_pending,
             in_flight: health.in_flight,

@@ -87,7 +87,8 @@ impl ProcessorSource for ProcessorHandle {
 /// A subscriber for [`RuntimeBuilder::subscriber`](crate::RuntimeBuilder::subscriber):
 /// a [`SubscriberBuilder`] (built in
 /// [`start`](crate::RuntimeBuilder::start): its consumer is created or
-/// verified there), a built [`Subscriber`], or a [`RunningSubscriber`].
+/// verified there, or, while the broker is away, by the running subscriber
+/// once it answers), a built [`Subscriber`], or a [`RunningSubscriber`].
 /// Sealed.
 pub trait SubscriberSource: sealed::Sealed + Send + 'static {
     /// Builds it: a subscriber to spawn, or one already running.

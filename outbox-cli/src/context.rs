@@ -52,6 +52,7 @@ impl Context {
             .ok_or_else(|| CliError::BrokerUsage("set NATS_URL or --nats-url".to_owned()))?;
         let client = NatsConnect::new(url)
             .name("outbox-cli")
+            .fail_when_away()
             .auth(auth(nats))
             .tls(tls(nats))
             .connection_timeout(Duration::from_secs(5))

@@ -1,5 +1,13 @@
 //! Connecting to NATS with the options production needs, and reconnects
 //! observed through `tracing`.
+//!
+//! A server that is away at start (the connection refused, timed out, its
+//! name not resolved) is not an error by default: [`NatsConnect::connect`]
+//! returns a client that connects in the background, so a service starts
+//! and takes writes during a broker outage. What is wrong rather than away
+//! (credentials refused, a credentials file that cannot be read, TLS that
+//! cannot work, a URL that is not one) fails at once, with its own
+//! [`ConnectError`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,6 +68,11 @@ pub struct Tls {
 }
 
 /// Connection settings for the publisher and subscribers.
+///
+/// By default, a server that cannot be reached at start is retried in the
+/// background ([`retry_initial_connect`](Self::retry_initial_connect)):
+/// the first attempt tells what is away from what is wrong, see
+/// [`connect`](Self::connect).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -211,6 +224,16 @@ impl ConnectError {
     }
 }
 
+impl ConnectError {
+    /// Whether the server was away rather than something wrong: the
+    /// connection refused, reset or timed out, a name that did not resolve
+    /// ([`Connect`](Self::Connect)). Retrying helps when the server is
+    /// back; for the other kinds it does not.
+    pub fn is_away(&self) -> bool {
+        matches!(self, Self::Connect { .. })
+    }
+}
+
 /// Whether `err` comes from the TLS handshake: async-nats reports a
 /// certificate it does not trust, or an alert from the server, as an I/O
 /// error carrying the rustls error.
@@ -246,7 +269,7 @@ impl NatsConnect {
             auth: Auth::None,
             tls: Tls::default(),
             connection_timeout: None,
-            retry_initial_connect: false,
+            retry_initial_connect: true,
             max_reconnect_delay: None,
         }
     }
@@ -276,10 +299,23 @@ impl NatsConnect {
         self
     }
 
-    /// Keep trying when the server is down at start, instead of failing
-    /// (default: fail). The outbox keeps every message meanwhile.
+    /// Keep trying in the background when the server cannot be reached at
+    /// start (refused, timed out, its name not resolved), instead of
+    /// failing: the default. The outbox keeps every message meanwhile; the
+    /// processor waits for the broker as during an outage, and subscribers
+    /// set up their consumers once it answers. Credentials or TLS the
+    /// server refuses still fail at once (see [`connect`](Self::connect)).
     pub fn retry_initial_connect(mut self) -> Self {
         self.retry_initial_connect = true;
+        self
+    }
+
+    /// Fail when the server cannot be reached at start, after one attempt
+    /// ([`ConnectError::Connect`]), instead of connecting in the
+    /// background: for a command-line tool, or a check that wants an
+    /// answer now.
+    pub fn fail_when_away(mut self) -> Self {
+        self.retry_initial_connect = false;
         self
     }
 
@@ -296,6 +332,19 @@ impl NatsConnect {
     /// Connects. Reconnects afterwards are async-nats's, paced by
     /// [`max_reconnect_delay`](Self::max_reconnect_delay), logged here and
     /// observed by the processor through the connection state.
+    ///
+    /// The first attempt is made at once. When it fails because the server
+    /// is **away** (connection refused or reset, timed out, a name that
+    /// does not resolve), the client is returned anyway and connects in the
+    /// background, each attempt paced like a reconnect (a warning is
+    /// logged; its `connection_state()` is `Pending` until it connects),
+    /// unless [`fail_when_away`](Self::fail_when_away) was set. When it
+    /// fails because something is **wrong**, it returns the error at once,
+    /// whatever the setting: credentials refused
+    /// ([`ConnectError::Unauthorized`]), TLS that cannot work
+    /// ([`ConnectError::Tls`]), a credentials file that cannot be read
+    /// ([`ConnectError::Credentials`]), a URL that is not one
+    /// ([`ConnectError::InvalidUrl`]).
     pub async fn connect(self) -> Result<Client, ConnectError> {
         let max = self
             .max_reconnect_delay
@@ -375,17 +424,27 @@ impl NatsConnect {
         if let Some((cert, key)) = &self.tls.client_certificate {
             options = options.add_client_certificate(cert.clone(), key.clone());
         }
-        if self.retry_initial_connect {
-            options = options.retry_on_initial_connect();
-        }
         if let Some(max) = self.max_reconnect_delay {
             options =
                 options.reconnect_delay_callback(move |attempts| reconnect_delay(attempts, max));
         }
-        options
-            .connect(addrs)
-            .await
-            .map_err(|source| ConnectError::connecting(&self.url, source))
+        let first = options.clone().connect(addrs.clone()).await;
+        match first.map_err(|source| ConnectError::connecting(&self.url, source)) {
+            Ok(client) => Ok(client),
+            Err(err) if self.retry_initial_connect && err.is_away() => {
+                tracing::warn!(
+                    url = %redact_url(&self.url),
+                    error = %txoutbox_core::ErrorChain(&err),
+                    "NATS cannot be reached at start; connecting in the background"
+                );
+                options
+                    .retry_on_initial_connect()
+                    .connect(addrs)
+                    .await
+                    .map_err(|source| ConnectError::connecting(&self.url, source))
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 
@@ -588,8 +647,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_server_away_at_start_is_connected_to_in_the_background() {
+        let client = NatsConnect::new("nats://127.0.0.1:1")
+            .connection_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .expect("a client that connects in the background");
+        assert_eq!(
+            client.connection_state(),
+            async_nats::connection::State::Pending
+        );
+    }
+
+    #[tokio::test]
     async fn a_failed_connection_names_no_secret() {
         let err = NatsConnect::new("nats://app:urlpass-4@127.0.0.1:1")
+            .fail_when_away()
             .auth(Auth::Token("tok-2".into()))
             .connection_timeout(Duration::from_millis(500))
             .connect()

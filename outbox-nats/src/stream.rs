@@ -146,22 +146,23 @@ impl StreamSpec {
         &self,
         jetstream: &jetstream::Context,
     ) -> Result<Ensured, StreamError> {
+        self.check()?;
         let lease = self.processor_lease;
-        if self.duplicate_window <= lease {
-            return Err(StreamError::WindowTooShort {
-                stream: self.name.clone(),
-                window: self.duplicate_window,
-                lease,
-            });
-        }
         let existing = match jetstream.get_stream(&self.name).await {
-            Ok(mut stream) => Some(stream.info().await.map_err(|e| self.failed(e))?.clone()),
+            Ok(mut stream) => Some(
+                stream
+                    .info()
+                    .await
+                    .map_err(|e| self.info_failed(e))?
+                    .clone(),
+            ),
             Err(err) => match err.kind() {
                 GetStreamErrorKind::JetStream(js)
                     if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
                 {
                     None
                 }
+                GetStreamErrorKind::Request => return Err(self.unanswered(err)),
                 _ => return Err(self.failed(err)),
             },
         };
@@ -170,7 +171,11 @@ impl StreamSpec {
                 Ok(mut stream) => {
                     tracing::info!(stream = %self.name, subjects = ?self.subjects, "outbox stream created");
                     Ok(Ensured {
-                        info: stream.info().await.map_err(|e| self.failed(e))?.clone(),
+                        info: stream
+                            .info()
+                            .await
+                            .map_err(|e| self.info_failed(e))?
+                            .clone(),
                         created: true,
                         differences: Vec::new(),
                     })
@@ -179,6 +184,7 @@ impl StreamSpec {
                     CreateStreamErrorKind::JetStreamUnavailable => {
                         Err(StreamError::JetStreamUnavailable(err.to_string()))
                     }
+                    CreateStreamErrorKind::TimedOut => Err(self.unanswered(err)),
                     CreateStreamErrorKind::JetStream(js)
                         if js.error_code() == jetstream::ErrorCode::STREAM_SUBJECT_OVERLAP =>
                     {
@@ -253,6 +259,22 @@ impl StreamSpec {
             .collect()
     }
 
+    /// What [`ensure`](Self::ensure) can check without the server: the
+    /// duplicate window outlasts the [processor's
+    /// lease](Self::processor_lease) ([`StreamError::WindowTooShort`]),
+    /// so a service can refuse such a spec at start while the broker is
+    /// away.
+    pub fn check(&self) -> Result<(), StreamError> {
+        if self.duplicate_window <= self.processor_lease {
+            return Err(StreamError::WindowTooShort {
+                stream: self.name.clone(),
+                window: self.duplicate_window,
+                lease: self.processor_lease,
+            });
+        }
+        Ok(())
+    }
+
     fn verify(
         &self,
         actual: &Config,
@@ -278,6 +300,23 @@ impl StreamSpec {
             tracing::warn!(stream = %self.name, %difference, "outbox stream differs from the configuration; keeping it as it is");
         }
         Ok(differences)
+    }
+
+    /// A stream info request that failed: unanswered unless the server
+    /// answered with an error.
+    fn info_failed(&self, err: jetstream::context::RequestError) -> StreamError {
+        use jetstream::context::RequestErrorKind;
+        match err.kind() {
+            RequestErrorKind::TimedOut | RequestErrorKind::NoResponders => self.unanswered(err),
+            _ => self.failed(err),
+        }
+    }
+
+    fn unanswered(&self, err: impl std::error::Error + Send + Sync + 'static) -> StreamError {
+        StreamError::Unanswered {
+            stream: self.name.clone(),
+            source: Box::new(err),
+        }
     }
 
     fn failed(&self, err: impl std::error::Error + Send + Sync + 'static) -> StreamError {
@@ -477,7 +516,8 @@ pub enum StreamError {
     /// The server has JetStream disabled.
     #[error("JetStream is not enabled on the server: {0}")]
     JetStreamUnavailable(String),
-    /// A JetStream API request failed.
+    /// A JetStream API request failed: the server answered with an error
+    /// (a permission, subjects that overlap another stream's, ...).
     #[error("JetStream request about stream `{stream}` failed")]
     Request {
         /// The stream.
@@ -486,4 +526,28 @@ pub enum StreamError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The server did not answer a JetStream request in time (not
+    /// connected, timed out): the broker is away, retrying helps.
+    #[error("no answer from JetStream about stream `{stream}`")]
+    Unanswered {
+        /// The stream.
+        stream: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StreamError {
+    /// Whether the broker was away rather than the stream wrong: no answer
+    /// in time ([`Unanswered`](Self::Unanswered)), or JetStream not
+    /// available yet ([`JetStreamUnavailable`](Self::JetStreamUnavailable):
+    /// also a server that has it disabled). Retrying the other kinds does
+    /// not help.
+    pub fn is_away(&self) -> bool {
+        matches!(
+            self,
+            Self::Unanswered { .. } | Self::JetStreamUnavailable(_)
+        )
+    }
 }

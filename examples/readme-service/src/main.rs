@@ -155,7 +155,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let env = |name, default: &str| std::env::var(name).unwrap_or(default.into());
-    // Once: the tables (outbox + inbox, the service's own) and the stream.
+    // Once: the tables (outbox + inbox, the service's own).
     let db = sea_orm::Database::connect(env("DATABASE_URL", "postgres://postgres@127.0.0.1/test"))
         .await?;
     OutboxMigrator::up(&db, None).await?;
@@ -168,17 +168,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     db.execute_unprepared("CREATE TABLE IF NOT EXISTS order_views (id VARCHAR(64) PRIMARY KEY, total_cents BIGINT, paid BOOLEAN)").await?;
     let outbox = Outbox::new(db, OutboxConfig::default().with_subject_prefix("shop")?);
+    // While NATS is away, connects in the background: the service starts and takes writes.
     let nats = NatsConnect::new(env("NATS_URL", "127.0.0.1:4222"))
         .connect()
         .await?;
     let publisher = JetStreamPublisher::new(nats.clone(), "/shop"); // ce-source
-    StreamSpec::new("SHOP", ["shop.>"])
-        .ensure(publisher.jetstream())
-        .await?;
 
-    // The processor and the read model's subscriber, with health, metrics and shutdown.
+    // The stream (ensured once NATS answers), the processor and the read model's subscriber
+    // (its consumer set up then too), with health, metrics and shutdown.
     let inbox = Inbox::new(&outbox, "order-views")?;
     let runtime = Runtime::builder()
+        .stream(nats.clone(), StreamSpec::new("SHOP", ["shop.>"]))
         .processor(outbox.processor(publisher))
         .subscriber(
             Subscriber::builder(nats, "order-views")

@@ -12,8 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, sleep};
+use txoutbox_fixtures::db::{Backend, TestDb};
+use txoutbox_fixtures::http;
 use txoutbox_testing::nats::NatsServer;
 
 /// How long the broker stays away.
@@ -34,107 +35,22 @@ impl Drop for Service {
     }
 }
 
-/// A fresh PostgreSQL schema, dropped on drop (best effort).
-struct Schema {
-    server: String,
-    name: String,
-}
-
-impl Schema {
-    async fn create() -> Self {
-        let server = std::env::var("OUTBOX_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let name = format!(
-            "readme_outage_{}",
-            &txoutbox::uuid::Uuid::now_v7().simple().to_string()[16..]
-        );
-        let admin = sea_orm::Database::connect(&server)
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL at {server}: {e} (scripts/ensure-services.sh)"));
-        sea_orm::ConnectionTrait::execute_unprepared(&admin, &format!("CREATE SCHEMA {name}"))
-            .await
-            .expect("create the schema");
-        let _ = admin.close().await;
-        Self { server, name }
-    }
-
-    /// The service's `DATABASE_URL`: the server, with this schema alone on
-    /// the connections' `search_path`.
-    fn url(&self) -> String {
-        let separator = if self.server.contains('?') { '&' } else { '?' };
-        format!(
-            "{}{separator}options=-c%20search_path%3D{}",
-            self.server, self.name
-        )
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (server, sql) = (
-            self.server.clone(),
-            format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
-        );
-        // A runtime of its own: drop runs inside the test's.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let admin = sea_orm::Database::connect(&server).await.ok()?;
-                sea_orm::ConnectionTrait::execute_unprepared(&admin, &sql)
-                    .await
-                    .ok()
-            })
-        })
-        .join();
-    }
-}
-
-/// One HTTP/1.1 request on a connection of its own: the status and the
-/// body, or why there is none.
+/// One request on a connection of its own: the status and the body, or
+/// why there is none.
 async fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
-    body: &str,
+    json: Option<&str>,
 ) -> Result<(u16, String), String> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| e.to_string())?;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (head, body) = response
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("no header end in {response:?}"))?;
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| format!("no status in {head:?}"))?;
-        Ok((status, body.to_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
+    http::request(&addr.to_string(), method, path, json)
         .await
-        .map_err(|_| format!("{method} {path}: no answer within 5 s"))?
+        .map(|answer| (answer.status, answer.body))
+        .map_err(|e| format!("{method} {path}: {e}"))
 }
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    request(addr, "GET", path, "")
+    request(addr, "GET", path, None)
         .await
         .unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
@@ -154,7 +70,7 @@ async fn place(addr: SocketAddr, total_cents: i64) -> String {
         addr,
         "POST",
         "/orders",
-        &format!(r#"{{"total_cents":{total_cents}}}"#),
+        Some(&format!(r#"{{"total_cents":{total_cents}}}"#)),
     )
     .await
     .unwrap_or_else(|e| panic!("POST /orders: {e}"));
@@ -180,7 +96,7 @@ async fn start_service(database_url: &str, nats_url: &str) -> Service {
     let mut service = Service { child, addr };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok((200, _)) = request(addr, "GET", "/health/ready", "").await {
+        if let Ok((200, _)) = request(addr, "GET", "/health/ready", None).await {
             return service;
         }
         if let Ok(Some(exit)) = service.child.try_wait() {
@@ -217,8 +133,8 @@ async fn wait_until_applied(addr: SocketAddr, ids: &[String], within: Duration) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_stays_ready_through_a_broker_outage() {
     let mut nats = NatsServer::start().await.expect("a private nats-server");
-    let schema = Schema::create().await;
-    let service = start_service(&schema.url(), &nats.url()).await;
+    let database = TestDb::new(Backend::Postgres).await;
+    let service = start_service(&database.url(), &nats.url()).await;
     let addr = service.addr;
 
     // Before: an order goes all the way to the read model.
@@ -271,5 +187,4 @@ async fn the_service_stays_ready_through_a_broker_outage() {
     let health = outbox_health(addr).await;
     assert_eq!(health["broker"], "connected", "{health}");
     drop(service);
-    drop(schema);
 }

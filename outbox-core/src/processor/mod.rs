@@ -202,7 +202,9 @@ impl<S: OutboxStore + 'static, P: Publisher> Processor<S, P> {
     ///
     /// A database or broker that cannot answer is not an error here
     /// (logged): [`run`](Self::run) checks the table again, retrying until
-    /// the database answers.
+    /// the database answers, and waits for a broker that is not connected
+    /// ([`Publisher::is_available`]) as during an outage: the destination
+    /// is not checked then.
     ///
     /// ```no_run
     /// # async fn run(processor: txoutbox_core::Processor<impl txoutbox_core::OutboxStore + 'static, impl txoutbox_core::Publisher>) -> Result<(), Box<dyn std::error::Error>> {
@@ -353,6 +355,16 @@ async fn check_destination_once<P: Publisher>(
     publisher: &P,
     subjects: &str,
 ) -> Result<(), ProcessorError> {
+    if !publisher.is_available() {
+        // Not connected yet (a broker away at start): asking would only
+        // wait for a timeout. The processor waits for the broker as it
+        // runs, as during an outage.
+        tracing::info!(
+            subjects,
+            "outbox processor starts while the broker is away; it publishes once it answers"
+        );
+        return Ok(());
+    }
     match publisher.check_destination(subjects).await {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == PublishErrorKind::Unavailable => {

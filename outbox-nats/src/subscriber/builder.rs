@@ -3,21 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{
-    self,
-    consumer::{AckPolicy, DeliverPolicy, pull},
-};
+use async_nats::jetstream::{self, consumer::DeliverPolicy};
 use std::sync::Mutex;
 use tokio::sync::Semaphore;
 use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessages};
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
-use async_nats::jetstream::context::GetStreamByNameErrorKind;
-
 use super::Subscriber;
 use super::backoff::Backoff;
-use super::consumer;
 use super::dead_lettering::DeadLetterPolicy;
 use super::error::SubscriberBuildError;
 use super::failover;
@@ -27,6 +21,7 @@ use super::in_process::InProcess;
 use super::inbox_batches::InboxBatches;
 use super::partitioned::{Owned, PullSpec};
 use super::pause::Pause;
+use super::setup::{Setup, SetupState};
 use super::shared::Shared;
 use crate::StreamSpec;
 
@@ -656,92 +651,34 @@ impl SubscriberBuilder {
     /// that the existing one has the same settings (explicit ack, ack wait,
     /// max deliver, max ack pending, filter subject, deliver policy), and returns the
     /// subscriber, ready to [`run`](Subscriber::run).
+    ///
+    /// While the client is not connected (a broker away at start, with
+    /// `NatsConnect::connect`'s client that connects in the background),
+    /// what needs the server waits: the subscriber is returned with its
+    /// settings, handlers and inbox checked, and creates or verifies its
+    /// consumer (and its dead-letter stream) when it runs, once the broker
+    /// answers. Meanwhile its health says it is connecting; what then turns
+    /// out wrong (a consumer with other settings, a permission denied)
+    /// stops it with [`SubscriberError::Setup`](super::SubscriberError::Setup),
+    /// logged and in its health's problems.
     pub async fn build(self) -> Result<Subscriber, SubscriberBuildError> {
-        self.build_on_the_server()
-            .await
-            .map_err(SubscriberBuildError::or_denied)
-    }
-
-    /// [`build`](Self::build), without telling a denied permission apart.
-    async fn build_on_the_server(self) -> Result<Subscriber, SubscriberBuildError> {
-        let Checked {
-            shared,
-            reader_lease,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-            inbox,
-        } = self.checked().await?;
-        let mut shared = shared;
-        if keeps_order
-            && let Some(inbox) = inbox
-            && super::lease::keeps_leases(&*inbox)
-        {
-            shared.lease = Some(super::lease::Lease::of(inbox, reader_lease));
-            shared.gate = super::lease::Gate::new(true);
+        let (shared, setup) = self.checked().await?.prepared();
+        if shared.client.connection_state() != async_nats::connection::State::Connected {
+            tracing::info!(consumer = %shared.consumer, stream = %setup.stream_name, "NATS not connected: the subscriber sets up its consumers once it is");
+            shared.setup.set(SetupState::Waiting(
+                "connecting to NATS: its consumers are set up once it answers".to_owned(),
+            ));
+            return Ok(Subscriber {
+                shared: Arc::new(shared),
+                consumers: Vec::new(),
+                deferred: Some(setup),
+            });
         }
-        let stream = shared
-            .context
-            .get_stream(&stream_name)
-            .await
-            .map_err(|source| SubscriberBuildError::stream(&stream_name, source))?;
-        if let Some(subject) = shared.dead_letter.subject(&shared.consumer) {
-            let captured_here = filter_subject.is_empty()
-                && !partitioned
-                && stream
-                    .cached_info()
-                    .config
-                    .subjects
-                    .iter()
-                    .any(|pattern| subject_matches(pattern, &subject));
-            if captured_here {
-                return Err(SubscriberBuildError::InvalidConfig(format!(
-                    "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
-                     which this consumer reads unfiltered: dead letters would come back to it"
-                )));
-            }
-            ensure_dead_letters_stored(
-                &shared.context,
-                &shared.consumer,
-                dead_letter_stream.as_ref(),
-                &subject,
-            )
-            .await?;
-        }
-        if shared.failover.is_some() {
-            failover::check_server(&shared.context, &shared.consumer)?;
-        }
-        let max_deliver = i64::try_from(shared.max_deliver).unwrap_or(i64::MAX);
-        let mut consumers = Vec::new();
-        for pull in pulls {
-            let mut config = pull::Config {
-                durable_name: Some(pull.durable),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: shared.ack_wait,
-                max_deliver,
-                max_ack_pending,
-                filter_subject: pull.filter,
-                deliver_policy,
-                ..Default::default()
-            };
-            if let Some(pinned_ttl) = shared.failover {
-                failover::configure(&mut config, pinned_ttl);
-            }
-            let ensured = consumer::ensure(&stream, config).await?;
-            // With failover, other processes wait on the durable by design.
-            if keeps_order && shared.failover.is_none() {
-                consumer::check_not_in_use(&ensured)?;
-            }
-            consumers.push(ensured);
-        }
+        let consumers = setup.on_the_server(&shared).await?;
         Ok(Subscriber {
             shared: Arc::new(shared),
             consumers,
+            deferred: None,
         })
     }
 
@@ -867,6 +804,7 @@ impl SubscriberBuilder {
                 .filter(|inbox| inbox.begin_group().is_some())
                 .zip(self.inbox_batches),
             pause: Pause::new(durable),
+            setup: super::setup::SetupStatus::default(),
             inbox: inbox.clone(),
             // Set by `build` (a subscriber run in process reads alone).
             lease: None,
@@ -976,6 +914,45 @@ impl SubscriberBuilder {
     }
 }
 
+impl Checked {
+    /// What the subscriber shares between its tasks (with its reader lease,
+    /// if it keeps order on an inbox that keeps leases), and what it sets
+    /// up on the server.
+    fn prepared(self) -> (Shared, Setup) {
+        let Checked {
+            mut shared,
+            reader_lease,
+            stream_name,
+            keeps_order,
+            pulls,
+            max_ack_pending,
+            filter_subject,
+            partitioned,
+            deliver_policy,
+            dead_letter_stream,
+            inbox,
+        } = self;
+        if keeps_order
+            && let Some(inbox) = inbox
+            && super::lease::keeps_leases(&*inbox)
+        {
+            shared.lease = Some(super::lease::Lease::of(inbox, reader_lease));
+            shared.gate = super::lease::Gate::new(true);
+        }
+        let setup = Setup {
+            stream_name,
+            keeps_order,
+            pulls,
+            max_ack_pending,
+            filter_subject,
+            partitioned,
+            deliver_policy,
+            dead_letter_stream,
+        };
+        (shared, setup)
+    }
+}
+
 /// A builder checked, before JetStream is asked anything (see
 /// [`SubscriberBuilder::checked`]).
 struct Checked {
@@ -992,49 +969,6 @@ struct Checked {
     partitioned: bool,
     deliver_policy: DeliverPolicy,
     dead_letter_stream: Option<StreamSpec>,
-}
-
-/// Provisions the dead-letter stream if one was given, else checks that
-/// a stream captures `subject`.
-async fn ensure_dead_letters_stored(
-    context: &jetstream::Context,
-    durable: &str,
-    dead_letter_stream: Option<&StreamSpec>,
-    subject: &str,
-) -> Result<(), SubscriberBuildError> {
-    if let Some(spec) = dead_letter_stream {
-        if !spec
-            .subjects()
-            .iter()
-            .any(|pattern| subject_matches(pattern, subject))
-        {
-            return Err(SubscriberBuildError::InvalidConfig(format!(
-                "the dead-letter stream `{}` captures {:?}, not the dead-letter subject \
-                 `{subject}`",
-                spec.name(),
-                spec.subjects()
-            )));
-        }
-        // Dead letters are published once each: no lease to outlast.
-        spec.clone()
-            .processor_lease(Duration::ZERO)
-            .ensure(context)
-            .await?;
-        return Ok(());
-    }
-    match context.stream_by_subject(subject).await {
-        Ok(_) => Ok(()),
-        Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => {
-            Err(SubscriberBuildError::DeadLettersUncaptured {
-                subject: subject.to_owned(),
-                consumer: durable.to_owned(),
-            })
-        }
-        Err(err) => Err(SubscriberBuildError::Consumer {
-            consumer: durable.to_owned(),
-            source: Box::new(err),
-        }),
-    }
 }
 
 /// The smallest default `max_ack_pending`: nats-server's own default, which

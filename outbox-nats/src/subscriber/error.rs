@@ -218,6 +218,12 @@ pub enum SubscriberError {
         /// The durable name.
         consumer: String,
     },
+    /// Built while the broker was away, the subscriber could not set up
+    /// its consumers once it answered (a consumer with other settings, a
+    /// permission denied, ...): what [`build`](super::SubscriberBuilder::build)
+    /// returns when the broker answers at start.
+    #[error("the subscriber could not set up its consumers")]
+    Setup(#[source] SubscriberBuildError),
     /// The subscriber's task panicked or was aborted.
     #[error("the subscriber task failed")]
     Task(#[from] tokio::task::JoinError),

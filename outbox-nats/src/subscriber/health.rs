@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_nats::connection::State;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 
+use super::setup::SetupState;
 use super::shared::Shared;
 
 /// A [`RunningSubscriber`](super::RunningSubscriber)'s health, from
@@ -70,6 +71,11 @@ pub struct SubscriberHealth {
     pub running: bool,
     /// The client is connected to a NATS server.
     pub connected: bool,
+    /// Built while the broker was away, it has not set up its consumers
+    /// yet: its client is connecting (never connected since the start), or
+    /// the server has not answered yet. Not ready meanwhile; the
+    /// subscriber sets them up, and reads, once the broker answers.
+    pub connecting: bool,
     /// The JetStream consumers it reads, as the server sees them.
     pub consumers: Vec<ConsumerLag>,
     /// The lag: messages of the stream (under the filter subject) not yet
@@ -216,7 +222,9 @@ impl SubscriberProbe {
     pub async fn check(&self, timeout: Duration) -> SubscriberHealth {
         let running = self.is_running();
         let connected = self.is_connected();
-        let consumers: Vec<ConsumerLag> = if connected {
+        let setup = self.shared.setup.get();
+        let connecting = matches!(setup, SetupState::Waiting(_));
+        let consumers: Vec<ConsumerLag> = if connected && setup == SetupState::Done {
             futures::future::join_all(
                 self.consumers
                     .iter()
@@ -224,20 +232,36 @@ impl SubscriberProbe {
             )
             .await
         } else {
+            let why = if connected {
+                "not set up yet"
+            } else {
+                "not connected to NATS"
+            };
             self.consumers
                 .iter()
-                .map(|name| ConsumerLag::unknown(name, "not connected to NATS"))
+                .map(|name| ConsumerLag::unknown(name, why))
                 .collect()
         };
         let mut problems = Vec::new();
         if !running {
             problems.push(format!("subscriber {} has stopped", self.durable()));
         }
-        if !connected {
-            problems.push(format!(
+        match &setup {
+            SetupState::Waiting(why) => {
+                problems.push(format!(
+                    "subscriber {} is connecting: {why}",
+                    self.durable()
+                ));
+            }
+            SetupState::Failed(why) => problems.push(format!(
+                "subscriber {} could not set up its consumers: {why}",
+                self.durable()
+            )),
+            SetupState::Done if !connected => problems.push(format!(
                 "subscriber {} is not connected to NATS",
                 self.durable()
-            ));
+            )),
+            SetupState::Done => {}
         }
         for consumer in &consumers {
             match (consumer.present, &consumer.error) {
@@ -266,6 +290,7 @@ impl SubscriberProbe {
             ready: problems.is_empty(),
             running,
             connected,
+            connecting,
             pending: sum(|c| c.pending),
             ack_pending: sum(|c| c.ack_pending),
             consumers,

@@ -240,6 +240,7 @@ mod release;
 mod restart;
 mod settings;
 mod settle;
+mod setup;
 mod shared;
 mod stalled_pulls;
 mod worker;
@@ -275,8 +276,12 @@ pub mod __in_process {
 /// ready to run (see the [module docs](self)).
 pub struct Subscriber {
     shared: Arc<Shared>,
-    /// The durable itself, or one consumer per owned partition; never empty.
+    /// The durable itself, or one consumer per owned partition; empty
+    /// while `deferred`.
     consumers: Vec<PullConsumer>,
+    /// Built while the client was not connected: what `run` sets up on the
+    /// server once it is.
+    deferred: Option<setup::Setup>,
 }
 
 impl std::fmt::Debug for Subscriber {
@@ -345,10 +350,14 @@ impl Subscriber {
     /// The names of the JetStream consumers it reads: [`durable`](Self::durable),
     /// or `<durable>-p<k>` for each owned partition `k`.
     pub fn consumers(&self) -> Vec<String> {
-        self.consumers
-            .iter()
-            .map(|consumer| consumer.cached_info().name.clone())
-            .collect()
+        match &self.deferred {
+            Some(setup) => setup.names(),
+            None => self
+                .consumers
+                .iter()
+                .map(|consumer| consumer.cached_info().name.clone())
+                .collect(),
+        }
     }
 
     /// The stream it reads.
@@ -363,14 +372,23 @@ impl Subscriber {
 
     /// Handles messages until `shutdown` is cancelled, then shuts down in
     /// order (see [Shutdown](self#shutdown)). Returns an error only if the
-    /// consumer is deleted under it; connection trouble is logged and
-    /// retried. Dropping the future stops everything at once, without
+    /// consumer is deleted under it, or, for a subscriber built while the
+    /// broker was away, if setting up its consumers fails once the broker
+    /// answers ([`SubscriberError::Setup`]); connection trouble is logged
+    /// and retried. Dropping the future stops everything at once, without
     /// handing messages back (they are redelivered after `ack_wait`).
     ///
     /// With partitions, each owned partition's consumer is read by a loop
     /// of its own; should one consumer be deleted, the others shut down in
     /// order and the error is returned.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), SubscriberError> {
+        if let Some(setup) = self.deferred.take() {
+            match setup.when_connected(&self.shared, &shutdown).await {
+                Some(Ok(consumers)) => self.consumers = consumers,
+                Some(Err(err)) => return Err(SubscriberError::Setup(err)),
+                None => return Ok(()), // shut down before the broker answered
+            }
+        }
         let stop = shutdown.child_token();
         let cleaning = cleanup::run(Arc::clone(&self.shared), stop.clone());
         // Ends each pause (the inbox's database away) once it answers.

@@ -75,6 +75,9 @@ pub(crate) struct Shared {
     pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
     /// Paused while the inbox's database is away.
     pub(crate) pause: Pause,
+    /// Where its setup on the server stands (consumers created or
+    /// verified), for its health.
+    pub(crate) setup: super::setup::SetupStatus,
     /// The reader lease, for a subscriber that keeps order on an inbox
     /// that keeps leases (see `lease`).
     pub(crate) lease: Option<Lease>,

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use txoutbox_nats::async_nats::ConnectOptions;
+use txoutbox_nats::async_nats::connection::State;
 use txoutbox_nats::{Auth, ConnectError, NatsConnect};
 use txoutbox_suite::nats::NatsServer;
 
@@ -100,5 +101,58 @@ async fn a_list_of_servers_survives_the_loss_of_the_one_connected_to() {
     {
         Err(ConnectError::InvalidUrl { url, .. }) => assert!(url.contains("notaport"), "{url}"),
         other => panic!("expected InvalidUrl, got {other:?}"),
+    }
+}
+
+/// A server away at start (its port refuses connections): by default the
+/// client is returned at once and connects when the server starts;
+/// `fail_when_away` fails with a typed error instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_away_at_start_is_connected_to_when_it_starts() {
+    let mut server = NatsServer::start().await.expect("a private nats-server");
+    server.stop().expect("nats-server stops");
+
+    match NatsConnect::new(server.url())
+        .fail_when_away()
+        .connect()
+        .await
+    {
+        Err(err @ ConnectError::Connect { .. }) => assert!(err.is_away(), "{err:?}"),
+        other => panic!("expected a connection refused, got {other:?}"),
+    }
+    let client = NatsConnect::new(server.url())
+        .connect()
+        .await
+        .expect("a client that connects in the background");
+    assert_eq!(client.connection_state(), State::Pending);
+
+    server.restart().await.expect("nats-server starts");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while client.connection_state() != State::Connected {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not connected within 2 s of the server's start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.flush().await.expect("a round trip");
+}
+
+/// What is wrong rather than away fails at start, retrying or not:
+/// credentials the server refuses are `Unauthorized`, not a client left
+/// connecting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_fail_at_start_although_retrying_is_the_default() {
+    let server = token_server().await;
+    for connect in [
+        NatsConnect::new(server.url()).auth(Auth::Token("wrong".to_owned())),
+        NatsConnect::new(server.url())
+            .auth(Auth::Token("wrong".to_owned()))
+            .retry_initial_connect(),
+    ] {
+        match connect.connect().await {
+            Err(err @ ConnectError::Unauthorized { .. }) => assert!(!err.is_away(), "{err:?}"),
+            other => panic!("expected refused credentials, got {other:?}"),
+        }
     }
 }
