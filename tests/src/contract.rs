@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use txoutbox_core::chrono::{self, Utc};
 use txoutbox_core::{AggregateRoot, MessageId};
 use txoutbox_sea_orm::{Outbox, OutboxConfig, SeaOrmOutboxStore};
 use txoutbox_testing::contract::ContractWriter;

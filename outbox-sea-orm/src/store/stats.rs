@@ -84,7 +84,7 @@ async fn count_pending(
         format!(
             "SELECT p.event_name, COUNT(*) AS n, \
              COUNT(CASE WHEN p.lease_expires_at > {now} THEN 1 END) AS leased, \
-             COUNT(CASE WHEN p.attempts = 0 AND p.next_attempt_at > {now} THEN 1 END) AS delayed, \
+             COUNT(CASE WHEN p.attempts = 0 AND p.next_attempt_at > {now} THEN 1 END) AS not_due, \
              {last_id} AS last_id \
              FROM (SELECT id, event_name, lease_expires_at, attempts, next_attempt_at \
                FROM {table} WHERE status = 0 ORDER BY id LIMIT {limit}) p GROUP BY p.event_name",
@@ -98,13 +98,17 @@ async fn count_pending(
         entry(by_event, row.try_get("", "event_name").map_err(&read)?).pending += n;
         stats.pending += n;
         stats.leased += count(row, "leased").map_err(&read)?;
-        stats.delayed += count(row, "delayed").map_err(&read)?;
+        stats.delayed += count(row, "not_due").map_err(&read)?;
         let id = match dialect {
             Dialect::Postgres => {
                 let text: String = row.try_get("", "last_id").map_err(&read)?;
                 Uuid::parse_str(&text).map_err(|err| StoreError::msg(err.to_string()))?
             }
-            _ => row.try_get("", "last_id").map_err(&read)?,
+            // The aggregate's value is plain bytes to the drivers.
+            _ => {
+                let bytes: Vec<u8> = row.try_get("", "last_id").map_err(&read)?;
+                Uuid::from_slice(&bytes).map_err(|err| StoreError::msg(err.to_string()))?
+            }
         };
         last = last.max(Some(id));
     }

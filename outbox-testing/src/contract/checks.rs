@@ -422,7 +422,7 @@ pub async fn a_skipped_dead_message_releases_its_aggregate<S: ContractStore, W: 
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!((stats.dead, stats.pending), (0, 3), "{stats:?}");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let purged = store
@@ -490,7 +490,7 @@ pub async fn stats_count_pending_leased_and_dead<S: ContractStore, W: ContractWr
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!(stats.pending, 3, "a#2, b#1, c#1: {stats:?}");
     assert_eq!(stats.leased, leased.messages.len() as u64, "{stats:?}");
     assert_eq!(stats.dead, 1, "{stats:?}");
@@ -513,7 +513,7 @@ pub async fn stats_count_delayed_and_blocked_apart_from_the_age<
         store
             .stats()
             .await
-            .unwrap_or_else(|err| panic!("stats: {err}"))
+            .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)))
     };
     // a#1 dead, a#2 behind it; d#1 due in an hour.
     let a = writer.append("a", 2).await;
@@ -599,7 +599,7 @@ pub async fn purge_removes_only_old_published_messages<S: ContractStore, W: Cont
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!(stats.pending, 1, "a#2 is still there");
     assert_eq!(ids(&claim(&store, 10, LONG).await), a[1..]);
 }
