@@ -101,6 +101,8 @@ struct ProcessorBody<'a> {
     running: bool,
     since_last_claim_seconds: f64,
     oldest_pending_age_seconds: Option<f64>,
+    delayed: u64,
+    blocked_aggregates: u64,
     problems: &'a [String],
 }
 
@@ -111,6 +113,8 @@ impl<'a> From<&'a Health> for ProcessorBody<'a> {
             running: health.running,
             since_last_claim_seconds: health.since_last_claim.as_secs_f64(),
             oldest_pending_age_seconds: health.oldest_pending_age.map(|age| age.as_secs_f64()),
+            delayed: health.delayed,
+            blocked_aggregates: health.blocked_aggregates,
             problems: &health.problems,
         }
     }
