@@ -181,6 +181,22 @@ fn indexed_by(store: &SeaOrmOutboxStore, suffix: &str) -> String {
     }
 }
 
+/// The hint that keeps the search for the oldest waiting message on the
+/// pending index, in id order, stopping at the first match: SQLite's
+/// `INDEXED BY`; MySQL/MariaDB's `FORCE INDEX` (bounded by an id, it may
+/// otherwise read every counted row, probe each, then sort).
+fn pending_index(store: &SeaOrmOutboxStore) -> String {
+    match store.dialect {
+        Dialect::MySql => format!(
+            " FORCE INDEX ({})",
+            store
+                .dialect
+                .quote(&format!("{}_pending", store.config.table().as_str()))
+        ),
+        _ => indexed_by(store, "pending"),
+    }
+}
+
 /// Aggregates with a pending message after a dead one.
 async fn blocked_aggregates(store: &SeaOrmOutboxStore) -> Result<u64, StoreError> {
     let table = store.table();
@@ -227,14 +243,16 @@ async fn oldest_waiting_age(
         )
     };
     let (heads, order) = match dialect {
-        // The `(status, aggregate_type, aggregate_id, sequence)` index, one
-        // probe per status (with `IN (0, 2)` MySQL/MariaDB may take the
-        // aggregate index and read its published history), and the
-        // `(status, id)` index.
+        // The `(status, aggregate_type, aggregate_id, sequence)` index: the
+        // aggregate's lowest pending sequence is its first entry (a
+        // `NOT EXISTS` over `sequence <` would read every pending row of a
+        // head's aggregate: MySQL/MariaDB probe it by the prefix only), and
+        // its dead rows (few); then the `(status, id)` index.
         Dialect::MySql => (
             format!(
-                "{} AND {}",
-                earlier("e.status = 0"),
+                "m.sequence = (SELECT e.sequence FROM {table} e WHERE e.status = 0 \
+                 AND e.aggregate_type = m.aggregate_type AND e.aggregate_id = m.aggregate_id \
+                 ORDER BY e.sequence LIMIT 1) AND {}",
                 earlier("e.status = 2")
             ),
             "m.status, m.id",
@@ -246,7 +264,7 @@ async fn oldest_waiting_age(
         "SELECT m.created_at, m.next_attempt_at, m.attempts, {now} AS db_now \
          FROM {table} m{pending} WHERE m.status = 0{bound} AND (m.next_attempt_at <= {now} OR m.attempts > 0) \
          AND {heads} ORDER BY {order} LIMIT 1",
-        pending = indexed_by(store, "pending")
+        pending = pending_index(store)
     ));
     let read = store_err("reading the oldest waiting message");
     let rows = store.db.query_all_raw(sql.build()).await.map_err(&read)?;
