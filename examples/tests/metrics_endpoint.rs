@@ -133,7 +133,7 @@ async fn metrics_and_health_over_http() {
         health["problems"][0]
             .as_str()
             .unwrap()
-            .contains("the oldest pending message is"),
+            .contains("the oldest pending message that is due"),
         "{body}"
     );
     assert!(health["oldest_pending_age_seconds"].as_f64().unwrap() > 1.0);

@@ -187,9 +187,10 @@ impl RuntimeBuilder {
     }
 
     /// What counts as a healthy processor in `/health/outbox` (default:
-    /// [`HealthThresholds::default`]: a claim at most 10 s ago, nothing
-    /// pending for longer than 60 s; the oldest pending age is known only
-    /// with the processor's `stats_interval`).
+    /// [`HealthThresholds::default`]: a claim at most 10 s ago, no due
+    /// message waiting longer than 60 s (delayed messages and those behind
+    /// a dead message of their aggregate are counted apart, not aged); the
+    /// oldest age is known only with the processor's `stats_interval`).
     pub fn health_thresholds(mut self, thresholds: HealthThresholds) -> Self {
         self.thresholds = thresholds;
         self

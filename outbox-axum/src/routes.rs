@@ -177,6 +177,8 @@ struct ProcessorBody<'a> {
     since_last_claim_seconds: f64,
     oldest_pending_age_seconds: Option<f64>,
     unrecorded: usize,
+    delayed: u64,
+    blocked_aggregates: u64,
     problems: &'a [String],
 }
 
@@ -188,6 +190,8 @@ impl<'a> From<&'a Health> for ProcessorBody<'a> {
             since_last_claim_seconds: health.since_last_claim.as_secs_f64(),
             oldest_pending_age_seconds: health.oldest_pending_age.map(|age| age.as_secs_f64()),
             unrecorded: health.unrecorded,
+            delayed: health.delayed,
+            blocked_aggregates: health.blocked_aggregates,
             problems: &health.problems,
         }
     }

@@ -37,10 +37,13 @@ Exit codes:
 
 /// `outbox status`.
 pub(crate) const STATUS: &str = "\
-Counts of pending, leased, dead and skipped messages, the age of the oldest
-pending one, counts per event name and per aggregate type, and the aggregates
-held back behind a dead message or one backing off after a failed publish,
-with how many messages wait behind each.
+Counts of pending, leased, dead, skipped and delayed (recorded with a delay,
+not due yet) messages, how many aggregates wait behind a dead message, how
+long the oldest due message that nothing holds back has waited (delayed
+messages and those behind a dead message do not count: a high value is a
+stall), counts per event name and per aggregate type, and the aggregates held
+back behind a dead message or one backing off after a failed publish, with how
+many messages wait behind each.
 
 Past 10,000 pending messages the pending count is an estimate (marked ~) and
 the per-event and per-type pending counts cover the oldest 10,000.

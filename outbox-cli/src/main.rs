@@ -1,7 +1,7 @@
 //! `outbox`: what an operator needs at 3 a.m. without writing SQL.
 //!
 //! ```text
-//! outbox status [--watch [SECS]]        counts, oldest pending age, per event and aggregate type, blocked aggregates
+//! outbox status [--watch [SECS]]        counts (delayed too), oldest due wait, per event and aggregate type, blocked aggregates
 //! outbox dead list [--limit N] [--skipped]
 //! outbox dead show ID                   envelope, headers, payload, last error, what waits behind it
 //! outbox dead requeue (ID...|--event NAME|--all) [--yes]

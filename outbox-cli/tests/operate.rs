@@ -31,6 +31,8 @@ async fn skip_requeue_and_purge(backend: Backend) {
     assert_eq!(status["pending"], 4);
     assert_eq!(status["dead"], 2);
     assert_eq!(status["skipped"], 0);
+    assert_eq!(status["delayed"], 0);
+    assert_eq!(status["blocked_aggregates"], 2, "o-1 and o-3: {status}");
     assert_eq!(status["by_aggregate_type"][0]["aggregate_type"], "order");
     assert_eq!(status["by_aggregate_type"][0]["pending"], 4);
     assert_eq!(status["by_aggregate_type"][0]["dead"], 2);
@@ -46,6 +48,7 @@ async fn skip_requeue_and_purge(backend: Backend) {
     assert_eq!(waiting("o-3"), Some(Value::from(1)));
     let text = outbox(&test, &["status"]);
     assert!(text.out.contains("dead     2"), "{}", text.out);
+    assert!(text.out.contains("blocked  2 "), "{}", text.out);
     assert!(
         text.out.contains("order/o-1  2 waiting behind #1"),
         "{}",

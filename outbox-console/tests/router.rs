@@ -170,6 +170,7 @@ async fn pages_show_the_table_and_changes_need_an_operator(backend: Backend) {
     for shown in [
         r#"<div id="pending"><dt>Pending</dt><dd>2</dd>"#,
         r#"<div id="dead" class="bad"><dt>Dead</dt><dd>1</dd>"#,
+        r#"<div id="delayed"><dt>Delayed</dt><dd>0</dd>"#,
         r#"href="/outbox/dead""#,
         "1 message(s) published in the last 15 minutes",
         r#"href="/outbox/console.css""#,

@@ -80,8 +80,8 @@ impl std::fmt::Debug for Target {
 /// What to do.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Counts, the oldest pending age, per event and aggregate type, blocked
-    /// aggregates.
+    /// Counts (delayed messages too), how long the oldest due message has
+    /// waited, per event and aggregate type, blocked aggregates.
     #[command(long_about = help::STATUS)]
     Status {
         /// Redraw every SECS seconds (default 2) until Ctrl-C.

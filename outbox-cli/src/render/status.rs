@@ -43,6 +43,8 @@ pub(crate) fn overview(overview: &Overview, as_json: bool) -> String {
             "leased": stats.leased,
             "dead": stats.dead,
             "skipped": overview.skipped,
+            "delayed": stats.delayed,
+            "blocked_aggregates": stats.blocked_aggregates,
             "oldest_pending_age_ms": stats.oldest_pending_age.map(|age| age.as_millis() as u64),
             "by_event": by_event,
             "by_aggregate_type": by_type,
@@ -59,6 +61,12 @@ pub(crate) fn overview(overview: &Overview, as_json: bool) -> String {
     let _ = writeln!(out, "leased   {}", stats.leased);
     let _ = writeln!(out, "dead     {}", stats.dead);
     let _ = writeln!(out, "skipped  {}", overview.skipped);
+    let _ = writeln!(out, "delayed  {}", stats.delayed);
+    let _ = writeln!(
+        out,
+        "blocked  {} (aggregates behind a dead message)",
+        stats.blocked_aggregates
+    );
     let _ = writeln!(
         out,
         "oldest   {}",

@@ -27,7 +27,8 @@ pub(crate) fn body(
             div #leased { dt { "Leased" } dd { (stats.leased) } }
             div #dead class=(if stats.dead > 0 { "bad" } else { "" }) { dt { "Dead" } dd { (stats.dead) } }
             div #skipped { dt { "Skipped" } dd { (overview.skipped) } }
-            div #oldest { dt { "Oldest pending" } dd { (stats.oldest_pending_age.map_or_else(|| "–".to_owned(), age)) } }
+            div #delayed { dt { "Delayed" } dd { (stats.delayed) } }
+            div #oldest { dt { "Oldest pending (due)" } dd { (stats.oldest_pending_age.map_or_else(|| "–".to_owned(), age)) } }
             div #blocked-count class=(if overview.blocked.is_empty() { "" } else { "bad" }) { dt { "Blocked aggregates" } dd { (overview.blocked.len()) } }
         }
         h2 { "Publish rate" }

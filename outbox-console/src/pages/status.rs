@@ -119,7 +119,9 @@ pub(crate) fn health(report: Option<&HealthReport>) -> Markup {
                             div class=(if processor.healthy { "" } else { "bad" }) { dt { "Healthy" } dd { (if processor.healthy { "yes" } else { "no" }) } }
                             div { dt { "Running" } dd { (if processor.running { "yes" } else { "no" }) } }
                             div { dt { "Since last claim" } dd { (age(processor.since_last_claim)) } }
-                            div { dt { "Oldest pending" } dd { (processor.oldest_pending_age.map_or_else(|| "–".to_owned(), age)) } }
+                            div { dt { "Oldest pending (due)" } dd { (processor.oldest_pending_age.map_or_else(|| "–".to_owned(), age)) } }
+                            div #processor-delayed { dt { "Delayed" } dd { (processor.delayed) } }
+                            div #processor-blocked class=(if processor.blocked_aggregates > 0 { "bad" } else { "" }) { dt { "Blocked by a dead message" } dd { (processor.blocked_aggregates) } }
                         }
                     }
                 }

@@ -746,7 +746,7 @@ async fn refresh_gauges<S: OutboxStore>(store: Arc<S>, interval: Duration, healt
         match store.stats().await {
             Ok(stats) => {
                 metrics::gauges(&stats);
-                health.oldest_pending(stats.oldest_pending_age);
+                health.backlog(&stats);
             }
             Err(err) => tracing::warn!(error = %crate::ErrorChain(&err), "outbox stats failed"),
         }

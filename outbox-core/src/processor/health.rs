@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::store::OutboxStats;
+
 /// The limits a [`HealthProbe::check`] holds a processor to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthThresholds {
@@ -16,8 +18,8 @@ pub struct HealthThresholds {
 }
 
 impl Default for HealthThresholds {
-    /// Claims at most 10 s apart; the oldest pending message younger than
-    /// 60 s.
+    /// Claims at most 10 s apart; no due message that nothing holds back
+    /// waiting 60 s or more.
     fn default() -> Self {
         Self {
             max_claim_gap: Duration::from_secs(10),
@@ -34,7 +36,9 @@ impl HealthThresholds {
         self
     }
 
-    /// The oldest a pending message may be (default 60 s).
+    /// The longest a due message that nothing holds back may wait
+    /// (default 60 s): see [`OutboxStats::oldest_pending_age`] (delayed
+    /// messages and blocked aggregates do not count).
     pub fn max_oldest_pending_age(mut self, age: Duration) -> Self {
         self.max_oldest_pending_age = age;
         self
@@ -52,10 +56,18 @@ pub struct Health {
     /// Time since the last successful claim (since the processor started,
     /// if it has not claimed yet).
     pub since_last_claim: Duration,
-    /// The oldest pending message's age at the last backlog refresh, if
-    /// there was one (none without `stats_interval`) and anything was
-    /// pending.
+    /// How long the oldest due message that nothing holds back had waited
+    /// at the last backlog refresh (see
+    /// [`OutboxStats::oldest_pending_age`]), if there was one (none without
+    /// `stats_interval`) and such a message was pending.
     pub oldest_pending_age: Option<Duration>,
+    /// Pending messages recorded with a delay and not due yet, at the last
+    /// backlog refresh: reported, never a problem.
+    pub delayed: u64,
+    /// Aggregates whose messages wait behind a dead message, at the last
+    /// backlog refresh: reported, never a problem (the dead count and its
+    /// alert are where an operator sees them).
+    pub blocked_aggregates: u64,
     /// Messages the broker acknowledged whose completion the database has
     /// not recorded yet (it was away when their batch settled): the
     /// processor keeps them in memory, records them first when the
@@ -74,13 +86,17 @@ pub struct Health {
 ///
 /// A processor is **healthy** while it runs, its claims succeed (the last
 /// one ended no longer than [`HealthThresholds::max_claim_gap`] ago; an idle
-/// processor claims at least once per `poll_interval`), and the oldest
-/// pending message, as of the last backlog refresh (`stats_interval`), is
-/// younger than [`HealthThresholds::max_oldest_pending_age`]. It is
-/// **stalled** when the database fails its claims, the broker has been away
-/// long enough that it stopped claiming, its batches hang, or messages wait
-/// longer than the threshold (e.g. stuck behind a dead message of their
-/// aggregate, or more pending than it keeps up with).
+/// processor claims at least once per `poll_interval`), and the oldest due
+/// message that nothing holds back, as of the last backlog refresh
+/// (`stats_interval`), has waited less than
+/// [`HealthThresholds::max_oldest_pending_age`]. It is **stalled** when the
+/// database fails its claims, the broker has been away long enough that it
+/// stopped claiming, its batches hang, or due messages wait longer than the
+/// threshold (more pending than it keeps up with, a message failing its
+/// retries). A message recorded with a delay, and the messages waiting
+/// behind a dead message of their aggregate, are counted
+/// ([`Health::delayed`], [`Health::blocked_aggregates`]) but never make it
+/// unhealthy: dead messages have their own count and alert.
 ///
 /// ```no_run
 /// # use txoutbox_core::{OutboxStore, Publisher};
@@ -115,6 +131,8 @@ struct Progress {
     started_at: Option<Instant>,
     last_claim: Option<Instant>,
     oldest_pending_age: Option<Duration>,
+    delayed: u64,
+    blocked_aggregates: u64,
     /// Why the processor stopped on its own.
     failure: Option<String>,
 }
@@ -139,7 +157,7 @@ impl HealthProbe {
         let now = Instant::now();
         let running = self.inner.running.load(Ordering::Acquire);
         let started = self.inner.started.load(Ordering::Acquire);
-        let (since_last_claim, oldest_pending_age, failure) = {
+        let (since_last_claim, oldest_pending_age, delayed, blocked_aggregates, failure) = {
             let progress = self.progress();
             let since = progress
                 .last_claim
@@ -148,6 +166,8 @@ impl HealthProbe {
             (
                 now.saturating_duration_since(since),
                 progress.oldest_pending_age,
+                progress.delayed,
+                progress.blocked_aggregates,
                 progress.failure.clone(),
             )
         };
@@ -172,7 +192,7 @@ impl HealthProbe {
             && age > thresholds.max_oldest_pending_age
         {
             problems.push(format!(
-                "the oldest pending message is {:.1} s old (limit {:.1} s)",
+                "the oldest pending message that is due has waited {:.1} s (limit {:.1} s)",
                 age.as_secs_f64(),
                 thresholds.max_oldest_pending_age.as_secs_f64()
             ));
@@ -182,6 +202,8 @@ impl HealthProbe {
             running,
             since_last_claim,
             oldest_pending_age,
+            delayed,
+            blocked_aggregates,
             unrecorded: self.inner.unrecorded.load(Ordering::Acquire),
             problems,
         }
@@ -220,8 +242,11 @@ impl HealthProbe {
     }
 
     /// The backlog was refreshed.
-    pub(super) fn oldest_pending(&self, age: Option<Duration>) {
-        self.progress().oldest_pending_age = age;
+    pub(super) fn backlog(&self, stats: &OutboxStats) {
+        let mut progress = self.progress();
+        progress.oldest_pending_age = stats.oldest_pending_age;
+        progress.delayed = stats.delayed;
+        progress.blocked_aggregates = stats.blocked_aggregates;
     }
 }
 
@@ -238,6 +263,15 @@ impl Drop for RunningGuard {
 mod tests {
     use super::*;
 
+    fn backlog(age_secs: Option<u64>, delayed: u64, blocked_aggregates: u64) -> OutboxStats {
+        OutboxStats {
+            oldest_pending_age: age_secs.map(Duration::from_secs),
+            delayed,
+            blocked_aggregates,
+            ..OutboxStats::default()
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn claims_and_backlog_decide() {
         let probe = HealthProbe::default();
@@ -252,14 +286,19 @@ mod tests {
         assert!(!stalled.healthy && stalled.problems[0].contains("no successful claim"));
         probe.claimed();
         assert!(probe.check(&limits).healthy);
-        probe.oldest_pending(Some(Duration::from_secs(31)));
+        probe.backlog(&backlog(Some(31), 0, 0));
         let old = probe.check(&limits);
         assert!(
-            !old.healthy && old.problems[0].contains("oldest pending"),
+            !old.healthy && old.problems[0].contains("oldest pending message that is due"),
             "{old:?}"
         );
-        probe.oldest_pending(None);
+        probe.backlog(&backlog(None, 0, 0));
         assert!(probe.check(&limits).healthy);
+        // Delayed messages and blocked aggregates are reported, not problems.
+        probe.backlog(&backlog(Some(3), 4, 2));
+        let waiting = probe.check(&limits);
+        assert!(waiting.healthy, "{waiting:?}");
+        assert_eq!((waiting.delayed, waiting.blocked_aggregates), (4, 2));
         drop(guard);
         assert_eq!(
             probe.check(&limits).problems,

@@ -15,7 +15,9 @@
 //! | `outbox_batch_size` | histogram | messages per claimed batch |
 //! | `outbox_pending` | gauge | unpublished messages (refreshed every `stats_interval`) |
 //! | `outbox_dead` | gauge | dead messages |
-//! | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest unpublished message: alarm on it, a stuck outbox shows here first |
+//! | `outbox_oldest_pending_age_seconds` | gauge | how long the oldest due message that nothing holds back has waited (delayed messages and those behind a dead message do not count; see [`OutboxStats::oldest_pending_age`]): alarm on it, a stuck outbox shows here first |
+//! | `outbox_delayed` | gauge | pending messages recorded with a delay and not due yet |
+//! | `outbox_blocked_aggregates` | gauge | aggregates whose messages wait behind a dead message (requeue or skip it) |
 //! | `outbox_unrecorded_publishes` | gauge | messages the broker acknowledged whose completion the database has not recorded yet (it was away when their batch settled): kept in memory and recorded first when it answers; the processor claims nothing while any wait |
 //! | `outbox_purged_total` | counter | published rows past their age deleted by the processor's [cleanup](super::ProcessorBuilder::cleanup) |
 
@@ -48,6 +50,10 @@ pub const PENDING: &str = "outbox_pending";
 pub const DEAD_GAUGE: &str = "outbox_dead";
 /// `outbox_oldest_pending_age_seconds`.
 pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
+/// `outbox_delayed`.
+pub const DELAYED: &str = "outbox_delayed";
+/// `outbox_blocked_aggregates`.
+pub const BLOCKED_AGGREGATES: &str = "outbox_blocked_aggregates";
 /// `outbox_unrecorded_publishes`.
 pub const UNRECORDED: &str = "outbox_unrecorded_publishes";
 /// Published rows deleted by the processor's cleanup.
@@ -69,4 +75,6 @@ pub(crate) fn gauges(stats: &OutboxStats) {
     metrics::gauge!(DEAD_GAUGE).set(stats.dead as f64);
     let age = stats.oldest_pending_age.unwrap_or_default();
     metrics::gauge!(OLDEST_PENDING_AGE).set(age.as_secs_f64());
+    metrics::gauge!(DELAYED).set(stats.delayed as f64);
+    metrics::gauge!(BLOCKED_AGGREGATES).set(stats.blocked_aggregates as f64);
 }

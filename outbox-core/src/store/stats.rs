@@ -6,7 +6,8 @@ use std::time::Duration;
 /// `OutboxStats::default()`, setting the fields). Cheap to compute however many rows
 /// the table holds: a store counts a bounded number of pending rows exactly
 /// (the oldest first) and estimates past them, never reads published rows,
-/// and finds the oldest pending message through an index.
+/// finds the oldest waiting message through an index, and blocked
+/// aggregates from the dead messages (which are few).
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct OutboxStats {
@@ -21,8 +22,26 @@ pub struct OutboxStats {
     pub leased: u64,
     /// Messages that will not be retried.
     pub dead: u64,
-    /// Age of the oldest pending message, by the database clock.
+    /// How long the oldest message that should be moving has waited, by
+    /// the database clock: over the pending messages that are due and not
+    /// waiting behind a dead or not-yet-due earlier message of their
+    /// aggregate (the claim's rule), the time since it became due (since it
+    /// was recorded, or since its delay ended or it was requeued; a message
+    /// backing off after a failed publish counts from when it was
+    /// recorded). `None` when no such message is pending. Neither a delayed
+    /// message ([`delayed`](Self::delayed)) nor the messages of a blocked
+    /// aggregate ([`blocked_aggregates`](Self::blocked_aggregates)) age it,
+    /// so a value above a threshold is a real stall. When
+    /// [`pending_is_estimate`](Self::pending_is_estimate) is set it is
+    /// taken among the oldest pending messages the store counts exactly.
     pub oldest_pending_age: Option<Duration>,
+    /// Pending messages recorded with a delay that are not due yet (a
+    /// retry's backoff is not a delay); among the oldest pending messages
+    /// only when [`pending_is_estimate`](Self::pending_is_estimate) is set.
+    pub delayed: u64,
+    /// Aggregates whose pending messages wait behind a dead message of
+    /// theirs: they move again once it is requeued or skipped.
+    pub blocked_aggregates: u64,
     /// Pending and dead counts per event name, sorted by name.
     pub by_event: Vec<EventStats>,
 }

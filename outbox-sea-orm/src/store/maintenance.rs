@@ -1,12 +1,11 @@
 //! Maintenance: requeue dead messages, purge old published ones (skipped
-//! ones with them), stats.
+//! ones with them), count what is due.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
 use txoutbox_core::StoreError;
-use txoutbox_core::store::{DeadSelector, EventStats, OutboxStats};
+use txoutbox_core::store::DeadSelector;
 
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::millis;
@@ -196,96 +195,6 @@ pub(super) async fn due_now(store: &SeaOrmOutboxStore) -> Result<u64, StoreError
         Some(row) => count(&row, "n").map_err(read),
         None => Ok(0),
     }
-}
-
-/// Pending rows `stats` counts exactly, oldest first; past them the pending
-/// count is an estimate.
-pub const STATS_EXACT_PENDING: u64 = 10_000;
-
-/// Pending, leased and dead counts, per event name, and the oldest pending
-/// age, in three statements of bounded work, whatever the table holds:
-/// - the oldest [`STATS_EXACT_PENDING`] + 1 pending rows, by the pending
-///   index, counted per event name (with those under a live lease); if there
-///   are more, `pending_is_estimate` is set and `pending` is the larger of
-///   that count and PostgreSQL's estimate of the pending index's rows (as of
-///   its last `VACUUM`/`ANALYZE`), on MySQL/MariaDB and SQLite the count;
-/// - dead rows per event name, by the partial index of dead rows (MySQL:
-///   the `(status, …)` heads index): dead messages are few;
-/// - the oldest pending row's age: the first entry of the pending index
-///   (ids are UUIDv7, in creation order).
-pub(super) async fn stats(store: &SeaOrmOutboxStore) -> Result<OutboxStats, StoreError> {
-    let dialect = store.dialect;
-    let table = store.table();
-    let now = dialect.now();
-    let read = store_err("reading stats");
-    let query = |sql: String| {
-        let mut statement = Sql::new(dialect);
-        statement.push(&sql);
-        store.db.query_all_raw(statement.build())
-    };
-    let mut stats = OutboxStats::default();
-    let mut by_event: BTreeMap<String, EventStats> = BTreeMap::new();
-    fn entry(by_event: &mut BTreeMap<String, EventStats>, name: String) -> &mut EventStats {
-        by_event
-            .entry(name.clone())
-            .or_insert_with(|| EventStats::new(name, 0, 0))
-    }
-
-    let pending = query(format!(
-        "SELECT p.event_name, COUNT(*) AS n, \
-         COUNT(CASE WHEN p.lease_expires_at > {now} THEN 1 END) AS leased \
-         FROM (SELECT event_name, lease_expires_at FROM {table} WHERE status = 0 \
-           ORDER BY id LIMIT {limit}) p GROUP BY p.event_name",
-        limit = STATS_EXACT_PENDING + 1
-    ))
-    .await
-    .map_err(&read)?;
-    for row in &pending {
-        let count = count(row, "n").map_err(&read)?;
-        entry(&mut by_event, row.try_get("", "event_name").map_err(&read)?).pending += count;
-        stats.pending += count;
-        stats.leased += self::count(row, "leased").map_err(&read)?;
-    }
-    if stats.pending > STATS_EXACT_PENDING {
-        stats.pending_is_estimate = true;
-        if dialect == Dialect::Postgres {
-            let index = format!("{}_pending", store.config.table().as_str());
-            let estimate = query(format!(
-                "SELECT GREATEST(reltuples, 0)::bigint AS n FROM pg_class \
-                 WHERE oid = to_regclass('{}')",
-                dialect.quote(&index).replace('\'', "''")
-            ))
-            .await
-            .map_err(&read)?;
-            if let Some(row) = estimate.first() {
-                stats.pending = stats.pending.max(count(row, "n").map_err(&read)?);
-            }
-        }
-    }
-
-    let dead = query(format!(
-        "SELECT event_name, COUNT(*) AS n FROM {table} WHERE status = 2 GROUP BY event_name"
-    ))
-    .await
-    .map_err(&read)?;
-    for row in &dead {
-        let count = count(row, "n").map_err(&read)?;
-        entry(&mut by_event, row.try_get("", "event_name").map_err(&read)?).dead += count;
-        stats.dead += count;
-    }
-
-    let oldest = query(format!(
-        "SELECT created_at, {now} AS db_now FROM {table} WHERE status = 0 ORDER BY id LIMIT 1"
-    ))
-    .await
-    .map_err(&read)?;
-    if let Some(row) = oldest.first() {
-        let created = dialect.time(row, "created_at").map_err(&read)?;
-        let db_now = dialect.time(row, "db_now").map_err(&read)?;
-        stats.oldest_pending_age = Some((db_now - created).to_std().unwrap_or_default());
-    }
-    stats.by_event = by_event.into_values().collect();
-    Ok(stats)
 }
 
 /// A non-negative count column.

@@ -10,12 +10,13 @@ mod reconcile;
 mod settle;
 mod skip;
 mod state;
+mod stats;
 
 pub use dead::DeadMessage;
 pub use inspect::{AggregateQueue, StoredMessage};
-pub use maintenance::STATS_EXACT_PENDING;
 pub use overview::{AggregateTypeStats, BlockedAggregate, Overview};
 pub use state::MessageState;
+pub use stats::STATS_EXACT_PENDING;
 
 use std::time::Duration;
 
@@ -266,7 +267,7 @@ impl OutboxStore for SeaOrmOutboxStore {
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
-        maintenance::stats(self).await
+        stats::stats(self).await
     }
 
     /// One statement: the database answers and is not a read-only replica

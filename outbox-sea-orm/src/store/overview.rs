@@ -12,7 +12,8 @@ use sea_orm::ConnectionTrait;
 use txoutbox_core::store::OutboxStats;
 use txoutbox_core::{MessageId, StoreError};
 
-use super::maintenance::{STATS_EXACT_PENDING, count, stats};
+use super::maintenance::count;
+use super::stats::{STATS_EXACT_PENDING, stats};
 use super::{SeaOrmOutboxStore, store_err};
 use crate::dialect::Sql;
 

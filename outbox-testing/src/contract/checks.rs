@@ -422,7 +422,7 @@ pub async fn a_skipped_dead_message_releases_its_aggregate<S: ContractStore, W: 
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!((stats.dead, stats.pending), (0, 3), "{stats:?}");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let purged = store
@@ -490,7 +490,7 @@ pub async fn stats_count_pending_leased_and_dead<S: ContractStore, W: ContractWr
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!(stats.pending, 3, "a#2, b#1, c#1: {stats:?}");
     assert_eq!(stats.leased, leased.messages.len() as u64, "{stats:?}");
     assert_eq!(stats.dead, 1, "{stats:?}");
@@ -498,6 +498,79 @@ pub async fn stats_count_pending_leased_and_dead<S: ContractStore, W: ContractWr
     let pending: u64 = stats.by_event.iter().map(|e| e.pending).sum();
     let dead: u64 = stats.by_event.iter().map(|e| e.dead).sum();
     assert_eq!((pending, dead), (3, 1), "{stats:?}");
+}
+
+/// A delayed message and the messages waiting behind a dead one are
+/// counted apart (`delayed`, `blocked_aggregates`) and do not age the
+/// backlog; a due message that nothing holds back does.
+pub async fn stats_count_delayed_and_blocked_apart_from_the_age<
+    S: ContractStore,
+    W: ContractWriter,
+>(
+    (store, writer): (S, W),
+) {
+    let stats = |store: S| async move {
+        store
+            .stats()
+            .await
+            .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)))
+    };
+    // a#1 dead, a#2 behind it; d#1 due in an hour.
+    let a = writer.append("a", 2).await;
+    let batch = claim(&store, 1, LONG).await;
+    assert_eq!(ids(&batch), a[..1]);
+    fail(
+        &store,
+        &batch,
+        a[0],
+        FailureKind::Permanent,
+        &RetryPolicy::default(),
+    )
+    .await;
+    writer.append_delayed("d", Duration::from_secs(3600)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = stats(store.clone()).await;
+    assert_eq!(
+        (
+            held.pending,
+            held.dead,
+            held.delayed,
+            held.blocked_aggregates
+        ),
+        (2, 1, 1, 1),
+        "a#2 pending behind dead a#1, d#1 delayed: {held:?}"
+    );
+    assert_eq!(
+        held.oldest_pending_age, None,
+        "nothing due and free waits: {held:?}"
+    );
+
+    // A due message that nothing holds back ages the backlog.
+    writer.append("b", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = stats(store.clone()).await;
+    let age = waiting
+        .oldest_pending_age
+        .unwrap_or_else(|| panic!("b#1 waits: {waiting:?}"));
+    assert!(
+        age >= Duration::from_millis(250) && age < Duration::from_secs(60),
+        "b#1 was recorded 300 ms ago, a#2 long before it: {age:?}"
+    );
+    assert_eq!((waiting.delayed, waiting.blocked_aggregates), (1, 1));
+
+    // Requeued, a#1 is due again and nothing is blocked.
+    let requeued = store
+        .requeue_dead(DeadSelector::All)
+        .await
+        .unwrap_or_else(|err| panic!("requeue_dead: {err}"));
+    assert_eq!(requeued, 1);
+    let free = stats(store.clone()).await;
+    assert_eq!((free.dead, free.blocked_aggregates), (0, 0), "{free:?}");
+    assert!(
+        free.oldest_pending_age
+            .is_some_and(|age| age < Duration::from_secs(60)),
+        "{free:?}"
+    );
 }
 
 /// Purging removes published messages older than the threshold and never
@@ -526,7 +599,7 @@ pub async fn purge_removes_only_old_published_messages<S: ContractStore, W: Cont
     let stats = store
         .stats()
         .await
-        .unwrap_or_else(|err| panic!("stats: {err}"));
+        .unwrap_or_else(|err| panic!("stats: {}", txoutbox_core::ErrorChain(&err)));
     assert_eq!(stats.pending, 1, "a#2 is still there");
     assert_eq!(ids(&claim(&store, 10, LONG).await), a[1..]);
 }

@@ -20,6 +20,7 @@ mod checks;
 mod memory;
 
 use std::future::Future;
+use std::time::Duration;
 
 use txoutbox_core::store::OutboxAdmin;
 use txoutbox_core::{MessageId, OutboxStore};
@@ -43,6 +44,15 @@ pub trait ContractWriter: Send + Sync + 'static {
         aggregate_id: &str,
         count: usize,
     ) -> impl Future<Output = Vec<MessageId>> + Send;
+
+    /// Commits one new event of the aggregate `aggregate_id`, after the
+    /// ones it already has, to be published no earlier than `delay` from
+    /// now (a delayed message); returns its id.
+    fn append_delayed(
+        &self,
+        aggregate_id: &str,
+        delay: Duration,
+    ) -> impl Future<Output = MessageId> + Send;
 
     /// Whether published messages stay in the table (until purged) rather
     /// than being deleted at completion.
@@ -72,6 +82,7 @@ macro_rules! store_contract_tests {
                 requeue_forgets_abandoned_claims,
                 a_skipped_dead_message_releases_its_aggregate,
                 stats_count_pending_leased_and_dead,
+                stats_count_delayed_and_blocked_apart_from_the_age,
                 purge_removes_only_old_published_messages,
             );
         }

@@ -6,6 +6,7 @@ mod outbox_admin;
 mod outbox_store;
 mod row;
 mod settle;
+mod stats;
 mod view;
 
 use std::collections::{BTreeMap, HashMap};

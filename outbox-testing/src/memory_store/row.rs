@@ -67,6 +67,23 @@ impl Row {
         self.status == Status::Pending && self.next_attempt_at <= now && !self.is_leased(now)
     }
 
+    /// Pending, recorded with a delay (or requeued for later) and not due
+    /// yet; a retry's backoff (`attempts` > 0) is not a delay.
+    pub(crate) fn is_delayed(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Pending && self.attempts == 0 && self.next_attempt_at > now
+    }
+
+    /// Since when it should have been moving: when it became due (recorded,
+    /// its delay ended, requeued), or for a message backing off after a
+    /// failed publish, when it was recorded.
+    pub(crate) fn waiting_since(&self) -> DateTime<Utc> {
+        if self.attempts == 0 {
+            self.created_at.max(self.next_attempt_at)
+        } else {
+            self.created_at
+        }
+    }
+
     /// Under a lease that has not run out.
     pub(crate) fn is_leased(&self, now: DateTime<Utc>) -> bool {
         self.lease.is_some_and(|lease| lease.expires_at > now)

@@ -1,14 +1,13 @@
 //! Settling leased messages (complete, fail, release, renew), each fenced
-//! by the lease token, and the operator's maintenance (requeue, purge,
-//! stats), as the SQL stores do them.
+//! by the lease token, and the operator's maintenance (requeue, purge), as
+//! the SQL stores do them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use txoutbox_core::store::{
-    DeadSelector, EventStats, Failure, FailureKind, LeaseOutcome, LeaseToken, OutboxStats,
-    Published, SkipNote,
+    DeadSelector, Failure, FailureKind, LeaseOutcome, LeaseToken, Published, SkipNote,
 };
 use txoutbox_core::{MessageId, RetryPolicy};
 
@@ -153,37 +152,6 @@ impl Table {
             }
         }
         old.len() as u64
-    }
-
-    pub(super) fn stats(&self, now: DateTime<Utc>) -> OutboxStats {
-        let mut stats = OutboxStats::default();
-        let mut by_event: BTreeMap<&str, EventStats> = BTreeMap::new();
-        let mut oldest: Option<DateTime<Utc>> = None;
-        for row in self.rows.values() {
-            let counts = || EventStats::new(row.message.event_name.clone(), 0, 0);
-            match row.status {
-                Status::Pending => {
-                    stats.pending += 1;
-                    stats.leased += u64::from(row.is_leased(now));
-                    oldest = Some(oldest.map_or(row.created_at, |o| o.min(row.created_at)));
-                    by_event
-                        .entry(&row.message.event_name)
-                        .or_insert_with(counts)
-                        .pending += 1;
-                }
-                Status::Dead => {
-                    stats.dead += 1;
-                    by_event
-                        .entry(&row.message.event_name)
-                        .or_insert_with(counts)
-                        .dead += 1;
-                }
-                Status::Published | Status::Skipped => {}
-            }
-        }
-        stats.oldest_pending_age = oldest.map(|at| (now - at).to_std().unwrap_or_default());
-        stats.by_event = by_event.into_values().collect();
-        stats
     }
 }
 

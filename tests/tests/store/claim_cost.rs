@@ -408,9 +408,14 @@ where
     count(db).await - before
 }
 
-/// What `stats` may read: the exact limit, the oldest row, and slack for
-/// the dead rows and the catalog.
+/// What `stats` may read: the exact limit, and slack for the dead rows and
+/// the catalog.
 const STATS_MAX_ROWS_READ: i64 = txoutbox_sea_orm::admin::STATS_EXACT_PENDING as i64 + 1_000;
+/// On PostgreSQL, with the search for the oldest waiting message, which
+/// reads the counted rows again, in id order, until one heads its aggregate
+/// (UUIDv7 ids put heads first; this shape's random ids may hold none).
+const STATS_MAX_ROWS_READ_PG: i64 =
+    STATS_MAX_ROWS_READ + txoutbox_sea_orm::admin::STATS_EXACT_PENDING as i64 + 1;
 
 async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
     let stats = store.stats().await.expect("stats");
@@ -429,7 +434,15 @@ async fn stats_past_the_exact_limit(store: &SeaOrmOutboxStore) {
     );
     assert!(stats.pending > txoutbox_sea_orm::admin::STATS_EXACT_PENDING);
     assert!(stats.pending <= pending + pending / 2, "{stats:?}");
-    assert!(stats.oldest_pending_age.is_some());
+    // The oldest waiting message is looked for among the counted rows
+    // only: a head of an aggregate, due. With random ids (PostgreSQL,
+    // SQLite) the counted rows may hold none of the 20 heads.
+    assert!(
+        stats
+            .oldest_pending_age
+            .is_none_or(|age| age < Duration::from_secs(600)),
+        "{stats:?}"
+    );
     assert_eq!(stats.dead, 0);
 }
 
@@ -443,7 +456,7 @@ async fn postgres_stats_read_a_bounded_number_of_rows() {
     })
     .await;
     println!("stats read {read} rows");
-    assert!(read <= STATS_MAX_ROWS_READ, "stats read {read} rows");
+    assert!(read <= STATS_MAX_ROWS_READ_PG, "stats read {read} rows");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1102,6 +1102,11 @@ async fn stats_count_pending_leased_dead_and_age(test: TestDb) {
 
     let stats = store.stats().await.unwrap();
     assert_eq!((stats.pending, stats.leased, stats.dead), (4, 1, 1));
+    assert_eq!(
+        (stats.delayed, stats.blocked_aggregates),
+        (0, 1),
+        "s-000's amendment waits behind its dead placement"
+    );
     let by_event: Vec<_> = stats
         .by_event
         .iter()
