@@ -41,7 +41,9 @@ async fn delayed_and_blocked_messages_keep_the_routes_healthy_and_are_counted() 
             .with_subject_prefix(&stream.prefix)
             .expect("prefix"),
     );
-    orders_table::create_table(outbox.db()).await.expect("orders table");
+    orders_table::create_table(outbox.db())
+        .await
+        .expect("orders table");
 
     // held-1: placed and paid, its first event dead (as a refused publish
     // leaves it), its second behind it. later-1: placed, paid in an hour.

@@ -166,8 +166,12 @@ mod tests {
         assert!(!health.ok);
         assert_eq!(health.degraded, ["broker"]);
         assert_eq!(health.problems, ["the NATS connection is disconnected"]);
-        let health =
-            OutboxHealth::judge(Some(BrokerConnection::Connected), None, Vec::new(), Vec::new());
+        let health = OutboxHealth::judge(
+            Some(BrokerConnection::Connected),
+            None,
+            Vec::new(),
+            Vec::new(),
+        );
         assert!(health.ok, "{health:?}");
     }
 
