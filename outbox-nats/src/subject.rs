@@ -1,6 +1,7 @@
 //! NATS subject rules between two patterns (with `*` and `>` wildcards):
-//! whether one captures everything the other names, whether they share a
-//! subject.
+//! whether one captures everything the other names (a filter or a stream
+//! and a message's subject, a stream and another's subjects), whether they
+//! share a subject.
 
 /// Whether every subject `wanted` names is also named by `pattern`
 /// (`dlq.>` covers `dlq.orders` and `dlq.*`; `dlq.orders` covers only
@@ -53,6 +54,11 @@ mod tests {
         assert!(!covers("dlq.*", "dlq.a.b"));
         assert!(!covers("dlq.>", "dlq"));
         assert!(!covers("shop.>", "dlq.orders"));
+        assert!(!covers("dlq.orders.x", "dlq.orders"));
+        assert!(
+            !covers("", "dlq.orders"),
+            "an empty filter names no subject"
+        );
     }
 
     #[test]

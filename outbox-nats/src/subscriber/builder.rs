@@ -902,7 +902,7 @@ impl SubscriberBuilder {
             && let Some(pull) = self
                 .pulls()
                 .into_iter()
-                .find(|pull| subject_matches(&pull.filter, &subject))
+                .find(|pull| crate::subject::covers(&pull.filter, &subject))
         {
             return invalid(format!(
                 "the dead-letter subject `{subject}` matches the consumer's filter `{}`: \
@@ -974,36 +974,3 @@ struct Checked {
 /// The smallest default `max_ack_pending`: nats-server's own default, which
 /// consumers created before the subscriber set it have.
 const DEFAULT_MAX_ACK_PENDING: usize = 1_000;
-
-/// Whether NATS subject `filter` (with `*` and `>` wildcards; empty = all)
-/// matches `subject`.
-pub(crate) fn subject_matches(filter: &str, subject: &str) -> bool {
-    if filter.is_empty() {
-        return false; // the stream's own subjects decide; checked by JetStream
-    }
-    let mut subject_tokens = subject.split('.');
-    for token in filter.split('.') {
-        match (token, subject_tokens.next()) {
-            (">", Some(_)) => return true,
-            ("*", Some(_)) => {}
-            (literal, Some(actual)) if literal == actual => {}
-            _ => return false,
-        }
-    }
-    subject_tokens.next().is_none()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::subject_matches;
-
-    #[test]
-    fn wildcards() {
-        assert!(subject_matches("dlq.>", "dlq.orders"));
-        assert!(subject_matches("*.orders", "dlq.orders"));
-        assert!(!subject_matches("events.>", "dlq.orders"));
-        assert!(!subject_matches("dlq", "dlq.orders"));
-        assert!(!subject_matches("dlq.orders.x", "dlq.orders"));
-        assert!(!subject_matches("", "dlq.orders"));
-    }
-}

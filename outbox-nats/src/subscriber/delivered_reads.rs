@@ -16,7 +16,7 @@ use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::{LastRawMessageError, LastRawMessageErrorKind, Stream};
 use futures::StreamExt;
 
-use super::builder::subject_matches;
+use crate::subject::covers;
 
 /// Stream sequences per span.
 const SPAN: u64 = 1_000;
@@ -48,7 +48,7 @@ impl Subjects {
 
     /// Whether the consumer receives messages of `subject`.
     fn receives(&self, subject: &str) -> bool {
-        self.filter.is_empty() || subject_matches(&self.filter, subject)
+        self.filter.is_empty() || covers(&self.filter, subject)
     }
 }
 

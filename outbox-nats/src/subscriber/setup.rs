@@ -20,12 +20,12 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::ErrorChain;
 use txoutbox_core::backoff::Doubling;
 
-use super::builder::subject_matches;
 use super::error::SubscriberBuildError;
 use super::partitioned::PullSpec;
 use super::shared::Shared;
 use super::{consumer, failover};
 use crate::StreamSpec;
+use crate::subject::covers;
 
 /// How often a subscriber waiting for its first connection looks again.
 const CONNECTION_CHECK: Duration = Duration::from_millis(50);
@@ -108,7 +108,7 @@ impl Setup {
                     .config
                     .subjects
                     .iter()
-                    .any(|pattern| subject_matches(pattern, &subject));
+                    .any(|pattern| covers(pattern, &subject));
             if captured_here {
                 return Err(SubscriberBuildError::InvalidConfig(format!(
                     "the dead-letter subject `{subject}` is captured by stream `{stream_name}`, \
@@ -251,7 +251,7 @@ async fn ensure_dead_letters_stored(
         if !spec
             .subjects()
             .iter()
-            .any(|pattern| subject_matches(pattern, subject))
+            .any(|pattern| covers(pattern, subject))
         {
             return Err(SubscriberBuildError::InvalidConfig(format!(
                 "the dead-letter stream `{}` captures {:?}, not the dead-letter subject \
