@@ -107,7 +107,7 @@ pub use test_subscriber::{
 };
 pub use typed::PublishedEvent;
 
-/// This crate's README (crates.io's page), whose examples run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+// This crate's README (crates.io's page) shows the kit as a service uses
+// it, through the facade (`txoutbox::testing`), which this crate cannot
+// depend on: its examples run as doctests of the facade
+// (`outbox/src/lib.rs`, `TestingReadmeDoctests`).

@@ -70,7 +70,8 @@
 //! ```
 //!
 //! The whole path, from the tables to a typed consumer, is the project's
-//! `add_to_service` example (the repository's README shows it); the
+//! `add_to_service` example; the repository's README shows it in an axum
+//! service (the crate `examples/readme-service`); the
 //! [`guide`] goes through every part of it, chapter by chapter.
 //!
 //! # The derives
@@ -241,3 +242,9 @@ pub struct WorkspaceReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The testing kit's README (`txoutbox-testing`'s crates.io page), whose
+/// examples use the kit through this facade, as a service does.
+#[cfg(doctest)]
+#[doc = include_str!("../../outbox-testing/README.md")]
+pub struct TestingReadmeDoctests;
