@@ -4,7 +4,9 @@
 //! a package of this workspace, and every dependency line of a `toml` block
 //! in the Markdown docs names a published package of ours, with features it
 //! has (a line naming plain `outbox-*`, an unrelated family of crates on
-//! crates.io, fails).
+//! crates.io, fails), and every feature the docs tell users to enable on
+//! one line (`txoutbox = { .., features = [..] }` in prose, doc comments
+//! and manifest comments; `"txoutbox/NAME"` in a feature list) exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -170,6 +172,88 @@ fn toml_dependency_lines(text: &str) -> Vec<(usize, String, Vec<String>)> {
     found
 }
 
+/// `(package, feature)` for each feature a line tells users to enable: the
+/// `features = [..]` of an inline `txoutbox* = { .. }` dependency, and each
+/// `"PACKAGE/FEATURE"` of any feature list whose package is one of ours
+/// (`txoutbox*`) or looks like it (`outbox-*`, which is a folder, not a
+/// package).
+fn enabled_features(line: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (start, _) in line.match_indices("txoutbox") {
+        let before = line[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '/') {
+            continue;
+        }
+        let rest = &line[start..];
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, after) = rest.split_at(name_len);
+        let Some(table) = after.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let Some(table) = table.trim_start().strip_prefix('{') else {
+            continue;
+        };
+        let table = table.split_once('}').map_or(table, |(inside, _)| inside);
+        for feature in feature_list(table) {
+            if !feature.contains('/') {
+                found.push((name.to_owned(), feature));
+            }
+        }
+    }
+    let mut rest = line;
+    while let Some(index) = rest.find("features") {
+        rest = &rest[index + "features".len()..];
+        for feature in feature_list(&format!("features{rest}")) {
+            if let Some((package, name)) = feature.split_once('/') {
+                let package = package.trim_end_matches('?');
+                if package.starts_with("txoutbox") || package.starts_with("outbox-") {
+                    found.push((package.to_owned(), name.to_owned()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The names in the first `features = [..]` of `text`.
+fn feature_list(text: &str) -> Vec<String> {
+    text.split_once("features")
+        .map(|(_, rest)| rest.trim_start())
+        .and_then(|rest| rest.strip_prefix('='))
+        .and_then(|rest| rest.trim_start().strip_prefix('['))
+        .and_then(|list| list.split_once(']').map(|(inside, _)| inside))
+        .map(|inside| {
+            inside
+                .split(',')
+                .map(|feature| feature.trim().trim_matches('"').to_owned())
+                .filter(|feature| !feature.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The lines of a doc file that speak to users: every line of Markdown,
+/// the comments of Rust sources and manifests (not their code: a manifest's
+/// own lines are checked by cargo).
+fn user_facing_lines(path: &Path, text: &str) -> Vec<(usize, String)> {
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let trimmed = line.trim_start();
+            match extension {
+                "md" => true,
+                "rs" => trimmed.starts_with("//"),
+                "toml" => trimmed.starts_with('#'),
+                _ => false,
+            }
+        })
+        .map(|(number, line)| (number + 1, line.to_owned()))
+        .collect()
+}
+
 #[test]
 fn every_package_and_its_library_share_one_name() {
     let metadata = metadata();
@@ -260,6 +344,38 @@ fn dependency_lines_in_the_docs_name_published_packages_and_their_features() {
 }
 
 #[test]
+fn features_the_docs_tell_users_to_enable_exist() {
+    let packages = packages(&metadata());
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for path in doc_files() {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for (number, line) in user_facing_lines(&path, &text) {
+            for (name, feature) in enabled_features(&line) {
+                seen += 1;
+                let place = format!("{}:{number}", path.display());
+                match packages.get(&name) {
+                    Some(package) if package.features.contains(&feature) => {}
+                    Some(_) => wrong.push(format!("{place}: {name} has no feature {feature}")),
+                    None => wrong.push(format!(
+                        "{place}: {name}/{feature}: {name} is not a package of this workspace"
+                    )),
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 10,
+        "the docs tell users which features to enable: {seen} found"
+    );
+    assert!(
+        wrong.is_empty(),
+        "features the docs name:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
 fn the_scanners_find_what_they_look_for() {
     assert_eq!(
         cargo_package_mentions("`cargo run --release -p txoutbox-bench -- drain`"),
@@ -279,4 +395,18 @@ fn the_scanners_find_what_they_look_for() {
         lines,
         [(3, "outbox-core".to_owned(), vec!["schema".to_owned()])]
     );
+    assert_eq!(
+        enabled_features(
+            "`txoutbox = { version = \"0.1\", features = [\"postgres\", \"nats\"] }` and"
+        ),
+        [
+            ("txoutbox".to_owned(), "postgres".to_owned()),
+            ("txoutbox".to_owned(), "nats".to_owned())
+        ]
+    );
+    assert_eq!(
+        enabled_features("my-crate = { features = [\"outbox-core/opentelemetry\"] }"),
+        [("outbox-core".to_owned(), "opentelemetry".to_owned())]
+    );
+    assert!(enabled_features("use txoutbox::testing; txoutbox_core = 1").is_empty());
 }
