@@ -8,67 +8,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use axum::Router;
-use axum::body::Body;
-use axum::http::request::Parts;
-use axum::http::{Request, StatusCode, header};
-use tower::ServiceExt;
-use txoutbox_console::{Console, Operator};
+use axum::http::StatusCode;
+use support::{Answer, by_header, get};
+use txoutbox_console::Console;
 use txoutbox_core::MessageId;
 use txoutbox_core::consumer::{HeldMessages, ParkedMessage, Release};
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
-
-fn by_header(request: &Parts) -> Option<Operator> {
-    let user = request.headers.get("x-user")?.to_str().ok()?;
-    Some(Operator::new(user))
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    #[track_caller]
-    fn has(&self, text: &str) {
-        assert!(self.body.contains(text), "{text:?} not in {}", self.body);
-    }
-
-    #[track_caller]
-    fn lacks(&self, text: &str) {
-        assert!(!self.body.contains(text), "{text:?} in {}", self.body);
-    }
-
-    /// The session's token from the `Set-Cookie`.
-    fn token(&self) -> String {
-        let cookie = self.headers[header::SET_COOKIE].to_str().unwrap();
-        let pair = cookie.split(';').next().unwrap();
-        pair.split_once('=').unwrap().1.to_owned()
-    }
-}
-
-async fn send(app: &Router, request: Request<Body>) -> Answer {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let (status, headers) = (response.status(), response.headers().clone());
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-    }
-}
-
-async fn get(app: &Router, path: &str, user: Option<&str>) -> Answer {
-    let mut request = Request::get(path).header(header::HOST, "console.test");
-    if let Some(user) = user {
-        request = request.header("x-user", user);
-    }
-    send(app, request.body(Body::empty()).unwrap()).await
-}
 
 /// A form `POST` as `alice` with the session cookie `token`, from `origin`.
 async fn post(
@@ -78,18 +27,7 @@ async fn post(
     origin: &str,
     fields: &[(&str, &str)],
 ) -> Answer {
-    let body = fields
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&");
-    let request = Request::post(path)
-        .header(header::HOST, "console.test")
-        .header(header::ORIGIN, origin)
-        .header(header::COOKIE, format!("txoutbox_console_csrf={token}"))
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header("x-user", "alice");
-    send(app, request.body(Body::from(body)).unwrap()).await
+    support::post(app, path, token, origin, Some("alice"), fields).await
 }
 
 /// Holds `order/<id>` of consumer `billing` behind a message that failed

@@ -8,15 +8,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use axum::Router;
-use axum::body::Body;
-use axum::http::request::Parts;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{StatusCode, header};
 use sea_orm::ConnectionTrait;
 use std::time::Duration;
 
-use tower::ServiceExt;
-use txoutbox_console::{Console, ConsoleBuilder, Operator};
+use support::{Answer, by_header, get, post};
+use txoutbox_console::{Console, ConsoleBuilder};
 use txoutbox_core::MessageId;
 use txoutbox_core::store::OutboxStore;
 use txoutbox_fixtures::orders::Order;
@@ -30,11 +30,6 @@ fn outbox_of(test: &TestDb) -> Outbox {
 /// The application: the console under `/outbox`, changes by `x-user`.
 fn app(builder: ConsoleBuilder) -> Router {
     Router::new().nest("/outbox", builder.build().router())
-}
-
-fn by_header(request: &Parts) -> Option<Operator> {
-    let user = request.headers.get("x-user")?.to_str().ok()?;
-    Some(Operator::new(user))
 }
 
 /// Orders `o-1` (3 messages, the first dead with a card number in its
@@ -65,48 +60,6 @@ async fn fill(test: &TestDb) -> MessageId {
     MessageId::from_uuid(row.try_get("", "id").unwrap())
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: header::HeaderMap,
-    body: String,
-}
-
-impl Answer {
-    /// Asserts that the body holds `text`.
-    #[track_caller]
-    fn has(&self, text: &str) {
-        assert!(self.body.contains(text), "{text:?} not in {}", self.body);
-    }
-
-    /// Asserts that the body does not hold `text`.
-    #[track_caller]
-    fn lacks(&self, text: &str) {
-        assert!(!self.body.contains(text), "{text:?} in {}", self.body);
-    }
-}
-
-async fn send(app: &Router, request: Request<Body>) -> Answer {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-    }
-}
-
-async fn get(app: &Router, path: &str, user: Option<&str>) -> Answer {
-    let mut request = Request::get(path).header(header::HOST, "console.test");
-    if let Some(user) = user {
-        request = request.header("x-user", user);
-    }
-    send(app, request.body(Body::empty()).unwrap()).await
-}
-
 /// The session's token from a page's `Set-Cookie`.
 fn token_of(answer: &Answer) -> String {
     let cookie = answer.headers[header::SET_COOKIE].to_str().unwrap();
@@ -115,37 +68,7 @@ fn token_of(answer: &Answer) -> String {
         "{cookie}"
     );
     assert!(cookie.contains("Path=/outbox"), "{cookie}");
-    cookie
-        .split(';')
-        .next()
-        .and_then(|pair| pair.split_once('='))
-        .map(|(_, value)| value.to_owned())
-        .unwrap()
-}
-
-/// A form `POST` of `fields`, with the session cookie `token` and `origin`.
-async fn post(
-    app: &Router,
-    path: &str,
-    token: &str,
-    origin: &str,
-    user: Option<&str>,
-    fields: &[(&str, &str)],
-) -> Answer {
-    let body = fields
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.replace(' ', "+")))
-        .collect::<Vec<_>>()
-        .join("&");
-    let mut request = Request::post(path)
-        .header(header::HOST, "console.test")
-        .header(header::ORIGIN, origin)
-        .header(header::COOKIE, format!("txoutbox_console_csrf={token}"))
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
-    if let Some(user) = user {
-        request = request.header("x-user", user);
-    }
-    send(app, request.body(Body::from(body)).unwrap()).await
+    answer.token()
 }
 
 async fn dead_count(test: &TestDb) -> i64 {
