@@ -12,33 +12,33 @@ use tower::ServiceExt;
 use txoutbox_console::Operator;
 
 /// The operator a request names in `x-user`, if any.
-pub fn by_header(request: &Parts) -> Option<Operator> {
+pub(crate) fn by_header(request: &Parts) -> Option<Operator> {
     let user = request.headers.get("x-user")?.to_str().ok()?;
     Some(Operator::new(user))
 }
 
 /// A response, read whole.
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: header::HeaderMap,
-    pub body: String,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: header::HeaderMap,
+    pub(crate) body: String,
 }
 
 impl Answer {
     /// Asserts that the body holds `text`.
     #[track_caller]
-    pub fn has(&self, text: &str) {
+    pub(crate) fn has(&self, text: &str) {
         assert!(self.body.contains(text), "{text:?} not in {}", self.body);
     }
 
     /// Asserts that the body does not hold `text`.
     #[track_caller]
-    pub fn lacks(&self, text: &str) {
+    pub(crate) fn lacks(&self, text: &str) {
         assert!(!self.body.contains(text), "{text:?} in {}", self.body);
     }
 
     /// The session's token from the answer's `Set-Cookie`.
-    pub fn token(&self) -> String {
+    pub(crate) fn token(&self) -> String {
         let cookie = self.headers[header::SET_COOKIE].to_str().unwrap();
         cookie
             .split(';')
@@ -50,7 +50,7 @@ impl Answer {
 }
 
 /// `request` through `app`.
-pub async fn send(app: &Router, request: Request<Body>) -> Answer {
+pub(crate) async fn send(app: &Router, request: Request<Body>) -> Answer {
     let response = app.clone().oneshot(request).await.unwrap();
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
@@ -64,7 +64,7 @@ pub async fn send(app: &Router, request: Request<Body>) -> Answer {
 }
 
 /// `GET path`, as `user` if any.
-pub async fn get(app: &Router, path: &str, user: Option<&str>) -> Answer {
+pub(crate) async fn get(app: &Router, path: &str, user: Option<&str>) -> Answer {
     let mut request = Request::get(path).header(header::HOST, "console.test");
     if let Some(user) = user {
         request = request.header("x-user", user);
@@ -74,7 +74,7 @@ pub async fn get(app: &Router, path: &str, user: Option<&str>) -> Answer {
 
 /// A form `POST` of `fields` with the session cookie `token`, from
 /// `origin`, as `user` if any.
-pub async fn post(
+pub(crate) async fn post(
     app: &Router,
     path: &str,
     token: &str,
