@@ -16,6 +16,7 @@ use rexpect::session::spawn_command;
 use support::{days_ago, execute, outbox, outbox_of, url};
 use txoutbox_core::MessageId;
 use txoutbox_core::consumer::{HeldMessages, ParkedMessage, Release};
+use txoutbox_fixtures::holds::released;
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::Inbox;
 
@@ -35,22 +36,6 @@ async fn hold(inbox: &Inbox, aggregate_type: &str, aggregate_id: &str, reason: &
         );
         HeldMessages::park(inbox, message).await.unwrap();
     }
-}
-
-/// `type/id (release)` of every hold that is released.
-async fn released(inbox: &Inbox) -> Vec<String> {
-    let mut released: Vec<String> = inbox
-        .holds()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|h| {
-            let how = h.release?.as_str();
-            Some(format!("{}/{} ({how})", h.aggregate_type, h.aggregate_id))
-        })
-        .collect();
-    released.sort();
-    released
 }
 
 /// Four holds: invoice/i-1, order/o-2, order/o-3 held now, order/o-1 held

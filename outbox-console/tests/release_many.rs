@@ -15,7 +15,8 @@ use axum::http::StatusCode;
 use support::{Answer, by_header, get};
 use txoutbox_console::Console;
 use txoutbox_core::MessageId;
-use txoutbox_core::consumer::{HeldMessages, ParkedMessage, Release};
+use txoutbox_core::consumer::{HeldMessages, ParkedMessage};
+use txoutbox_fixtures::holds::released;
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 
@@ -46,22 +47,6 @@ async fn hold(inbox: &Inbox, aggregate_type: &str, aggregate_id: &str, reason: &
     );
     HeldMessages::park(inbox, message).await.unwrap();
     id.to_string()
-}
-
-/// `type/id (release)` of every released hold.
-async fn released(inbox: &Inbox) -> Vec<String> {
-    let mut released: Vec<String> = inbox
-        .holds()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|h| {
-            let how = h.release.map(Release::as_str)?;
-            Some(format!("{}/{} ({how})", h.aggregate_type, h.aggregate_id))
-        })
-        .collect();
-    released.sort();
-    released
 }
 
 async fn release_selected_and_all(backend: Backend) {
