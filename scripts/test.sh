@@ -29,6 +29,10 @@ if [ $# -gt 0 ]; then args=("$@"); else args=(--workspace); fi
 pass() { # label
   local started=$SECONDS
   printf 'test.sh: == %s: cargo test %s ==\n' "$1" "${args[*]}" >&2
+  # Every example as a program (examples/tests/help.rs runs each with
+  # --help): `cargo test` builds one declared `test = true` as its test
+  # harness only. Same features as the tests: nothing is built twice.
+  if [ "${args[*]}" = --workspace ]; then cargo build --workspace --examples; fi
   cargo test "${args[@]}"
   printf 'test.sh: == %s: passed in %d s ==\n' "$1" $((SECONDS - started)) >&2
 }

@@ -5,7 +5,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The examples, built beside the tests (`cargo test` builds them).
+/// The examples, built beside the tests: `cargo test` builds each as a
+/// program, except `testing_a_service` (declared `test = true`: `cargo test`
+/// builds it as its test harness only), which `scripts/test.sh` builds first
+/// with `cargo build --workspace --examples`.
 const EXAMPLES: [&str; 9] = [
     "add_to_service",
     "annotate_event",
@@ -28,6 +31,12 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn assert_helps(program: PathBuf, first_line: &str) {
+    assert!(
+        program.exists(),
+        "{} is not built: `cargo build --workspace --examples` builds it \
+         (scripts/test.sh does, before the tests)",
+        program.display()
+    );
     let output = Command::new(&program)
         .arg("--help")
         // A server it would reach: none.
