@@ -204,6 +204,49 @@ impl NatsCluster {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        self.wait_for_placement(deadline).await
+    }
+
+    /// Waits until the meta leader places a stream on every node: a node
+    /// answers JetStream before the leader counts it among the peers a
+    /// replicated stream may use ("no suitable peers for placement"), which
+    /// a loaded machine stretches to seconds. A probe stream with one
+    /// replica a node is created, then deleted.
+    async fn wait_for_placement(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), NatsServerError> {
+        const PROBE: &str = "PLACEMENT_PROBE";
+        let not_ready = |reason: String| NatsServerError::NotReady {
+            reason,
+            log: self.logs(),
+        };
+        let client = self.connect().await?;
+        let jetstream = async_nats::jetstream::new(client.clone());
+        let config = async_nats::jetstream::stream::Config {
+            name: PROBE.to_owned(),
+            subjects: vec!["placement.probe".to_owned()],
+            num_replicas: self.nodes.len(),
+            storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        };
+        loop {
+            match jetstream.create_stream(config.clone()).await {
+                Ok(_) => break,
+                Err(err) if tokio::time::Instant::now() > deadline => {
+                    return Err(not_ready(format!(
+                        "the cluster placed no stream on its {} nodes: {err}",
+                        self.nodes.len()
+                    )));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        jetstream
+            .delete_stream(PROBE)
+            .await
+            .map_err(|err| not_ready(format!("deleting the placement probe: {err}")))?;
+        let _ = client.drain().await;
         Ok(())
     }
 }
