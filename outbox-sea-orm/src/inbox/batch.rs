@@ -215,8 +215,9 @@ where
 }
 
 /// Runs `H` on a batch of a group's messages with one unit of work in the
-/// group's transaction, borrowed from the inbox by the group's key
-/// ([`Lent`]) and begun with the first message's caused context.
+/// group's transaction (borrowed from the inbox by the group's
+/// [`GroupKey`](txoutbox_core::consumer::GroupKey)), begun with the first
+/// message's caused context.
 impl<E, H> GroupedHandler<E> for BatchThroughInbox<H>
 where
     E: Send + 'static,

@@ -165,8 +165,8 @@ where
     }
 }
 
-/// Runs `H` in a group's transaction, borrowed from the inbox by the
-/// group's key ([`Lent`]), with a unit of work of the message's own
+/// Runs `H` in a group's transaction (borrowed from the inbox by the
+/// group's [`GroupKey`](txoutbox_core::consumer::GroupKey)), with a unit of work of the message's own
 /// [caused context](Delivery::caused_context): what it writes and the
 /// events it records are the group's, stamped with this message's
 /// correlation and causation.
