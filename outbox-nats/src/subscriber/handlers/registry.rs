@@ -28,7 +28,8 @@ pub(crate) trait ErasedHandler: Send + Sync {
     /// The inbox it applies its effects through, if any.
     fn inbox(&self) -> Option<Arc<dyn ConsumerInbox>>;
 
-    /// Whether its messages may be applied in an inbox group transaction.
+    /// Whether its messages may be applied in an inbox group transaction
+    /// (it offers the group protocol, [`Handler::grouped`]).
     fn applies_in_group(&self) -> bool;
 
     /// Decodes the delivered message (as [`call`](Self::call)) and starts
@@ -92,7 +93,7 @@ where
     }
 
     fn applies_in_group(&self) -> bool {
-        self.handler.applies_in_group()
+        self.handler.grouped().is_some()
     }
 
     fn call_in_group<'a>(
@@ -102,11 +103,18 @@ where
         group: &'a mut dyn InboxGroup,
     ) -> Result<GroupHandlerFuture<'a>, DecodeError> {
         let event = decode::<E>(registry, &delivery)?;
-        Ok(self.handler.call_in_group(event, delivery, group))
+        Ok(match self.handler.grouped() {
+            Some(grouped) => grouped.call_in_group(event, delivery, group),
+            // Not asked of a handler without the group protocol
+            // (`applies_in_group`); it would run outside the group.
+            None => self.handler.call(event, delivery),
+        })
     }
 
     fn applies_in_batches(&self) -> bool {
-        self.handler.applies_in_batches()
+        self.handler
+            .grouped()
+            .is_some_and(|grouped| grouped.applies_in_batches())
     }
 
     fn call_batch_in_group<'a>(
@@ -120,7 +128,16 @@ where
             let event = decode::<E>(registry, &delivery).map_err(|err| (position, err))?;
             batch.push((event, delivery));
         }
-        Ok(self.handler.call_batch_in_group(batch, group))
+        Ok(match self.handler.grouped() {
+            Some(grouped) => grouped.call_batch_in_group(batch, group),
+            // As `call_in_group`: one by one, outside the group.
+            None => Box::pin(async move {
+                for (event, delivery) in batch {
+                    self.handler.call(event, delivery).await?;
+                }
+                Ok(())
+            }),
+        })
     }
 }
 
