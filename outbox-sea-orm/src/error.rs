@@ -53,10 +53,14 @@ pub enum OutboxError {
     UnitOfWorkKept,
     /// A handler applied through an inbox (alone, or in a group) replaced
     /// the unit of work it was given (`*uow = ..`), taking the inbox's
-    /// transaction with it: nothing of the message or group was committed.
+    /// transaction with it, or stopped half way with the group's
+    /// transaction; or an inbox handler was given a group whose
+    /// transaction no inbox of this process holds open (a group another
+    /// kind of inbox began): nothing of the message or group was committed.
     #[error(
         "a handler applied through an inbox replaced its unit of work, and the inbox's \
-         transaction with it: nothing was committed"
+         transaction with it (or was given a group whose transaction is not open): nothing \
+         was committed"
     )]
     GroupTransactionLost,
     /// An inbox transaction lost some of the inbox rows it recorded before

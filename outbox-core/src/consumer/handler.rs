@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::delivery::Delivery;
-use super::group::{GroupHandlerFuture, InboxGroup};
+use super::grouped::GroupedHandler;
 use super::handler_error::HandlerError;
 use super::inbox::ConsumerInbox;
 
@@ -24,7 +24,11 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> +
 ///   runs in a transaction with the inbox row, so its effects happen *once*,
 ///   and it names its inbox ([`inbox`](Handler::inbox)), through which the
 ///   subscriber also keeps each aggregate's messages in order across its
-///   restarts and behind a message it could not apply.
+///   restarts and behind a message it could not apply, and offers the
+///   inbox's group protocol ([`grouped`](Handler::grouped)).
+///
+/// `call` is the one method to write; the other two are capabilities a
+/// subscriber asks for, `None` unless a handler has them.
 ///
 /// A closure's arguments need their types (`|event: OrderPlaced, delivery:
 /// Delivery| ...`, or `_: Delivery`): the subscriber learns the event type
@@ -38,7 +42,7 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> +
 ///     if n == 0 { return Err(HandlerError::permanent("zero")); }
 ///     Ok(())
 /// }
-/// fn takes<E, H: Handler<E>>(handler: H) -> bool { handler.inbox().is_none() }
+/// fn takes<E, H: Handler<E>>(handler: H) -> bool { handler.inbox().is_none() && handler.grouped().is_none() }
 /// assert!(takes(on_number));
 /// ```
 pub trait Handler<E>: Send + Sync + 'static {
@@ -51,59 +55,13 @@ pub trait Handler<E>: Send + Sync + 'static {
         None
     }
 
-    /// Whether the subscriber may apply this handler's messages inside a
-    /// group transaction of its inbox ([`call_in_group`](Handler::call_in_group)):
-    /// `true` for an inbox's handlers unless they asked for a transaction of
-    /// their own; `false` (the default) for every other handler.
-    fn applies_in_group(&self) -> bool {
-        false
-    }
-
-    /// Handles `event` inside `group`, a transaction its inbox began
-    /// ([`ConsumerInbox::begin_group`]): its effects commit with the
-    /// group's, or roll back with them. Called only when
-    /// [`applies_in_group`](Handler::applies_in_group) says so; the default
-    /// runs [`call`](Handler::call), outside the group.
-    fn call_in_group<'a>(
-        &'a self,
-        event: E,
-        delivery: Delivery,
-        group: &'a mut dyn InboxGroup,
-    ) -> GroupHandlerFuture<'a> {
-        let _ = group;
-        self.call(event, delivery)
-    }
-
-    /// Whether this handler takes several messages of a group at once
-    /// ([`call_batch_in_group`](Handler::call_batch_in_group)): `true` for
-    /// an inbox's batch handlers (`txoutbox_sea_orm::Inbox::batch_handler`),
-    /// which write a whole batch in a few set-based statements; `false` (the
-    /// default) for every other handler.
-    fn applies_in_batches(&self) -> bool {
-        false
-    }
-
-    /// Handles `batch` (messages of distinct aggregates, each aggregate at
-    /// most once) inside `group`, all or nothing: on an error the group is
-    /// rolled back and applied again with these messages one by one, so the
-    /// failing one is found and only its aggregate pays. Called only when
-    /// [`applies_in_batches`](Handler::applies_in_batches) says so; the
-    /// default runs [`call_in_group`](Handler::call_in_group) for each
-    /// message in turn.
-    fn call_batch_in_group<'a>(
-        &'a self,
-        batch: Vec<(E, Delivery)>,
-        group: &'a mut dyn InboxGroup,
-    ) -> GroupHandlerFuture<'a>
-    where
-        E: Send + 'a,
-    {
-        Box::pin(async move {
-            for (event, delivery) in batch {
-                self.call_in_group(event, delivery, &mut *group).await?;
-            }
-            Ok(())
-        })
+    /// The inbox group protocol of this handler, if it can run inside an
+    /// inbox's group transaction ([`GroupedHandler`]): `Some` for an
+    /// inbox's handlers unless they asked for a transaction of their own;
+    /// `None` (the default) for every other handler, which a subscriber
+    /// then runs on its own ([`call`](Handler::call)).
+    fn grouped(&self) -> Option<&dyn GroupedHandler<E>> {
+        None
     }
 }
 

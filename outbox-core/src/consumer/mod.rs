@@ -3,7 +3,8 @@
 //! subscriber that keeps per-aggregate order: the messages it already
 //! applied ([`AppliedMessages`]) and the aggregates it holds behind a
 //! message it could not apply ([`HeldMessages`], [`Hold`], [`Release`]),
-//! the transaction a group of messages is applied in ([`InboxGroup`]),
+//! the transaction a group of messages is applied in ([`InboxGroup`]) and
+//! the handlers that run in it ([`GroupedHandler`]),
 //! and the lease that makes one process its durable's reader
 //! ([`ReaderLease`]).
 //!
@@ -15,6 +16,7 @@ mod applied;
 mod delivery;
 mod failure;
 mod group;
+mod grouped;
 mod handler;
 mod handler_error;
 mod held;
@@ -24,7 +26,8 @@ mod lease;
 pub use applied::{AppliedFuture, AppliedMessages};
 pub use delivery::Delivery;
 pub use failure::FailureCause;
-pub use group::{GroupEntry, GroupFuture, GroupHandlerFuture, InboxGroup};
+pub use group::{GroupEntry, GroupFuture, GroupKey, InboxGroup};
+pub use grouped::{GroupHandlerFuture, GroupedHandler};
 pub use handler::{Handler, HandlerFuture};
 pub use handler_error::{BoxError, HandlerError};
 pub use held::{HeldFuture, HeldMessages, Hold, ParkedMessage, Release, Unpark};

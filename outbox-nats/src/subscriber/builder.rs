@@ -11,18 +11,18 @@ use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessa
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
 use super::Subscriber;
-use super::backoff::Backoff;
-use super::dead_lettering::DeadLetterPolicy;
-use super::error::SubscriberBuildError;
-use super::failover;
-use super::handler::{ErasedHandler, Handlers, Typed};
-use super::hold::Holds;
-use super::in_process::InProcess;
-use super::inbox_batches::InboxBatches;
-use super::partitioned::{Owned, PullSpec};
-use super::pause::Pause;
-use super::setup::{Setup, SetupState};
-use super::shared::Shared;
+use super::config::backoff::Backoff;
+use super::config::error::SubscriberBuildError;
+use super::dead_letters::policy::DeadLetterPolicy;
+use super::groups::inbox_batches::InboxBatches;
+use super::handlers::registry::{ErasedHandler, Handlers, Typed};
+use super::health::pause::Pause;
+use super::holds::hold::Holds;
+use super::in_process::runner::InProcess;
+use super::setup::partitioned::{Owned, PullSpec};
+use super::setup::server::{Setup, SetupState};
+use super::setup::shared::Shared;
+use super::takeover::failover;
 use crate::StreamSpec;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
@@ -108,7 +108,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             partitions: None,
             failover: None,
-            reader_lease: super::lease::DEFAULT_LEASE,
+            reader_lease: super::takeover::lease::DEFAULT_LEASE,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -269,7 +269,10 @@ impl SubscriberBuilder {
     /// # let _ = builder; }
     /// ```
     pub fn failover(mut self) -> Self {
-        self.failover = Some(self.failover.unwrap_or(super::failover::DEFAULT_PINNED_TTL));
+        self.failover = Some(
+            self.failover
+                .unwrap_or(super::takeover::failover::DEFAULT_PINNED_TTL),
+        );
         self
     }
 
@@ -804,11 +807,11 @@ impl SubscriberBuilder {
                 .filter(|inbox| inbox.begin_group().is_some())
                 .zip(self.inbox_batches),
             pause: Pause::new(durable),
-            setup: super::setup::SetupStatus::default(),
+            setup: super::setup::server::SetupStatus::default(),
             inbox: inbox.clone(),
             // Set by `build` (a subscriber run in process reads alone).
             lease: None,
-            gate: super::lease::Gate::new(false),
+            gate: super::takeover::lease::Gate::new(false),
         };
         Ok(Checked {
             shared,
@@ -876,11 +879,11 @@ impl SubscriberBuilder {
         if let Some(owned) = &self.partitions {
             owned.check(&self.filter_subject)?;
         }
-        if self.reader_lease < super::lease::MIN_LEASE {
+        if self.reader_lease < super::takeover::lease::MIN_LEASE {
             return invalid(format!(
                 "the reader lease ({:?}) must be at least {:?}",
                 self.reader_lease,
-                super::lease::MIN_LEASE
+                super::takeover::lease::MIN_LEASE
             ));
         }
         if let Some(pinned_ttl) = self.failover {
@@ -934,10 +937,10 @@ impl Checked {
         } = self;
         if keeps_order
             && let Some(inbox) = inbox
-            && super::lease::keeps_leases(&*inbox)
+            && super::takeover::lease::keeps_leases(&*inbox)
         {
-            shared.lease = Some(super::lease::Lease::of(inbox, reader_lease));
-            shared.gate = super::lease::Gate::new(true);
+            shared.lease = Some(super::takeover::lease::Lease::of(inbox, reader_lease));
+            shared.gate = super::takeover::lease::Gate::new(true);
         }
         let setup = Setup {
             stream_name,

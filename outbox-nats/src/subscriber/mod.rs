@@ -209,41 +209,21 @@
 //! publishes in turn) joins the producer's trace.
 //! Metrics are listed in [`metrics`].
 
-mod backoff;
 mod builder;
-mod cleanup;
-mod consumer;
-pub mod dead_letter_replay;
-pub mod dead_lettering;
-mod delivered_reads;
-mod dispatch;
-mod error;
-mod failover;
-mod fetch;
-mod group_apply;
-mod grouping;
-mod guard_pulls;
-mod hand_back;
-mod handler;
-mod handover;
+mod config;
+mod dead_letters;
+mod groups;
+mod handlers;
 mod health;
-mod hold;
-mod holding;
+mod holds;
 mod in_process;
-mod inbox_batches;
-mod lease;
-pub mod metrics;
-mod ordering;
-mod partitioned;
-mod pause;
-mod release;
-mod restart;
-mod settings;
-mod settle;
+mod lanes;
 mod setup;
-mod shared;
-mod stalled_pulls;
-mod worker;
+mod takeover;
+
+pub use dead_letters::policy as dead_lettering;
+pub use dead_letters::replay as dead_letter_replay;
+pub use health::metrics;
 
 use std::sync::Arc;
 
@@ -251,15 +231,15 @@ use async_nats::jetstream::consumer::PullConsumer;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use backoff::Backoff;
 pub use builder::SubscriberBuilder;
-pub use dead_lettering::{DeadLetterKind, DeadLetterPolicy};
-pub use error::{SubscriberBuildError, SubscriberError};
-pub use health::{ConsumerLag, SubscriberHealth, SubscriberProbe};
-pub use inbox_batches::InboxBatches;
-pub use settings::{BackoffSettings, SubscriberSettings};
+pub use config::backoff::Backoff;
+pub use config::error::{SubscriberBuildError, SubscriberError};
+pub use config::settings::{BackoffSettings, SubscriberSettings};
+pub use dead_letters::policy::{DeadLetterKind, DeadLetterPolicy};
+pub use groups::inbox_batches::InboxBatches;
+pub use health::probe::{ConsumerLag, SubscriberHealth, SubscriberProbe};
 
-use shared::Shared;
+use setup::shared::Shared;
 
 /// A subscriber run in this process without JetStream, for the testing
 /// kit's `TestSubscriber` (`txoutbox_testing`, feature `nats`): see
@@ -267,8 +247,8 @@ use shared::Shared;
 /// outside semver, it may change in any release.
 #[doc(hidden)]
 pub mod __in_process {
-    pub use super::dispatch::Acked;
-    pub use super::in_process::{InProcess, InProcessMessage, InProcessOutcome};
+    pub use super::in_process::runner::{InProcess, InProcessMessage, InProcessOutcome};
+    pub use super::lanes::dispatch::Acked;
 }
 
 /// A typed subscriber on a durable JetStream pull consumer (or one per
@@ -281,7 +261,7 @@ pub struct Subscriber {
     consumers: Vec<PullConsumer>,
     /// Built while the client was not connected: what `run` sets up on the
     /// server once it is.
-    deferred: Option<setup::Setup>,
+    deferred: Option<setup::server::Setup>,
 }
 
 impl std::fmt::Debug for Subscriber {
@@ -390,16 +370,19 @@ impl Subscriber {
             }
         }
         let stop = shutdown.child_token();
-        let cleaning = cleanup::run(Arc::clone(&self.shared), stop.clone());
+        let cleaning = health::cleanup::run(Arc::clone(&self.shared), stop.clone());
         // Ends each pause (the inbox's database away) once it answers.
         let watching = self
             .shared
             .pause
             .watch(self.shared.inbox.clone(), stop.clone());
         let reading = async {
-            let result = lease::read_under_lease(&self.shared, &self.consumers, &stop, |session| {
-                read(Arc::clone(&self.shared), self.consumers.clone(), session)
-            })
+            let result = takeover::standby::read_under_lease(
+                &self.shared,
+                &self.consumers,
+                &stop,
+                |session| read(Arc::clone(&self.shared), self.consumers.clone(), session),
+            )
             .await;
             stop.cancel(); // ends the cleanup
             result
@@ -435,7 +418,7 @@ async fn read(
         .map(|(index, consumer)| {
             // One task applies released holds for all of them.
             let watch_holds = index == 0;
-            fetch::run(Arc::clone(&shared), consumer, stop.clone(), watch_holds)
+            lanes::fetch::run(Arc::clone(&shared), consumer, stop.clone(), watch_holds)
         })
         .collect();
     let mut result = Ok(());

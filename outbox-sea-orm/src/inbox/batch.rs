@@ -7,11 +7,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use txoutbox_core::consumer::{
-    ConsumerInbox, GroupHandlerFuture, Handler, HandlerFuture, InboxGroup,
+    ConsumerInbox, GroupHandlerFuture, GroupedHandler, Handler, HandlerFuture, InboxGroup,
 };
 use txoutbox_core::{Delivery, HandlerError};
 
-use super::group::GroupTransaction;
+use super::open_groups::Lent;
 use super::{Inbox, Processed};
 use crate::unit_of_work::UnitOfWork;
 
@@ -209,10 +209,20 @@ where
         Some(Arc::new(self.inbox.clone()))
     }
 
-    fn applies_in_group(&self) -> bool {
-        true
+    fn grouped(&self) -> Option<&dyn GroupedHandler<E>> {
+        Some(self)
     }
+}
 
+/// Runs `H` on a batch of a group's messages with one unit of work in the
+/// group's transaction (borrowed from the inbox by the group's
+/// [`GroupKey`](txoutbox_core::consumer::GroupKey)), begun with the first
+/// message's caused context.
+impl<E, H> GroupedHandler<E> for BatchThroughInbox<H>
+where
+    E: Send + 'static,
+    H: InboxBatchHandler<E>,
+{
     fn call_in_group<'a>(
         &'a self,
         event: E,
@@ -235,12 +245,18 @@ where
         E: Send + 'a,
     {
         Box::pin(async move {
-            let group = GroupTransaction::of(&self.inbox, group)?;
-            let batch = batch
+            let mut group = Lent::of(group)?;
+            let batch: Vec<Batched<E>> = batch
                 .into_iter()
                 .map(|(event, delivery)| Batched { event, delivery })
                 .collect();
-            group.apply_batch(batch, &*self.handler).await
+            let Some(first) = batch.first() else {
+                return Ok(());
+            };
+            let mut uow = group.unit(&first.delivery)?;
+            let messages = batch.len() as u64;
+            let handled = self.handler.handle_batch(batch, &mut uow).await;
+            group.take_back(uow, handled, messages).await
         })
     }
 }

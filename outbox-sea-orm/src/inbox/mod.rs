@@ -26,6 +26,7 @@ mod held_bulk_sql;
 mod held_sql;
 mod hold_filter;
 mod lease_sql;
+mod open_groups;
 mod probe;
 mod sql;
 mod subscriber;

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use sea_orm::DbErr;
 use txoutbox_core::consumer::{
-    ConsumerInbox, FailureCause, GroupFuture, GroupHandlerFuture, Handler, HandlerFuture,
-    HeldFuture, InboxGroup, ReaderLease,
+    ConsumerInbox, FailureCause, GroupFuture, GroupHandlerFuture, GroupedHandler, Handler,
+    HandlerFuture, HeldFuture, InboxGroup, ReaderLease,
 };
 use txoutbox_core::{Delivery, HandlerError};
 
-use super::group::GroupTransaction;
 use super::handler::InboxHandler;
 use super::lease_sql;
+use super::open_groups::{Lent, OpenGroup};
 use super::{Inbox, Processed};
 use crate::error::OutboxError;
 use crate::schema::lease_table;
@@ -22,7 +22,8 @@ use crate::schema::lease_table;
 /// one transaction with the inbox row: made by [`Inbox::handler`] (and its
 /// `_with`/`_boxed` variants), given to a typed subscriber's `on`. It names
 /// its inbox, so the subscriber also keeps each aggregate's messages in
-/// order with it ([`Handler::inbox`]).
+/// order with it ([`Handler::inbox`]), and applies them in its groups
+/// ([`Handler::grouped`]).
 ///
 /// A subscriber that applies inbox handlers in groups
 /// (`SubscriberBuilder::inbox_batches` in `txoutbox_nats`) runs it in a transaction
@@ -159,10 +160,21 @@ where
         Some(Arc::new(self.inbox.clone()))
     }
 
-    fn applies_in_group(&self) -> bool {
-        !self.own_transaction
+    fn grouped(&self) -> Option<&dyn GroupedHandler<E>> {
+        (!self.own_transaction).then_some(self as &dyn GroupedHandler<E>)
     }
+}
 
+/// Runs `H` in a group's transaction (borrowed from the inbox by the
+/// group's [`GroupKey`](txoutbox_core::consumer::GroupKey)), with a unit of work of the message's own
+/// [caused context](Delivery::caused_context): what it writes and the
+/// events it records are the group's, stamped with this message's
+/// correlation and causation.
+impl<E, H> GroupedHandler<E> for ThroughInbox<H>
+where
+    E: Send + 'static,
+    H: InboxHandler<E>,
+{
     fn call_in_group<'a>(
         &'a self,
         event: E,
@@ -170,8 +182,10 @@ where
         group: &'a mut dyn InboxGroup,
     ) -> GroupHandlerFuture<'a> {
         Box::pin(async move {
-            let group = GroupTransaction::of(&self.inbox, group)?;
-            group.apply(event, delivery, &*self.handler).await
+            let mut group = Lent::of(group)?;
+            let mut uow = group.unit(&delivery)?;
+            let handled = self.handler.handle(event, delivery, &mut uow).await;
+            group.take_back(uow, handled, 1).await
         })
     }
 }
@@ -196,7 +210,7 @@ impl ConsumerInbox for Inbox {
     fn begin_group(&self) -> Option<GroupFuture<'static, Box<dyn InboxGroup>>> {
         let inbox = self.clone();
         Some(Box::pin(async move {
-            let group: Box<dyn InboxGroup> = Box::new(GroupTransaction::begin(inbox).await?);
+            let group: Box<dyn InboxGroup> = Box::new(OpenGroup::begin(inbox).await?);
             Ok(group)
         }))
     }

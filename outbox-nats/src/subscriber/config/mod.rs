@@ -1,0 +1,6 @@
+//! Configuration: settings as data, the retry backoff, and the errors of
+//! building and running a subscriber.
+
+pub(crate) mod backoff;
+pub(crate) mod error;
+pub(crate) mod settings;

@@ -1,0 +1,5 @@
+//! Dead letters: the policy for messages the subscriber cannot handle, the
+//! copy it publishes, and reading and replaying those copies.
+
+pub mod policy;
+pub mod replay;

@@ -1,0 +1,4 @@
+//! Handlers: typed handlers behind one object-safe interface, looked up by
+//! event name.
+
+pub(crate) mod registry;

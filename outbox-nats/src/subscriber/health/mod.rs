@@ -1,0 +1,7 @@
+//! Health: a running subscriber's probe, its metrics, the pause while the
+//! inbox's database is away, and the inbox's cleanup.
+
+pub(crate) mod cleanup;
+pub mod metrics;
+pub(crate) mod pause;
+pub(crate) mod probe;

@@ -1,0 +1,3 @@
+//! In process: a subscriber run without JetStream, for the testing kit.
+
+pub(crate) mod runner;
