@@ -145,10 +145,10 @@ pub use database::DatabaseStatus;
 pub use error::RuntimeError;
 pub use health::{Liveness, Readiness, RuntimeHealth};
 pub use http_error::HttpError;
-// The outbox's state as `/health/outbox` serves it, shared with the web
-// console's health page: defined in `txoutbox-nats`.
 pub use runtime::Runtime;
 pub use source::{ProcessorSource, SubscriberSource};
+// The outbox's state as `/health/outbox` serves it, shared with the web
+// console's health page: defined in `txoutbox-nats`.
 pub use txoutbox_nats::{BrokerConnection, OutboxHealth};
 
 pub use axum;
