@@ -1,7 +1,7 @@
 //! The web console beside the runtime (feature `console`): the runtime's
 //! health as the console's [`HealthSource`], and [`Runtime::console`].
 
-use txoutbox_console::{ConsoleBuilder, HealthFuture, HealthReport, HealthSource};
+use txoutbox_console::{ConsoleBuilder, HealthFuture, HealthSource};
 
 use crate::health::RuntimeHealth;
 use crate::runtime::Runtime;
@@ -9,10 +9,8 @@ use crate::runtime::Runtime;
 impl HealthSource for RuntimeHealth {
     fn report(&self) -> HealthFuture {
         let health = self.clone();
-        Box::pin(async move {
-            let outbox = health.outbox().await;
-            HealthReport::new(outbox.processor, outbox.subscribers, outbox.problems)
-        })
+        // The page shows what `/health/outbox` answers.
+        Box::pin(async move { health.outbox().await })
     }
 }
 

@@ -9,8 +9,9 @@
 
 use std::time::Duration;
 
+use txoutbox_nats::BrokerConnection;
+
 use crate::health::RuntimeHealth;
-use crate::outbox_health::BrokerConnection;
 
 /// `outbox_broker_connected`.
 pub(crate) const BROKER_CONNECTED: &str = "outbox_broker_connected";

@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::processor::{HealthProbe, HealthThresholds};
 use txoutbox_nats::async_nats;
 use txoutbox_nats::subscriber::SubscriberProbe;
+use txoutbox_nats::{BrokerConnection, OutboxHealth};
 
 use crate::database::{DatabaseProbe, DatabaseStatus};
-use crate::outbox_health::{BrokerConnection, OutboxHealth};
 use crate::streams::StreamProblems;
 
 /// The health of a [`Runtime`](crate::Runtime): whether it should be

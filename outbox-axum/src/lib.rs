@@ -134,7 +134,6 @@ mod health;
 mod http_error;
 mod metrics;
 mod outbox_errors;
-mod outbox_health;
 mod routes;
 mod runtime;
 mod signal;
@@ -146,9 +145,11 @@ pub use database::DatabaseStatus;
 pub use error::RuntimeError;
 pub use health::{Liveness, Readiness, RuntimeHealth};
 pub use http_error::HttpError;
-pub use outbox_health::{BrokerConnection, OutboxHealth};
 pub use runtime::Runtime;
 pub use source::{ProcessorSource, SubscriberSource};
+// The outbox's state as `/health/outbox` serves it, shared with the web
+// console's health page: defined in `txoutbox-nats`.
+pub use txoutbox_nats::{BrokerConnection, OutboxHealth};
 
 pub use axum;
 pub use metrics_exporter_prometheus;

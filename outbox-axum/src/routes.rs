@@ -9,11 +9,11 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use txoutbox_core::processor::Health;
+use txoutbox_nats::OutboxHealth;
 use txoutbox_nats::subscriber::{ConsumerLag, SubscriberHealth};
 
 use crate::database::DatabaseStatus;
 use crate::health::{Liveness, Readiness, RuntimeHealth};
-use crate::outbox_health::OutboxHealth;
 
 /// The content type of Prometheus' text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -1,46 +1,24 @@
 //! The processor's and the subscribers' health on the console's health page:
 //! [`HealthSource`], given by the service that runs them (the axum
-//! runtime's `Runtime::console`), and what it reports, [`HealthReport`].
+//! runtime's `Runtime::console`), and what it reports, an [`OutboxHealth`]
+//! (the same report as the runtime's `/health/outbox`).
 
 use std::future::Future;
 use std::pin::Pin;
 
-use txoutbox_core::processor::Health;
-use txoutbox_nats::subscriber::SubscriberHealth;
+use txoutbox_nats::OutboxHealth;
 
-/// The health of the parts a service runs, at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HealthReport {
-    /// Whether every part is ready.
-    pub ready: bool,
-    /// The processor's health, if the service runs one.
-    pub processor: Option<Health>,
-    /// Each subscriber's health (lag, held aggregates, connection).
-    pub subscribers: Vec<SubscriberHealth>,
-    /// Why it is not ready, one line each.
-    pub problems: Vec<String>,
-}
-
-impl HealthReport {
-    /// A report of `processor` and `subscribers`; `ready` when there is no
-    /// problem.
-    pub fn new(
-        processor: Option<Health>,
-        subscribers: Vec<SubscriberHealth>,
-        problems: Vec<String>,
-    ) -> Self {
-        Self {
-            ready: problems.is_empty(),
-            processor,
-            subscribers,
-            problems,
-        }
-    }
-}
+/// The health of the parts a service runs, at one moment: now the runtime's
+/// own report.
+#[deprecated(
+    note = "the console shows the runtime's report: use `txoutbox_nats::OutboxHealth` \
+            (`ready` is `ok`; `HealthReport::new(p, s, problems)` is \
+            `OutboxHealth::judge(None, p, s, Vec::new())`)"
+)]
+pub type HealthReport = OutboxHealth;
 
 /// A boxed health check, as [`HealthSource::report`] returns it.
-pub type HealthFuture = Pin<Box<dyn Future<Output = HealthReport> + Send>>;
+pub type HealthFuture = Pin<Box<dyn Future<Output = OutboxHealth> + Send>>;
 
 /// Where the console reads the health of the processor and the subscribers
 /// it runs beside: a console served by the `outbox console` command has

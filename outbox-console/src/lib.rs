@@ -32,7 +32,7 @@
 //! - **consumers** the application names: their lag from NATS and their
 //!   held aggregates with the reason, released by retry or skip;
 //! - **verify**: the last comparison of the table with the stream
-//!   ([`verification`]) and a button to run it;
+//!   ([`txoutbox_nats::verify_stream`]) and a button to run it;
 //! - **health** of the processor and subscribers, when the console runs in
 //!   the service (the axum runtime's `Runtime::console`);
 //! - **recent actions**: every change, who made it, what came of it.
@@ -75,11 +75,16 @@ mod pages;
 mod routes;
 mod security;
 mod state;
+#[deprecated(
+    note = "moved beside the other NATS code: `txoutbox_nats::{verify_stream, VerifyRequest, VerifyOutcome}`"
+)]
 pub mod verification;
 
 pub use console::{Console, ConsoleBuilder, DEFAULT_REFRESH};
 pub use error::ConsoleError;
-pub use health::{HealthFuture, HealthReport, HealthSource};
+#[allow(deprecated)]
+pub use health::HealthReport;
+pub use health::{HealthFuture, HealthSource};
 pub use operator::{Authorizer, FromExtensions, Operator};
 
 /// This crate's README (crates.io's page), whose examples run as doctests.

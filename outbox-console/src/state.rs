@@ -4,13 +4,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use txoutbox_nats::VerifyOutcome;
 use txoutbox_nats::async_nats::jetstream;
 use txoutbox_sea_orm::{Outbox, SeaOrmOutboxStore};
 
 use crate::audit::AuditLog;
 use crate::health::HealthSource;
 use crate::operator::Authorizer;
-use crate::verification::VerifyOutcome;
 
 /// A consumer the console shows: its durable name (the inbox's consumer)
 /// and the stream it reads, for its lag.

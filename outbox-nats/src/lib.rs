@@ -9,7 +9,10 @@
 //! - [`StreamSpec`]: creates the stream or verifies the existing one
 //!   (subjects, a duplicate window longer than the processor's lease).
 //! - [`stream_read`]: reads back what a stream stored (headers only, from a
-//!   time) and single messages, for reconciliation with the outbox table.
+//!   time) and single messages, for reconciliation with the outbox table;
+//!   [`verify_stream`] runs the whole verification (`outbox verify`, the
+//!   web console's verify page) on any
+//!   [`TableRecords`](txoutbox_core::verify::TableRecords).
 //! - [`NatsConnect`]: credentials file, nkey, token, user/password, TLS, or
 //!   the application's own `ConnectOptions` as the base.
 //! - [`Subscriber`]: typed handlers (`on::<OrderPlaced>(..)`) on a durable
@@ -17,6 +20,9 @@
 //!   per-aggregate order (across restarts and behind dead letters, with
 //!   `keep_order`) and graceful shutdown (see [`subscriber`]); built from the
 //!   same [`async_nats::Client`] as the publisher ([`IntoJetStream`]).
+//! - [`OutboxHealth`]: a service's outbox state (the NATS connection, the
+//!   processor, the subscribers), as `txoutbox-axum`'s `/health/outbox`
+//!   answers it and `txoutbox-console`'s health page shows it.
 //!
 //! Feature `opentelemetry`: the subscriber's `outbox.consume` span becomes
 //! the OpenTelemetry child of the message's `traceparent` (see
@@ -55,6 +61,7 @@
 
 mod connect;
 mod jetstream_of;
+mod outbox_health;
 mod permissions;
 mod publisher;
 mod reconnects;
@@ -64,11 +71,13 @@ mod stream;
 pub mod stream_read;
 mod subject;
 pub mod subscriber;
+mod verify;
 
 pub use connect::{
     Auth, ConnectError, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_RECONNECT_DELAY, NatsConnect, Tls,
 };
 pub use jetstream_of::IntoJetStream;
+pub use outbox_health::{BrokerConnection, OutboxHealth};
 pub use permissions::{DeniedOperation, PermissionDenied};
 pub use publisher::{DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACKS_IN_FLIGHT, JetStreamPublisher};
 pub use stream::{
@@ -76,6 +85,7 @@ pub use stream::{
     StreamError, StreamSpec,
 };
 pub use subscriber::{RunningSubscriber, Subscriber};
+pub use verify::{VerifyError, VerifyOutcome, VerifyRequest, verify_stream};
 
 pub use async_nats;
 pub use txoutbox_core;

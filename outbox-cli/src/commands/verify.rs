@@ -1,9 +1,8 @@
 //! `outbox verify`: the outbox table against the stream, through
-//! `txoutbox_console::verification` (the same run as the web console's verify
+//! `txoutbox_nats::verify_stream` (the same run as the web console's verify
 //! page), printed by `crate::render::verify`.
 
-use txoutbox_console::ConsoleError;
-use txoutbox_console::verification::{VerifyRequest, verify_stream};
+use txoutbox_nats::{VerifyError, VerifyRequest, verify_stream};
 
 use crate::context::Context;
 use crate::error::CliError;
@@ -22,8 +21,8 @@ pub(super) async fn run(context: &Context, args: VerifyArgs) -> Result<(), CliEr
     let outcome = verify_stream(&outbox, &jetstream, &request)
         .await
         .map_err(|err| match err {
-            ConsoleError::Store(err) => CliError::VerifyStore(err),
-            ConsoleError::StreamRead(err) => CliError::StreamRead(err),
+            VerifyError::Store(err) => CliError::VerifyStore(err),
+            VerifyError::StreamRead(err) => CliError::StreamRead(err),
             other => CliError::BrokerUsage(other.to_string()),
         })?;
     let report = &outcome.report;

@@ -3,10 +3,10 @@
 
 use maud::{Markup, html};
 use txoutbox_core::verify::Discrepancy;
+use txoutbox_nats::OutboxHealth;
 
 use super::{age, csrf_field, time};
 use crate::audit::Action;
-use crate::health::HealthReport;
 use crate::security::Session;
 use crate::state::VerifyRecord;
 
@@ -100,12 +100,12 @@ fn describe(discrepancy: &Discrepancy) -> String {
 }
 
 /// The health page: the service's parts, or why there are none here.
-pub(crate) fn health(report: Option<&HealthReport>) -> Markup {
+pub(crate) fn health(report: Option<&OutboxHealth>) -> Markup {
     html! {
         @match report {
             None => (super::notice("warn", "This console is served by the `outbox` command, not inside the service: it runs no processor and no subscriber. Their health is on the service's own console and at its /health/ready.")),
             Some(report) => {
-                @if report.ready {
+                @if report.ok {
                     p.notice.good #health-summary { "Every part is ready." }
                 } @else {
                     p.notice.bad #health-summary { "Not ready:" }

@@ -5,11 +5,11 @@ use std::time::Instant;
 use axum::Form;
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
+use txoutbox_nats::{VerifyRequest, verify_stream};
 
 use super::{Ctx, field};
 use crate::pages::{self, Section};
 use crate::state::VerifyRecord;
-use crate::verification::{VerifyRequest, verify_stream};
 
 /// Blocked aggregates the overview lists at most.
 const BLOCKED_SHOWN: u32 = 50;

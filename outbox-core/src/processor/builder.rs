@@ -10,7 +10,6 @@ use super::wake::{WakeHandle, WakeSource};
 use super::{Processor, SourceTask};
 use crate::cleanup::Cleanup;
 use crate::publisher::Publisher;
-use crate::store::OutboxAdmin;
 use crate::store::{OutboxStore, RetryPolicy};
 
 /// Configures a [`Processor`]. Defaults are in [`ProcessorConfig`].
@@ -135,7 +134,7 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
     }
 
     /// Deletes no published rows: they stay until someone purges them
-    /// (`outbox purge`, [`OutboxAdmin::purge_published`]).
+    /// (`outbox purge`, [`OutboxStore::purge_published`]).
     pub fn without_cleanup(mut self) -> Self {
         self.cleanup = None;
         self
@@ -186,9 +185,10 @@ impl<S: OutboxStore + 'static, P: Publisher> ProcessorBuilder<S, P> {
     }
 }
 
-impl<S: OutboxStore + OutboxAdmin + Clone + 'static, P: Publisher> ProcessorBuilder<S, P> {
+impl<S: OutboxStore + Clone + 'static, P: Publisher> ProcessorBuilder<S, P> {
     /// Deletes published rows older than [`Cleanup::older_than`] every
-    /// [`Cleanup::every`], in bounded batches, while the processor runs
+    /// [`Cleanup::every`], in bounded batches
+    /// ([`OutboxStore::purge_published`]), while the processor runs
     /// (several processors may all do it: the batches do not conflict).
     /// A store that deletes rows as they are published has none to delete.
     ///
@@ -198,8 +198,8 @@ impl<S: OutboxStore + OutboxAdmin + Clone + 'static, P: Publisher> ProcessorBuil
     ///
     /// ```
     /// # use txoutbox_core::processor::ProcessorBuilder;
-    /// # use txoutbox_core::store::{OutboxAdmin, OutboxStore};
-    /// # fn tune<S: OutboxStore + OutboxAdmin + Clone + 'static, P: txoutbox_core::Publisher>(builder: ProcessorBuilder<S, P>) -> ProcessorBuilder<S, P> {
+    /// # use txoutbox_core::store::OutboxStore;
+    /// # fn tune<S: OutboxStore + Clone + 'static, P: txoutbox_core::Publisher>(builder: ProcessorBuilder<S, P>) -> ProcessorBuilder<S, P> {
     /// use std::time::Duration;
     /// use txoutbox_core::cleanup::Cleanup;
     /// builder.cleanup(Cleanup::keep_for(Duration::from_secs(30 * 24 * 3600)))

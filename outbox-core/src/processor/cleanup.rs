@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cleanup::Cleanup;
-use crate::store::{OutboxAdmin, StoreError};
+use crate::store::{OutboxStore, StoreError};
 
 /// Deletes published rows older than the age, at most the batch size per
 /// statement; returns how many.
@@ -35,7 +35,7 @@ impl std::fmt::Debug for PublishedCleanup {
 }
 
 impl PublishedCleanup {
-    pub(super) fn new<S: OutboxAdmin + Clone + 'static>(store: S, cleanup: Cleanup) -> Self {
+    pub(super) fn new<S: OutboxStore + Clone + 'static>(store: S, cleanup: Cleanup) -> Self {
         let purge: Purge = Arc::new(move |older_than, batch| {
             let store = store.clone();
             Box::pin(async move { store.purge_published(older_than, batch).await })

@@ -382,6 +382,9 @@ mod tests {
         ) -> Result<LeaseOutcome, StoreError> {
             Ok(LeaseOutcome::default())
         }
+        async fn purge_published(&self, _: Duration, _: u32) -> Result<u64, StoreError> {
+            Ok(0)
+        }
         async fn stats(&self) -> Result<OutboxStats, StoreError> {
             Ok(OutboxStats::default())
         }

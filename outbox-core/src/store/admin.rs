@@ -1,9 +1,9 @@
 //! The outbox table as an operator sees it: [`OutboxAdmin`], the calls the
-//! processor never makes (requeue and skip dead messages, purge published
-//! ones), with their arguments.
+//! processor never makes (requeue and skip dead messages), with their
+//! arguments. Purging published rows is the processor's too (its cleanup):
+//! [`OutboxStore::purge_published`](super::OutboxStore::purge_published).
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::id::MessageId;
 
@@ -50,7 +50,10 @@ impl SkipNote {
 }
 
 /// The outbox table as an operator sees it: the calls the processor never
-/// makes (the `outbox` command's `dead requeue`, `dead skip` and `purge`).
+/// makes (the `outbox` command's `dead requeue` and `dead skip`; its
+/// `purge` deletes through
+/// [`OutboxStore::purge_published`](super::OutboxStore::purge_published),
+/// which the processor's cleanup calls too).
 ///
 /// Implemented by the same stores as [`OutboxStore`](super::OutboxStore)
 /// (`outbox-sea-orm`'s store, the testing kit's memory store); a processor
@@ -75,12 +78,4 @@ pub trait OutboxAdmin: Send + Sync {
         id: MessageId,
         note: &SkipNote,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Deletes published messages older than `older_than`, at most
-    /// `batch_size` rows per statement, until none is left; returns how many.
-    fn purge_published(
-        &self,
-        older_than: Duration,
-        batch_size: u32,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

@@ -1,5 +1,6 @@
-//! What the processor needs from an outbox table: the [`OutboxStore`] trait;
-//! what an operator does to it besides: the [`OutboxAdmin`] trait.
+//! What the processor needs from an outbox table: the [`OutboxStore`] trait
+//! (claims, settlements, and the cleanup's purge of published rows); what an
+//! operator does to it besides: the [`OutboxAdmin`] trait.
 //!
 //! Implemented for PostgreSQL, MySQL/MariaDB and SQLite by `outbox-sea-orm`.
 //! Every time-dependent decision (is a lease live, is a retry due) is made
@@ -101,6 +102,17 @@ pub trait OutboxStore: Send + Sync {
         ids: &[MessageId],
         lease: Duration,
     ) -> impl Future<Output = Result<LeaseOutcome, StoreError>> + Send;
+
+    /// Deletes published messages older than `older_than`, at most
+    /// `batch_size` rows per statement, until none is left; returns how many.
+    /// The processor's cleanup (`ProcessorBuilder::cleanup`, on by default)
+    /// calls it while it runs, and `outbox purge` on demand. A store that
+    /// deletes rows as they are published has none to delete (`Ok(0)`).
+    fn purge_published(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Counts by status and event name.
     fn stats(&self) -> impl Future<Output = Result<OutboxStats, StoreError>> + Send;

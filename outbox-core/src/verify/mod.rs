@@ -2,8 +2,9 @@
 //! table says was published against what the stream holds.
 //!
 //! The reads are the stores' and brokers' (`outbox-sea-orm` reads the
-//! published rows, `outbox-nats` the stream); this module only compares,
-//! so the rules are the same whatever reads them:
+//! published rows through [`TableRecords`], `outbox-nats` the stream and
+//! runs the whole verification: `txoutbox_nats::verify_stream`); this module
+//! only compares, so the rules are the same whatever reads them:
 //!
 //! | check | discrepancy |
 //! |---|---|
@@ -30,7 +31,9 @@
 mod discrepancy;
 mod reconciliation;
 mod records;
+mod table;
 
 pub use discrepancy::Discrepancy;
 pub use reconciliation::{Reconciliation, reconcile};
 pub use records::{AggregatePosition, PublishedRecord, StalePending, StreamedMessage};
+pub use table::TableRecords;

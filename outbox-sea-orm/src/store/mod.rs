@@ -31,8 +31,9 @@ use crate::config::OutboxConfig;
 use crate::dialect::Dialect;
 
 /// The outbox table as the processor uses it ([`OutboxStore`]: claims under
-/// leases with fencing tokens, completions, failures with backoff, stats)
-/// and as an operator does ([`OutboxAdmin`]: requeue, skip, purge; also
+/// leases with fencing tokens, completions, failures with backoff, stats,
+/// the cleanup's purge) and as an operator does ([`OutboxAdmin`]: requeue,
+/// skip; also
 /// [`message`](Self::message), [`aggregate_queue`](Self::aggregate_queue)
 /// and [`overview`](Self::overview)). Every time comparison uses the
 /// database clock.
@@ -144,7 +145,7 @@ impl SeaOrmOutboxStore {
         overview::overview(self, blocked_limit).await
     }
 
-    /// [`purge_published`](OutboxAdmin::purge_published), calling `progress`
+    /// [`purge_published`](OutboxStore::purge_published), calling `progress`
     /// with the running total of deleted rows after each batch (for a
     /// progress bar).
     pub async fn purge_published_reporting(
@@ -157,7 +158,7 @@ impl SeaOrmOutboxStore {
     }
 
     /// How many published (and skipped) messages are older than
-    /// `older_than`: what [`purge_published`](OutboxAdmin::purge_published)
+    /// `older_than`: what [`purge_published`](OutboxStore::purge_published)
     /// would delete now.
     pub async fn count_published(&self, older_than: Duration) -> Result<u64, StoreError> {
         maintenance::count_published(self, older_than).await
@@ -266,6 +267,14 @@ impl OutboxStore for SeaOrmOutboxStore {
         settle::renew(self, token, ids, lease).await
     }
 
+    async fn purge_published(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+    ) -> Result<u64, StoreError> {
+        maintenance::purge_published(self, older_than, batch_size, |_| {}).await
+    }
+
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         stats::stats(self).await
     }
@@ -301,13 +310,5 @@ impl OutboxAdmin for SeaOrmOutboxStore {
 
     async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
         skip::skip_dead(self, id, note).await
-    }
-
-    async fn purge_published(
-        &self,
-        older_than: Duration,
-        batch_size: u32,
-    ) -> Result<u64, StoreError> {
-        maintenance::purge_published(self, older_than, batch_size, |_| {}).await
     }
 }

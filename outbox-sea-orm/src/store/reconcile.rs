@@ -1,5 +1,7 @@
 //! What `outbox verify` reads from the table: the rows marked published
-//! (to find each in the stream) and the rows pending for too long. Plain
+//! (to find each in the stream) and the rows pending for too long, as the
+//! store's own methods and as [`TableRecords`] (the store's and the
+//! [`Outbox`]'s), which `txoutbox_nats::verify_stream` reads. Plain
 //! reads by the `(status, published_at)` and pending indexes; the claim and
 //! the completion are not involved.
 
@@ -8,9 +10,10 @@ use std::time::Duration;
 use sea_orm::QueryResult;
 use txoutbox_core::MessageId;
 use txoutbox_core::StoreError;
-use txoutbox_core::verify::{PublishedRecord, StalePending};
+use txoutbox_core::verify::{PublishedRecord, StalePending, TableRecords};
 
 use super::SeaOrmOutboxStore;
+use crate::Outbox;
 use crate::dialect::{Sql, millis};
 
 impl SeaOrmOutboxStore {
@@ -86,6 +89,41 @@ impl SeaOrmOutboxStore {
             })
         })
         .await
+    }
+}
+
+impl TableRecords for SeaOrmOutboxStore {
+    async fn published_records(
+        &self,
+        within: Option<Duration>,
+    ) -> Result<Vec<PublishedRecord>, StoreError> {
+        SeaOrmOutboxStore::published_records(self, within).await
+    }
+
+    async fn stale_pending(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalePending>, StoreError> {
+        SeaOrmOutboxStore::stale_pending(self, older_than, limit).await
+    }
+}
+
+/// Its store's rows.
+impl TableRecords for Outbox {
+    async fn published_records(
+        &self,
+        within: Option<Duration>,
+    ) -> Result<Vec<PublishedRecord>, StoreError> {
+        self.store().published_records(within).await
+    }
+
+    async fn stale_pending(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<StalePending>, StoreError> {
+        self.store().stale_pending(older_than, limit).await
     }
 }
 

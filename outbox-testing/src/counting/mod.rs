@@ -26,7 +26,8 @@ use txoutbox_core::store::{
 use txoutbox_core::{MessageId, OutboxStore, RetryPolicy, StoreError};
 
 /// Wraps an [`OutboxStore`], forwarding every call unchanged and counting
-/// it (calls, rows, time) into its [`StoreCalls`].
+/// it (calls, rows, time) into its [`StoreCalls`]; the cleanup's purge, the
+/// probe and the schema check are forwarded uncounted.
 #[derive(Debug)]
 pub struct CountingStore<S> {
     inner: S,
@@ -129,6 +130,14 @@ impl<S: OutboxStore> OutboxStore for CountingStore<S> {
     ) -> Result<LeaseOutcome, StoreError> {
         let call = self.inner.renew(token, ids, lease);
         timed(&self.calls.renew, call, applied).await
+    }
+
+    async fn purge_published(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+    ) -> Result<u64, StoreError> {
+        self.inner.purge_published(older_than, batch_size).await
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {

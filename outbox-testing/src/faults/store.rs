@@ -149,6 +149,14 @@ impl<S: OutboxStore> OutboxStore for FaultyStore<S> {
         self.inner.renew(token, ids, lease).await
     }
 
+    async fn purge_published(
+        &self,
+        older_than: Duration,
+        batch_size: u32,
+    ) -> Result<u64, StoreError> {
+        self.inner.purge_published(older_than, batch_size).await
+    }
+
     async fn stats(&self) -> Result<OutboxStats, StoreError> {
         self.inner.stats().await
     }

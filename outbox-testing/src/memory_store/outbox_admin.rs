@@ -1,7 +1,7 @@
 //! The [`OutboxAdmin`] contract on the in-memory table: an operator's
-//! requeue, skip and purge.
-
-use std::time::Duration;
+//! requeue and skip (the purge is
+//! [`OutboxStore`](txoutbox_core::OutboxStore)'s, as the processor's
+//! cleanup calls it).
 
 use txoutbox_core::store::OutboxAdmin;
 use txoutbox_core::store::{DeadSelector, SkipNote};
@@ -16,17 +16,5 @@ impl OutboxAdmin for MemoryStore {
 
     async fn skip_dead(&self, id: MessageId, note: &SkipNote) -> Result<bool, StoreError> {
         Ok(self.table().skip_dead(id, note, self.clock.now()))
-    }
-
-    async fn purge_published(
-        &self,
-        older_than: Duration,
-        _batch_size: u32,
-    ) -> Result<u64, StoreError> {
-        let before = chrono::Duration::from_std(older_than)
-            .ok()
-            .and_then(|by| self.clock.now().checked_sub_signed(by))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
-        Ok(self.table().purge_published(before))
     }
 }

@@ -1,4 +1,5 @@
-//! The [`OutboxStore`] contract on the in-memory table.
+//! The [`OutboxStore`] contract on the in-memory table (with the cleanup's
+//! purge).
 
 use std::time::Duration;
 
@@ -82,6 +83,18 @@ impl OutboxStore for MemoryStore {
     ) -> Result<LeaseOutcome, StoreError> {
         let expires_at = later(self.clock.now(), lease);
         Ok(self.table().renew(token, ids, expires_at))
+    }
+
+    async fn purge_published(
+        &self,
+        older_than: Duration,
+        _batch_size: u32,
+    ) -> Result<u64, StoreError> {
+        let before = chrono::Duration::from_std(older_than)
+            .ok()
+            .and_then(|by| self.clock.now().checked_sub_signed(by))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+        Ok(self.table().purge_published(before))
     }
 
     async fn stats(&self) -> Result<OutboxStats, StoreError> {

@@ -1,10 +1,15 @@
-//! [`OutboxHealth`]: the outbox's own state (the broker connection, the
-//! processor's progress, each subscriber's lag and holds), as
-//! `/health/outbox` serves it.
+//! [`OutboxHealth`]: the outbox's own state in a service (the broker
+//! connection, the processor's progress, each subscriber's lag and holds),
+//! as `txoutbox-axum`'s `/health/outbox` serves it and `txoutbox-console`'s
+//! health page shows it. It lives here, the lowest crate that knows every
+//! part it reports (the core's processor [`Health`], this crate's
+//! [`SubscriberHealth`] and NATS connection), so the runtime and the
+//! console share it without depending on each other.
 
+use async_nats::connection::State;
 use txoutbox_core::processor::Health;
-use txoutbox_nats::async_nats::connection::State;
-use txoutbox_nats::subscriber::SubscriberHealth;
+
+use crate::subscriber::SubscriberHealth;
 
 /// The state of the runtime's connection to NATS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,7 +36,7 @@ impl BrokerConnection {
 
     /// The worst of several clients' states: disconnected, then
     /// connecting, then connected; `None` without a client.
-    pub(crate) fn worst(states: impl IntoIterator<Item = State>) -> Option<Self> {
+    pub fn worst(states: impl IntoIterator<Item = State>) -> Option<Self> {
         states.into_iter().map(Self::from).max()
     }
 }
@@ -52,27 +57,26 @@ impl std::fmt::Display for BrokerConnection {
     }
 }
 
-/// The outbox's own state: what `/health/outbox` answers, from
-/// [`RuntimeHealth::outbox`](crate::RuntimeHealth::outbox). It does not
-/// decide whether the process takes requests (that is
-/// [`Readiness`](crate::Readiness)); it is for an operator, a monitor, and
-/// the alerts beside the metrics.
+/// The outbox's own state: what `txoutbox-axum`'s `/health/outbox` answers
+/// (from `RuntimeHealth::outbox`) and the web console's health page shows
+/// (through its `HealthSource`). It does not decide whether the process
+/// takes requests (that is the runtime's `Readiness`); it is for an
+/// operator, a monitor, and the alerts beside the metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OutboxHealth {
     /// Nothing is degraded.
     pub ok: bool,
     /// The connection to NATS, the worst of the runtime's clients (its
-    /// subscribers' and the one given to
-    /// [`nats_connection`](crate::RuntimeBuilder::nats_connection)); `None`
-    /// when the runtime knows no client.
+    /// subscribers' and the one given to the runtime builder's
+    /// `nats_connection`); `None` when the runtime knows no client.
     pub broker: Option<BrokerConnection>,
     /// The processor's health, if the runtime has one.
     pub processor: Option<Health>,
     /// Each subscriber's health, in the order they were added.
     pub subscribers: Vec<SubscriberHealth>,
-    /// What keeps the runtime's [streams](crate::RuntimeBuilder::stream)
-    /// from being used, one line each ([`RuntimeHealth::stream_problems`](crate::RuntimeHealth::stream_problems)).
+    /// What keeps the runtime's streams (the runtime builder's `stream`)
+    /// from being used, one line each (`RuntimeHealth::stream_problems`).
     pub streams: Vec<String>,
     /// The degraded parts, by name: `"streams"`, `"broker"`, `"processor"`,
     /// `"subscriber <durable>"`.
@@ -85,8 +89,16 @@ impl OutboxHealth {
     /// Judges the parts: the broker when not connected; the processor when
     /// not healthy (against the thresholds); a subscriber when not ready,
     /// paused (its inbox's database away), or holding aggregates behind a
-    /// dead message.
-    pub(crate) fn judge(
+    /// dead message; `streams` (what keeps the service's streams from being
+    /// used, one line each) when there are any.
+    ///
+    /// ```
+    /// use txoutbox_nats::{BrokerConnection, OutboxHealth};
+    ///
+    /// let health = OutboxHealth::judge(Some(BrokerConnection::Connected), None, Vec::new(), Vec::new());
+    /// assert!(health.ok && health.problems.is_empty());
+    /// ```
+    pub fn judge(
         broker: Option<BrokerConnection>,
         processor: Option<Health>,
         subscribers: Vec<SubscriberHealth>,
