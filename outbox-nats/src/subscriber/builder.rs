@@ -14,7 +14,7 @@ use super::Subscriber;
 use super::config::backoff::Backoff;
 use super::config::error::SubscriberBuildError;
 use super::dead_letters::policy::DeadLetterPolicy;
-use super::groups::inbox_batches::InboxBatches;
+use super::groups::inbox_groups::InboxGroups;
 use super::handlers::registry::{ErasedHandler, Handlers, Typed};
 use super::health::pause::Pause;
 use super::holds::hold::Holds;
@@ -45,7 +45,7 @@ use crate::StreamSpec;
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
 /// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
-/// | [`inbox_batches`](Self::inbox_batches) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
+/// | [`inbox_groups`](Self::inbox_groups) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxGroups`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
 /// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
 /// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
@@ -74,7 +74,7 @@ pub struct SubscriberBuilder {
     dead_letter_unhandled: bool,
     unordered: bool,
     /// `None`: one transaction per message.
-    inbox_batches: Option<InboxBatches>,
+    inbox_groups: Option<InboxGroups>,
     cleanup: Option<Cleanup>,
     inbox: Option<Arc<dyn ConsumerInbox>>,
     registry: Option<Arc<EventRegistry>>,
@@ -120,7 +120,7 @@ impl SubscriberBuilder {
             dead_letter_stream: None,
             dead_letter_unhandled: false,
             unordered: false,
-            inbox_batches: Some(InboxBatches::default()),
+            inbox_groups: Some(InboxGroups::default()),
             cleanup: Some(Cleanup::default()),
             inbox: None,
             registry: None,
@@ -507,30 +507,36 @@ impl SubscriberBuilder {
     }
 
     /// Applies the messages of inbox handlers in groups, one database
-    /// transaction per group, as `batches` says (see [`InboxBatches`]: how
+    /// transaction per group, as `groups` says (see [`InboxGroups`]: how
     /// groups form, what a failure costs). The default is
-    /// `InboxBatches::default()`.
+    /// `InboxGroups::default()`.
     ///
     /// ```no_run
     /// # async fn build(nats: async_nats::Client) {
-    /// use txoutbox_nats::subscriber::{InboxBatches, Subscriber};
-    /// let builder = Subscriber::builder(nats, "billing").inbox_batches(InboxBatches::default());
+    /// use txoutbox_nats::subscriber::{InboxGroups, Subscriber};
+    /// let builder = Subscriber::builder(nats, "billing").inbox_groups(InboxGroups::default());
     /// # let _ = builder; }
     /// ```
-    pub fn inbox_batches(mut self, batches: InboxBatches) -> Self {
-        self.inbox_batches = Some(batches);
+    pub fn inbox_groups(mut self, groups: InboxGroups) -> Self {
+        self.inbox_groups = Some(groups);
         self
+    }
+
+    /// The former name of [`inbox_groups`](Self::inbox_groups).
+    #[deprecated(since = "0.1.0", note = "renamed to `inbox_groups`")]
+    pub fn inbox_batches(self, groups: InboxGroups) -> Self {
+        self.inbox_groups(groups)
     }
 
     /// Applies each message of an inbox handler in a transaction of its
     /// own (inbox row, effects, commit), as `Inbox::process` does: one
     /// commit per message, instead of one per group
-    /// ([`inbox_batches`](Self::inbox_batches), the default): for a
+    /// ([`inbox_groups`](Self::inbox_groups), the default): for a
     /// subscriber whose handlers are not safe to apply again after another
     /// message's failure rolled their group back (one handler can ask for
     /// this alone: `ThroughInbox::own_transaction`).
     pub fn inbox_per_message(mut self) -> Self {
-        self.inbox_batches = None;
+        self.inbox_groups = None;
         self
     }
 
@@ -802,10 +808,10 @@ impl SubscriberBuilder {
                 })
                 .flatten(),
             cleanup: inbox.clone().zip(self.cleanup),
-            batches: inbox
+            inbox_groups: inbox
                 .clone()
                 .filter(|inbox| inbox.begin_group().is_some())
-                .zip(self.inbox_batches),
+                .zip(self.inbox_groups),
             pause: Pause::new(durable),
             setup: super::setup::server::SetupStatus::default(),
             inbox: inbox.clone(),

@@ -1,5 +1,5 @@
 //! Applying a group of messages in one inbox transaction (see
-//! [`InboxBatches`](crate::subscriber::InboxBatches)): which messages may join a
+//! [`InboxGroups`](crate::subscriber::InboxGroups)): which messages may join a
 //! group, the attempts that drop a failing aggregate, and what becomes of
 //! each message. Independent of JetStream: the inbox groups of the running
 //! subscriber ([`grouping`](super::grouping)) and the in-process harness

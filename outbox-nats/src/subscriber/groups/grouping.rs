@@ -1,5 +1,5 @@
 //! The inbox groups of a running subscriber (see
-//! [`InboxBatches`](crate::subscriber::InboxBatches)): instead of a worker task per
+//! [`InboxGroups`](crate::subscriber::InboxGroups)): instead of a worker task per
 //! lane, one task drives every lane. A lane that has messages is *ready*
 //! (its key sent on a channel); the task takes the run of messages each
 //! ready lane may apply now (in stream order, none behind a message away),
@@ -25,7 +25,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout
 use txoutbox_core::consumer::ConsumerInbox;
 
 use super::group_apply::{self, GroupMember, MemberOutcome};
-use super::inbox_batches::InboxBatches;
+use super::inbox_groups::InboxGroups;
 use crate::subscriber::health::metrics::UNKNOWN_EVENT;
 use crate::subscriber::holds::holding;
 use crate::subscriber::lanes::dispatch::{self, Decision, Incoming};
@@ -59,7 +59,7 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     lanes: Lanes<Incoming>,
     inbox: Arc<dyn ConsumerInbox>,
-    settings: InboxBatches,
+    settings: InboxGroups,
     ready: Ready,
     mut incoming: mpsc::UnboundedReceiver<LaneKey>,
     stop: Stop,

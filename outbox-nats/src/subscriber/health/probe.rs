@@ -98,7 +98,7 @@ pub struct SubscriberHealth {
     /// Why the subscriber is paused, while it is: its inbox's database is
     /// away, so it starts no handler, keeps what it holds and spends no
     /// delivery until the database answers (see
-    /// [database outages](super#database-outages)). A paused subscriber is
+    /// [database outages](crate::subscriber#database-outages)). A paused subscriber is
     /// still ready: taking it out of a load balancer would not bring its
     /// database back.
     pub paused: Option<String>,

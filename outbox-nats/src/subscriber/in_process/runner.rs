@@ -166,7 +166,7 @@ impl InProcess {
         if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
             return outcome(shared, parked, false, &delivered, &span);
         }
-        if let Some((inbox, _)) = &shared.batches
+        if let Some((inbox, _)) = &shared.inbox_groups
             && let Some(envelope) = group_apply::joins_group(shared, &delivered, &key, &span)
         {
             // As the running subscriber applies it: in an inbox group (of

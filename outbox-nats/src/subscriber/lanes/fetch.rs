@@ -71,7 +71,7 @@ pub(crate) async fn run(
     let mut workers = JoinSet::new();
     // With inbox groups, one task drives every lane; without, each lane
     // has a worker task of its own.
-    let starts = match &shared.batches {
+    let starts = match &shared.inbox_groups {
         Some((inbox, settings)) => {
             let (ready, incoming) = grouping::ready_lanes();
             workers.spawn(grouping::run(

@@ -14,7 +14,7 @@ use txoutbox_core::consumer::{ConsumerInbox, FailureCause};
 
 use crate::subscriber::config::backoff::Backoff;
 use crate::subscriber::dead_letters::policy::DeadLetterPolicy;
-use crate::subscriber::groups::inbox_batches::InboxBatches;
+use crate::subscriber::groups::inbox_groups::InboxGroups;
 use crate::subscriber::handlers::registry::Handlers;
 use crate::subscriber::health::pause::Pause;
 use crate::subscriber::holds::hold::Holds;
@@ -69,7 +69,7 @@ pub(crate) struct Shared {
     pub(crate) cleanup: Option<(Arc<dyn ConsumerInbox>, Cleanup)>,
     /// The inbox that applies messages in groups, and how (`None`: one
     /// transaction per message).
-    pub(crate) batches: Option<(Arc<dyn ConsumerInbox>, InboxBatches)>,
+    pub(crate) inbox_groups: Option<(Arc<dyn ConsumerInbox>, InboxGroups)>,
     /// The inbox the handlers apply through, if any: it tells whose fault a
     /// failure is, and answers the probes of a pause.
     pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
