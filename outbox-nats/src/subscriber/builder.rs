@@ -4,10 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::DeliverPolicy};
-use std::sync::Mutex;
-use tokio::sync::Semaphore;
 use txoutbox_core::cleanup::Cleanup;
-use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessages};
+use txoutbox_core::consumer::{ConsumerInbox, Handler};
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
 use super::Subscriber;
@@ -15,14 +13,10 @@ use super::config::backoff::Backoff;
 use super::config::error::SubscriberBuildError;
 use super::dead_letters::policy::DeadLetterPolicy;
 use super::groups::inbox_groups::InboxGroups;
-use super::handlers::registry::{ErasedHandler, Handlers, Typed};
-use super::health::pause::Pause;
-use super::holds::hold::Holds;
+use super::handlers::registry::{ErasedHandler, Typed};
 use super::in_process::runner::InProcess;
-use super::setup::partitioned::{Owned, PullSpec};
-use super::setup::server::{Setup, SetupState};
-use super::setup::shared::Shared;
-use super::takeover::failover;
+use super::setup::partitioned::Owned;
+use super::setup::server::SetupState;
 use crate::StreamSpec;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
@@ -52,34 +46,34 @@ use crate::StreamSpec;
 /// | [`shutdown_timeout`](Self::shutdown_timeout) | 30 s |
 #[must_use = "a builder does nothing until `build` is awaited"]
 pub struct SubscriberBuilder {
-    context: jetstream::Context,
-    durable: String,
-    stream: Option<String>,
-    filter_subject: String,
-    partitions: Option<Owned>,
+    pub(crate) context: jetstream::Context,
+    pub(crate) durable: String,
+    pub(crate) stream: Option<String>,
+    pub(crate) filter_subject: String,
+    pub(crate) partitions: Option<Owned>,
     /// The pin timeout, with failover.
-    failover: Option<Duration>,
+    pub(crate) failover: Option<Duration>,
     /// How long the reader lease is held per take or renewal.
-    reader_lease: Duration,
-    deliver_policy: DeliverPolicy,
-    max_in_flight: usize,
-    max_ack_pending: Option<usize>,
-    max_deliver: u64,
-    ack_wait: Duration,
+    pub(crate) reader_lease: Duration,
+    pub(crate) deliver_policy: DeliverPolicy,
+    pub(crate) max_in_flight: usize,
+    pub(crate) max_ack_pending: Option<usize>,
+    pub(crate) max_deliver: u64,
+    pub(crate) ack_wait: Duration,
     /// `None`: the ack wait; zero: no bound.
-    idle_transaction_limit: Option<Duration>,
-    backoff: Backoff,
-    dead_letter: DeadLetterPolicy,
-    dead_letter_stream: Option<StreamSpec>,
-    dead_letter_unhandled: bool,
-    unordered: bool,
+    pub(crate) idle_transaction_limit: Option<Duration>,
+    pub(crate) backoff: Backoff,
+    pub(crate) dead_letter: DeadLetterPolicy,
+    pub(crate) dead_letter_stream: Option<StreamSpec>,
+    pub(crate) dead_letter_unhandled: bool,
+    pub(crate) unordered: bool,
     /// `None`: one transaction per message.
-    inbox_groups: Option<InboxGroups>,
-    cleanup: Option<Cleanup>,
-    inbox: Option<Arc<dyn ConsumerInbox>>,
-    registry: Option<Arc<EventRegistry>>,
-    shutdown_timeout: Duration,
-    handlers: Vec<Box<dyn ErasedHandler>>,
+    pub(crate) inbox_groups: Option<InboxGroups>,
+    pub(crate) cleanup: Option<Cleanup>,
+    pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
+    pub(crate) registry: Option<Arc<EventRegistry>>,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) handlers: Vec<Box<dyn ErasedHandler>>,
 }
 
 impl std::fmt::Debug for SubscriberBuilder {
@@ -704,282 +698,4 @@ impl SubscriberBuilder {
         let checked = self.checked().await?;
         Ok(InProcess::new(Arc::new(checked.shared), checked.inbox))
     }
-
-    /// What [`build`](Self::build) and [`into_in_process`](Self::into_in_process)
-    /// share: the settings checked; the handlers, their inbox (and its
-    /// tables) and the registry; what the subscriber shares between its
-    /// tasks. Asks nothing of JetStream.
-    async fn checked(self) -> Result<Checked, SubscriberBuildError> {
-        let stream_name = self.check()?;
-        let pulls = self.pulls();
-        let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
-        let handlers = Handlers::new(self.handlers)?;
-        let theirs = handlers.inbox()?;
-        if let (Some(given), Some(theirs)) = (&self.inbox, &theirs)
-            && given.consumer() != theirs.consumer()
-        {
-            return Err(SubscriberBuildError::InvalidConfig(format!(
-                "keep_order was given the inbox of consumer `{}`, but the handlers apply \
-                 through the inbox of `{}`: one subscriber, one inbox",
-                given.consumer(),
-                theirs.consumer()
-            )));
-        }
-        let idle = self.idle_transaction_limit.unwrap_or(self.ack_wait);
-        if !idle.is_zero() {
-            // The handlers' inbox and a `keep_order` one (which may be
-            // another value of the same consumer's inbox).
-            for inbox in self.inbox.iter().chain(theirs.iter()) {
-                inbox.limit_idle_transactions(idle);
-            }
-        }
-        let inbox = self.inbox.or(theirs);
-        let inbox = match (inbox, self.unordered) {
-            (None, false) => {
-                return Err(SubscriberBuildError::NoInbox {
-                    consumer: self.durable,
-                });
-            }
-            (inbox, _) => inbox,
-        };
-        if let Some(inbox) = &inbox {
-            inbox
-                .check_schema()
-                .await
-                .map_err(|source| SubscriberBuildError::InboxSchema {
-                    consumer: inbox.consumer().to_owned(),
-                    source,
-                })?;
-        }
-        let keeps_order = inbox.is_some() && !self.unordered;
-        let registry = match self.registry {
-            Some(registry) => {
-                for registration in handlers.registrations() {
-                    let present = registry
-                        .get(registration.name(), registration.version())
-                        .is_some_and(|found| found.type_id() == registration.type_id());
-                    if !present {
-                        return Err(SubscriberBuildError::Unregistered {
-                            name: registration.name(),
-                            version: registration.version(),
-                            rust_type: registration.rust_type(),
-                        });
-                    }
-                }
-                registry
-            }
-            None => Arc::new(
-                handlers
-                    .registrations()
-                    .fold(EventRegistry::builder().with_inventory(), |b, r| {
-                        b.register_registration(r)
-                    })
-                    .build()?,
-            ),
-        };
-        let durable: Arc<str> = self.durable.into();
-        let shared = Shared {
-            consumer: Arc::clone(&durable),
-            stream: stream_name.clone().into(),
-            client: self.context.client(),
-            context: self.context,
-            registry,
-            handlers,
-            max_deliver: self.max_deliver,
-            ack_wait: self.ack_wait,
-            max_in_flight: self.max_in_flight,
-            permits: Arc::new(Semaphore::new(self.max_in_flight)),
-            held: Arc::default(),
-            backoff: self.backoff,
-            dead_letter: self.dead_letter,
-            dead_letter_unhandled: self.dead_letter_unhandled,
-            unhandled_seen: Mutex::default(),
-            shutdown_timeout: self.shutdown_timeout,
-            failover: self.failover,
-            pin: Mutex::default(),
-            applied: keeps_order
-                .then(|| inbox.clone().map(|inbox| inbox as Arc<dyn AppliedMessages>))
-                .flatten(),
-            holds: keeps_order
-                .then(|| {
-                    inbox
-                        .clone()
-                        .map(|inbox| Arc::new(Holds::new(inbox as Arc<dyn HeldMessages>)))
-                })
-                .flatten(),
-            cleanup: inbox.clone().zip(self.cleanup),
-            inbox_groups: inbox
-                .clone()
-                .filter(|inbox| inbox.begin_group().is_some())
-                .zip(self.inbox_groups),
-            pause: Pause::new(durable),
-            setup: super::setup::server::SetupStatus::default(),
-            inbox: inbox.clone(),
-            // Set by `build` (a subscriber run in process reads alone).
-            lease: None,
-            gate: super::takeover::lease::Gate::new(false),
-        };
-        Ok(Checked {
-            shared,
-            reader_lease: self.reader_lease,
-            inbox,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject: self.filter_subject,
-            partitioned: self.partitions.is_some(),
-            deliver_policy: self.deliver_policy,
-            dead_letter_stream: self.dead_letter_stream,
-        })
-    }
-
-    /// The durable consumers to read: `durable` itself, or one per owned
-    /// partition.
-    fn pulls(&self) -> Vec<PullSpec> {
-        match &self.partitions {
-            Some(owned) => owned.pulls(&self.durable),
-            None => vec![PullSpec {
-                durable: self.durable.clone(),
-                filter: self.filter_subject.clone(),
-            }],
-        }
-    }
-
-    /// The consumer's `max_ack_pending`, as set or by default.
-    fn window(&self) -> usize {
-        self.max_ack_pending
-            .unwrap_or_else(|| DEFAULT_MAX_ACK_PENDING.max(self.max_in_flight.saturating_mul(4)))
-    }
-
-    /// Validates the settings; returns the stream name.
-    fn check(&self) -> Result<String, SubscriberBuildError> {
-        let invalid = |what: String| Err(SubscriberBuildError::InvalidConfig(what));
-        let durable = &self.durable;
-        let bad_char = |c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>' | '/' | '\\');
-        if durable.is_empty() || durable.chars().any(bad_char) {
-            return invalid(format!(
-                "durable name `{durable}` must be non-empty, without whitespace, `.`, `*`, `>`, `/` or `\\`"
-            ));
-        }
-        let Some(stream) = self.stream.clone() else {
-            return invalid("the stream is required: call `stream(..)`".into());
-        };
-        if self.max_in_flight == 0 {
-            return invalid("max_in_flight must be at least 1".into());
-        }
-        if self.window() <= self.max_in_flight {
-            return invalid(format!(
-                "max_ack_pending ({}) must be larger than max_in_flight ({}): \
-                 messages waiting behind a failing one, or for a handler slot, count toward it",
-                self.window(),
-                self.max_in_flight
-            ));
-        }
-        if self.max_deliver == 0 {
-            return invalid("max_deliver must be at least 1".into());
-        }
-        if self.ack_wait < Duration::from_millis(100) {
-            return invalid("ack_wait must be at least 100 ms".into());
-        }
-        if let Some(owned) = &self.partitions {
-            owned.check(&self.filter_subject)?;
-        }
-        if self.reader_lease < super::takeover::lease::MIN_LEASE {
-            return invalid(format!(
-                "the reader lease ({:?}) must be at least {:?}",
-                self.reader_lease,
-                super::takeover::lease::MIN_LEASE
-            ));
-        }
-        if let Some(pinned_ttl) = self.failover {
-            if self.partitions.is_some() {
-                return invalid(
-                    "failover and partitions exclude each other: with failover one process \
-                     receives the whole durable; with partitions each process owns its own"
-                        .into(),
-                );
-            }
-            if pinned_ttl < failover::MIN_PINNED_TTL {
-                return invalid(format!(
-                    "the failover pin timeout ({pinned_ttl:?}) must be at least {:?}",
-                    failover::MIN_PINNED_TTL
-                ));
-            }
-        }
-        if let Some(subject) = self.dead_letter.subject(durable)
-            && let Some(pull) = self
-                .pulls()
-                .into_iter()
-                .find(|pull| crate::subject::covers(&pull.filter, &subject))
-        {
-            return invalid(format!(
-                "the dead-letter subject `{subject}` matches the consumer's filter `{}`: \
-                 dead letters would come back to it",
-                pull.filter
-            ));
-        }
-        Ok(stream)
-    }
 }
-
-impl Checked {
-    /// What the subscriber shares between its tasks (with its reader lease,
-    /// if it keeps order on an inbox that keeps leases), and what it sets
-    /// up on the server.
-    fn prepared(self) -> (Shared, Setup) {
-        let Checked {
-            mut shared,
-            reader_lease,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-            inbox,
-        } = self;
-        if keeps_order
-            && let Some(inbox) = inbox
-            && super::takeover::lease::keeps_leases(&*inbox)
-        {
-            shared.lease = Some(super::takeover::lease::Lease::of(inbox, reader_lease));
-            shared.gate = super::takeover::lease::Gate::new(true);
-        }
-        let setup = Setup {
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-        };
-        (shared, setup)
-    }
-}
-
-/// A builder checked, before JetStream is asked anything (see
-/// [`SubscriberBuilder::checked`]).
-struct Checked {
-    shared: Shared,
-    /// How long the reader lease is held per take or renewal.
-    reader_lease: Duration,
-    /// The inbox the handlers apply through (or `keep_order`'s).
-    inbox: Option<Arc<dyn ConsumerInbox>>,
-    stream_name: String,
-    keeps_order: bool,
-    pulls: Vec<PullSpec>,
-    max_ack_pending: i64,
-    filter_subject: String,
-    partitioned: bool,
-    deliver_policy: DeliverPolicy,
-    dead_letter_stream: Option<StreamSpec>,
-}
-
-/// The smallest default `max_ack_pending`: nats-server's own default, which
-/// consumers created before the subscriber set it have.
-const DEFAULT_MAX_ACK_PENDING: usize = 1_000;

@@ -4,3 +4,4 @@
 pub(crate) mod backoff;
 pub(crate) mod error;
 pub(crate) mod settings;
+pub(crate) mod validation;

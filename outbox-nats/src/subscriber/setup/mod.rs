@@ -2,6 +2,7 @@
 //! (stream, dead-letter stream, durable consumers, one per owned partition)
 //! and the state every task of a running subscriber shares.
 
+pub(crate) mod assemble;
 pub(crate) mod consumer;
 pub(crate) mod partitioned;
 pub(crate) mod server;
