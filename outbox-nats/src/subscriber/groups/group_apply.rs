@@ -18,8 +18,8 @@ use txoutbox_core::consumer::{
 };
 use txoutbox_core::{DecodeError, ErrorChain, HandlerError, OutboxMessage, wire};
 
+use crate::subscriber::lanes::LaneKey;
 use crate::subscriber::lanes::dispatch::{self, Decision, Delivered, Verdict};
-use crate::subscriber::lanes::ordering::LaneKey;
 use crate::subscriber::setup::shared::Shared;
 
 /// One message of a group.

@@ -29,9 +29,9 @@ use super::inbox_groups::InboxGroups;
 use crate::subscriber::health::metrics::UNKNOWN_EVENT;
 use crate::subscriber::holds::holding;
 use crate::subscriber::lanes::dispatch::{self, Decision, Incoming};
-use crate::subscriber::lanes::ordering::{Front, LaneKey, Lanes, Queued};
 use crate::subscriber::lanes::settle;
 use crate::subscriber::lanes::worker::{Stop, handle_job};
+use crate::subscriber::lanes::{Front, LaneKey, Lanes, Queued};
 use crate::subscriber::setup::shared::Shared;
 
 /// Where a lane with messages and no worker is announced: the inbox

@@ -10,8 +10,8 @@ use txoutbox_core::consumer::ParkedMessage;
 use txoutbox_core::{MessageId, wire};
 
 use crate::subscriber::health::metrics::UNKNOWN_EVENT;
+use crate::subscriber::lanes::LaneKey;
 use crate::subscriber::lanes::dispatch::{Acked, Decision, Delivered, Verdict, header};
-use crate::subscriber::lanes::ordering::LaneKey;
 use crate::subscriber::setup::shared::Shared;
 
 /// A message of a held aggregate is parked behind the message it is held

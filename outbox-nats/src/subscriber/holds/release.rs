@@ -11,7 +11,7 @@ use txoutbox_core::consumer::{BoxError, Hold, ParkedMessage, Release, Unpark};
 
 use super::hold::Holds;
 use crate::subscriber::lanes::dispatch::{self, Decision, Delivered};
-use crate::subscriber::lanes::ordering::lane_key;
+use crate::subscriber::lanes::lane_key;
 use crate::subscriber::setup::shared::Shared;
 
 /// How often the subscriber reads which aggregates are held and released.

@@ -27,7 +27,7 @@ use crate::subscriber::groups::group_apply::{self, GroupMember, MemberOutcome};
 use crate::subscriber::holds::holding;
 use crate::subscriber::holds::release;
 use crate::subscriber::lanes::dispatch::{self, Acked, Decision, Delivered, Verdict};
-use crate::subscriber::lanes::ordering::lane_of;
+use crate::subscriber::lanes::lane_of;
 use crate::subscriber::setup::shared::Shared;
 
 /// A checked subscriber that handles the messages it is given, one at a
@@ -216,7 +216,7 @@ async fn held_and_settled(
     shared: &Shared,
     verdict: Verdict,
     delivered: &Delivered<'_>,
-    key: &crate::subscriber::lanes::ordering::LaneKey,
+    key: &crate::subscriber::lanes::LaneKey,
     span: &tracing::Span,
 ) -> InProcessOutcome {
     match holding::hold_if_dead(shared, &verdict, delivered, key).await {

@@ -38,7 +38,7 @@ use txoutbox_core::{MessageId, wire};
 
 use super::delivered_reads::{self, Subjects};
 use crate::subscriber::lanes::dispatch::{header, header_pairs_of};
-use crate::subscriber::lanes::ordering::{LaneKey, Lanes, lane_key};
+use crate::subscriber::lanes::{LaneKey, Lanes, lane_key};
 use crate::subscriber::setup::shared::Shared;
 
 /// Marks what was outstanding before this process started as away in
