@@ -9,14 +9,14 @@ use txoutbox_core::consumer::{ConsumerInbox, Handler};
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
 use super::Subscriber;
-use super::config::backoff::Backoff;
-use super::config::error::SubscriberBuildError;
-use super::dead_letters::policy::DeadLetterPolicy;
-use super::groups::inbox_groups::InboxGroups;
-use super::handlers::registry::{ErasedHandler, Typed};
-use super::in_process::runner::InProcess;
-use super::setup::partitioned::Owned;
-use super::setup::server::SetupState;
+use super::config::Backoff;
+use super::config::SubscriberBuildError;
+use super::dead_letters::DeadLetterPolicy;
+use super::groups::InboxGroups;
+use super::handlers::{ErasedHandler, Typed};
+use super::in_process::InProcess;
+use super::setup::Owned;
+use super::setup::SetupState;
 use crate::StreamSpec;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
@@ -102,7 +102,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             partitions: None,
             failover: None,
-            reader_lease: super::takeover::lease::DEFAULT_LEASE,
+            reader_lease: super::takeover::DEFAULT_LEASE,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -263,10 +263,7 @@ impl SubscriberBuilder {
     /// # let _ = builder; }
     /// ```
     pub fn failover(mut self) -> Self {
-        self.failover = Some(
-            self.failover
-                .unwrap_or(super::takeover::failover::DEFAULT_PINNED_TTL),
-        );
+        self.failover = Some(self.failover.unwrap_or(super::takeover::DEFAULT_PINNED_TTL));
         self
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::backoff::Backoff;
 use crate::subscriber::builder::SubscriberBuilder;
-use crate::subscriber::groups::inbox_groups::InboxGroups;
+use crate::subscriber::groups::InboxGroups;
 
 /// The settings of a [`SubscriberBuilder`] that are plain values; each one
 /// left `None` keeps the builder's value (its default). Handlers, the

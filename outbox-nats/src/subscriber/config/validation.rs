@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::subscriber::SubscriberBuilder;
 use crate::subscriber::config::error::SubscriberBuildError;
-use crate::subscriber::setup::partitioned::PullSpec;
+use crate::subscriber::setup::PullSpec;
 use crate::subscriber::takeover::failover;
 
 impl SubscriberBuilder {
@@ -60,11 +60,11 @@ impl SubscriberBuilder {
         if let Some(owned) = &self.partitions {
             owned.check(&self.filter_subject)?;
         }
-        if self.reader_lease < crate::subscriber::takeover::lease::MIN_LEASE {
+        if self.reader_lease < crate::subscriber::takeover::MIN_LEASE {
             return invalid(format!(
                 "the reader lease ({:?}) must be at least {:?}",
                 self.reader_lease,
-                crate::subscriber::takeover::lease::MIN_LEASE
+                crate::subscriber::takeover::MIN_LEASE
             ));
         }
         if let Some(pinned_ttl) = self.failover {

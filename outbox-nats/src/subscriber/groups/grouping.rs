@@ -26,13 +26,13 @@ use txoutbox_core::consumer::ConsumerInbox;
 
 use super::group_apply::{self, GroupMember, MemberOutcome};
 use super::inbox_groups::InboxGroups;
-use crate::subscriber::health::metrics::UNKNOWN_EVENT;
+use crate::subscriber::health::UNKNOWN_EVENT;
 use crate::subscriber::holds::holding;
 use crate::subscriber::lanes::dispatch::{self, Decision, Incoming};
 use crate::subscriber::lanes::settle;
-use crate::subscriber::lanes::worker::{Stop, handle_job};
 use crate::subscriber::lanes::{Front, LaneKey, Lanes, Queued};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::lanes::{Stop, handle_job};
+use crate::subscriber::setup::Shared;
 
 /// Where a lane with messages and no worker is announced: the inbox
 /// groups drive it.
@@ -290,7 +290,7 @@ async fn apply_and_settle(
         let delivered = job.item.delivered();
         let span = dispatch::consume_span(&shared.consumer, job.sequence, job.item.deliveries);
         #[cfg(feature = "opentelemetry")]
-        crate::subscriber::lanes::worker::continue_trace(&span, &job.item);
+        crate::subscriber::lanes::continue_trace(&span, &job.item);
         let envelope = group_apply::joins_group(shared, &delivered, key, &span)
             .filter(|envelope| ids.insert(envelope.id));
         match envelope {

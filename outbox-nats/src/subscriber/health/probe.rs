@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_nats::connection::State;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 
-use crate::subscriber::setup::server::SetupState;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::SetupState;
+use crate::subscriber::setup::Shared;
 
 /// A [`RunningSubscriber`](crate::subscriber::RunningSubscriber)'s health, from
 /// [`RunningSubscriber::health`](crate::subscriber::RunningSubscriber::health); cheap to

@@ -21,7 +21,7 @@ use std::time::Duration;
 use txoutbox_core::backoff::Doubling;
 use txoutbox_core::consumer::{BoxError, HeldMessages, Hold, ParkedMessage};
 
-use crate::subscriber::health::metrics::HELD_AGGREGATES;
+use crate::subscriber::health::HELD_AGGREGATES;
 use crate::subscriber::lanes::{LaneKey, lane_key};
 
 /// Attempts at recording a hold before its message waits for the store

@@ -19,3 +19,8 @@ pub(crate) mod stalled_pulls;
 pub(crate) mod worker;
 
 pub(crate) use ordering::{Front, LaneKey, Lanes, Queued, lane_key, lane_of};
+
+pub(crate) use dispatch::{Acked, Decision, Delivered, Incoming, Verdict, header, header_pairs_of};
+#[cfg(feature = "opentelemetry")]
+pub(crate) use worker::continue_trace;
+pub(crate) use worker::{Stop, handle_job};

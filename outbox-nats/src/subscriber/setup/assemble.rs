@@ -15,10 +15,10 @@ use super::server::Setup;
 use super::shared::Shared;
 use crate::StreamSpec;
 use crate::subscriber::SubscriberBuilder;
-use crate::subscriber::config::error::SubscriberBuildError;
-use crate::subscriber::handlers::registry::Handlers;
-use crate::subscriber::health::pause::Pause;
-use crate::subscriber::holds::hold::Holds;
+use crate::subscriber::config::SubscriberBuildError;
+use crate::subscriber::handlers::Handlers;
+use crate::subscriber::health::Pause;
+use crate::subscriber::holds::Holds;
 
 impl SubscriberBuilder {
     /// What [`build`](Self::build) and [`into_in_process`](Self::into_in_process)
@@ -171,7 +171,7 @@ impl Checked {
         } = self;
         if keeps_order
             && let Some(inbox) = inbox
-            && crate::subscriber::takeover::lease::keeps_leases(&*inbox)
+            && crate::subscriber::takeover::keeps_leases(&*inbox)
         {
             shared.lease = Some(crate::subscriber::takeover::lease::Lease::of(
                 inbox,

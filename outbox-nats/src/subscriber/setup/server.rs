@@ -25,7 +25,7 @@ use super::partitioned::PullSpec;
 use super::shared::Shared;
 use crate::StreamSpec;
 use crate::subject::covers;
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 use crate::subscriber::takeover::failover;
 
 /// How often a subscriber waiting for its first connection looks again.
