@@ -111,7 +111,7 @@ pub(crate) async fn run(
     }
     // With failover: hand back what a pinned process that is gone held
     // (under the lease, its successor's restart guard does).
-    let mut orphans = shared.failover.filter(|_| !leased).map(|pinned_ttl| {
+    let mut orphan_checks = shared.failover.filter(|_| !leased).map(|pinned_ttl| {
         let mut every = tokio::time::interval(failover::pull_expiry(pinned_ttl));
         every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         every
@@ -175,7 +175,7 @@ pub(crate) async fn run(
             () = shutdown.cancelled() => break Ok(()),
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
-            () = tick(&mut orphans) => orphans::hand_back_orphans(&shared, &consumer).await,
+            () = tick(&mut orphan_checks) => orphans::hand_back_orphans(&shared, &consumer).await,
             _ = looks.tick() => {
                 if silence.stalled(&shared, &consumer).await
                     && let Some(stream) = messages.take()
