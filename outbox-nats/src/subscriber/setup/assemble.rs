@@ -129,7 +129,7 @@ impl SubscriberBuilder {
                 .filter(|inbox| inbox.begin_group().is_some())
                 .zip(self.inbox_groups),
             pause: Pause::new(durable),
-            setup: super::server::SetupStatus::default(),
+            setup: super::status::SetupStatus::default(),
             inbox: inbox.clone(),
             // Set by `build` (a subscriber run in process reads alone).
             lease: None,

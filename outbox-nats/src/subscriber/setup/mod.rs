@@ -7,7 +7,8 @@ pub(crate) mod consumer;
 pub(crate) mod partitioned;
 pub(crate) mod server;
 pub(crate) mod shared;
+pub(crate) mod status;
 
 pub(crate) use partitioned::{Owned, PullSpec};
-pub(crate) use server::SetupState;
 pub(crate) use shared::Shared;
+pub(crate) use status::SetupState;

@@ -77,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) pause: Pause,
     /// Where its setup on the server stands (consumers created or
     /// verified), for its health.
-    pub(crate) setup: super::server::SetupStatus,
+    pub(crate) setup: super::status::SetupStatus,
     /// The reader lease, for a subscriber that keeps order on an inbox
     /// that keeps leases (see `lease`).
     pub(crate) lease: Option<Lease>,
