@@ -14,6 +14,7 @@ use txoutbox_core::{OutboxMessage, PublishError, Publisher, wire};
 use crate::reconnects::Reconnects;
 use crate::run_window::RunWindow;
 use crate::server_version::refused_chain_stops_replicated_streams;
+use crate::subject;
 
 /// Publishes outbox messages to JetStream as CloudEvents (binary mode, see
 /// [`txoutbox_core::wire`]) with `Nats-Msg-Id` = the message id, so a message
@@ -175,7 +176,7 @@ impl JetStreamPublisher {
             JsErrorKind::Other if acked => PublishError::rejected(format!(
                 "the stream refused the message on `{subject}`: {err}"
             )),
-            JsErrorKind::Other if !is_valid_subject(subject) => {
+            JsErrorKind::Other if !subject::is_publishable(subject) => {
                 PublishError::permanent(format!("`{subject}` is not a valid NATS subject"))
             }
             JsErrorKind::Other => {
@@ -275,18 +276,6 @@ fn is_server_unavailable(err: &jetstream::context::PublishError) -> bool {
 /// nats-server 2.11+'s `JSStreamTooManyRequests`: the stream's ingest
 /// buffer is full (async-nats 0.51 has no constant for it).
 const STREAM_TOO_MANY_REQUESTS: jetstream::ErrorCode = jetstream::ErrorCode(10167);
-
-/// A subject JetStream accepts for publishing: non-empty tokens, no
-/// whitespace, no wildcards.
-fn is_valid_subject(subject: &str) -> bool {
-    !subject.is_empty()
-        && subject.split('.').all(|token| {
-            !token.is_empty()
-                && token != "*"
-                && token != ">"
-                && !token.contains(|c: char| c.is_whitespace())
-        })
-}
 
 impl JetStreamPublisher {
     /// Waits for `pending`, at most [the ack timeout](Self::with_ack_timeout) (also
@@ -464,17 +453,7 @@ impl Publisher for JetStreamPublisher {
 mod tests {
     use txoutbox_core::publisher::PublishErrorKind;
 
-    use super::{is_valid_subject, nats_headers};
-
-    #[test]
-    fn subjects() {
-        assert!(is_valid_subject("events.order.placed"));
-        assert!(!is_valid_subject(""));
-        assert!(!is_valid_subject("events..placed"));
-        assert!(!is_valid_subject("events.*"));
-        assert!(!is_valid_subject("events.>"));
-        assert!(!is_valid_subject("events.order placed"));
-    }
+    use super::nats_headers;
 
     /// The input the fuzz target `message_roundtrip` found: an aggregate
     /// type ending in a bare CR. async-nats panics on a header value with a

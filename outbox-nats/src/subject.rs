@@ -1,7 +1,18 @@
-//! NATS subject rules between two patterns (with `*` and `>` wildcards):
-//! whether one captures everything the other names (a filter or a stream
-//! and a message's subject, a stream and another's subjects), whether they
-//! share a subject.
+//! NATS subject rules, the one place the crate keeps them: whether a
+//! subject may be published on (the publisher), and between two patterns
+//! (with `*` and `>` wildcards) whether one captures everything the other
+//! names (a filter or a stream and a message's subject, a stream and
+//! another's subjects: the subscriber, the streams) and whether they share
+//! a subject.
+
+/// Whether JetStream accepts `subject` for publishing: non-empty tokens,
+/// no whitespace, no wildcards.
+pub(crate) fn is_publishable(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.split('.').all(|token| {
+            !token.is_empty() && !is_wildcard(token) && !token.contains(char::is_whitespace)
+        })
+}
 
 /// Whether every subject `wanted` names is also named by `pattern`
 /// (`dlq.>` covers `dlq.orders` and `dlq.*`; `dlq.orders` covers only
@@ -41,6 +52,16 @@ fn is_wildcard(token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn publishable() {
+        assert!(is_publishable("events.order.placed"));
+        assert!(!is_publishable(""));
+        assert!(!is_publishable("events..placed"));
+        assert!(!is_publishable("events.*"));
+        assert!(!is_publishable("events.>"));
+        assert!(!is_publishable("events.order placed"));
+    }
 
     #[test]
     fn covering() {

@@ -74,10 +74,10 @@ async fn one_path(
                 .inbox_per_message(),
             Transactions::Batched => builder
                 .on(inbox_handler(&inbox, Write::ReadModel))
-                .inbox_batches(batches()),
+                .inbox_groups(batches()),
             Transactions::BatchHandler => builder
                 .on(batch_handler(&inbox, Write::ReadModel))
-                .inbox_batches(batches()),
+                .inbox_groups(batches()),
         };
         let running = builder.build().await?.spawn();
         let acked: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();

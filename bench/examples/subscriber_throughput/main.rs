@@ -20,7 +20,7 @@
 //! - typed: a `Subscriber` with a plain handler (effects at least once);
 //! - inbox per message: an `Inbox` handler, one transaction per message
 //!   (`inbox_per_message`);
-//! - inbox batched: the same in inbox groups (`inbox_batches`);
+//! - inbox batched: the same in inbox groups (`inbox_groups`);
 //! - inbox batched, batch handler: in inbox groups with a batch handler
 //!   (`Inbox::batch_handler_with`) that writes a whole batch in one
 //!   set-based statement;
@@ -42,7 +42,7 @@
 //! per message and batched, with the realistic write.
 //!
 //! `INBOX_BATCH_TRANSACTIONS` sets how many groups run at once (default
-//! `InboxBatches`' 2). `NATS_URL` (default `nats://127.0.0.1:4222`; the latency part reads v1
+//! `InboxGroups`' 2). `NATS_URL` (default `nats://127.0.0.1:4222`; the latency part reads v1
 //! ack subjects, so a server before 2.14 or one without v2 subjects) and
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`; a
 //! schema of its own is created and dropped).

@@ -11,7 +11,7 @@ use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::StreamExt;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use txoutbox_core::{Delivery, HandlerError};
-use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxBatches, Subscriber, SubscriberBuilder};
+use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxGroups, Subscriber, SubscriberBuilder};
 use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork, create_schema};
 
@@ -32,7 +32,7 @@ pub(crate) enum Write {
 pub(crate) enum Transactions {
     /// One per message (`inbox_per_message`).
     PerMessage,
-    /// In groups (`inbox_batches`).
+    /// In groups (`inbox_groups`).
     Batched,
     /// In groups, with a batch handler (`Inbox::batch_handler_with`): one
     /// set-based statement for each batch.
@@ -60,8 +60,8 @@ pub(crate) static UPDATE_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// The inbox groups the batched paths use: the defaults, or
 /// `INBOX_BATCH_TRANSACTIONS` groups at once.
-pub(crate) fn batches() -> InboxBatches {
-    let defaults = InboxBatches::default();
+pub(crate) fn batches() -> InboxGroups {
+    let defaults = InboxGroups::default();
     match std::env::var("INBOX_BATCH_TRANSACTIONS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -338,10 +338,10 @@ pub(crate) async fn inbox(
             .inbox_per_message(),
         Transactions::Batched => builder
             .on(inbox_handler(&inbox, write))
-            .inbox_batches(batches()),
+            .inbox_groups(batches()),
         Transactions::BatchHandler => builder
             .on(batch_handler(&inbox, write))
-            .inbox_batches(batches()),
+            .inbox_groups(batches()),
     };
     let started = Instant::now();
     let running = builder.build().await?.spawn();

@@ -99,11 +99,11 @@ async fn one_way(
             Transactions::Batched => builder
                 .on(handler)
                 .max_in_flight(256)
-                .inbox_batches(batches()),
+                .inbox_groups(batches()),
             Transactions::BatchHandler => builder
                 .on(inbox.batch_handler_with(Relay))
                 .max_in_flight(256)
-                .inbox_batches(batches()),
+                .inbox_groups(batches()),
         };
         let first_id = next_transaction_id(db).await?;
         let processor = outbox

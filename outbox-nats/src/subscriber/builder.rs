@@ -4,25 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::DeliverPolicy};
-use std::sync::Mutex;
-use tokio::sync::Semaphore;
 use txoutbox_core::cleanup::Cleanup;
-use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, Handler, HeldMessages};
+use txoutbox_core::consumer::{ConsumerInbox, Handler};
 use txoutbox_core::{EventRegistry, IntegrationEvent, Partitions};
 
 use super::Subscriber;
-use super::config::backoff::Backoff;
-use super::config::error::SubscriberBuildError;
-use super::dead_letters::policy::DeadLetterPolicy;
-use super::groups::inbox_batches::InboxBatches;
-use super::handlers::registry::{ErasedHandler, Handlers, Typed};
-use super::health::pause::Pause;
-use super::holds::hold::Holds;
-use super::in_process::runner::InProcess;
-use super::setup::partitioned::{Owned, PullSpec};
-use super::setup::server::{Setup, SetupState};
-use super::setup::shared::Shared;
-use super::takeover::failover;
+use super::config::Backoff;
+use super::config::SubscriberBuildError;
+use super::dead_letters::DeadLetterPolicy;
+use super::groups::InboxGroups;
+use super::handlers::{ErasedHandler, Typed};
+use super::in_process::InProcess;
+use super::setup::Owned;
+use super::setup::SetupState;
 use crate::StreamSpec;
 
 /// Configures a [`Subscriber`]; [`build`](SubscriberBuilder::build) creates
@@ -45,41 +39,41 @@ use crate::StreamSpec;
 /// | [`dead_letter_stream`](Self::dead_letter_stream) | none: a stream must already capture the dead-letter subject |
 /// | the inbox | the one its handlers apply through ([`on`](Self::on)`(inbox.handler(..))`): effects once, order kept across restarts and behind dead messages |
 /// | [`unordered`](Self::unordered) | off: a subscriber without an inbox is refused; with it, order holds within one process only |
-/// | [`inbox_batches`](Self::inbox_batches) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxBatches`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
+/// | [`inbox_groups`](Self::inbox_groups) | on: inbox handlers' messages are applied in groups, one transaction per group ([`InboxGroups`]: up to 256 messages, 2 transactions at once, no waiting for more); [`inbox_per_message`](Self::inbox_per_message) gives each message a transaction of its own |
 /// | [`dead_letter_unhandled`](Self::dead_letter_unhandled) | off: events no handler takes are acknowledged and counted (`outcome="ignored"`) |
 /// | [`cleanup`](Self::cleanup) | inbox rows applied more than 7 days ago are deleted, hourly ([`Cleanup`]); [`without_cleanup`](Self::without_cleanup) keeps them |
 /// | [`registry`](Self::registry) | the inventory plus every handler's type |
 /// | [`shutdown_timeout`](Self::shutdown_timeout) | 30 s |
 #[must_use = "a builder does nothing until `build` is awaited"]
 pub struct SubscriberBuilder {
-    context: jetstream::Context,
-    durable: String,
-    stream: Option<String>,
-    filter_subject: String,
-    partitions: Option<Owned>,
+    pub(crate) context: jetstream::Context,
+    pub(crate) durable: String,
+    pub(crate) stream: Option<String>,
+    pub(crate) filter_subject: String,
+    pub(crate) partitions: Option<Owned>,
     /// The pin timeout, with failover.
-    failover: Option<Duration>,
+    pub(crate) failover: Option<Duration>,
     /// How long the reader lease is held per take or renewal.
-    reader_lease: Duration,
-    deliver_policy: DeliverPolicy,
-    max_in_flight: usize,
-    max_ack_pending: Option<usize>,
-    max_deliver: u64,
-    ack_wait: Duration,
+    pub(crate) reader_lease: Duration,
+    pub(crate) deliver_policy: DeliverPolicy,
+    pub(crate) max_in_flight: usize,
+    pub(crate) max_ack_pending: Option<usize>,
+    pub(crate) max_deliver: u64,
+    pub(crate) ack_wait: Duration,
     /// `None`: the ack wait; zero: no bound.
-    idle_transaction_limit: Option<Duration>,
-    backoff: Backoff,
-    dead_letter: DeadLetterPolicy,
-    dead_letter_stream: Option<StreamSpec>,
-    dead_letter_unhandled: bool,
-    unordered: bool,
+    pub(crate) idle_transaction_limit: Option<Duration>,
+    pub(crate) backoff: Backoff,
+    pub(crate) dead_letter: DeadLetterPolicy,
+    pub(crate) dead_letter_stream: Option<StreamSpec>,
+    pub(crate) dead_letter_unhandled: bool,
+    pub(crate) unordered: bool,
     /// `None`: one transaction per message.
-    inbox_batches: Option<InboxBatches>,
-    cleanup: Option<Cleanup>,
-    inbox: Option<Arc<dyn ConsumerInbox>>,
-    registry: Option<Arc<EventRegistry>>,
-    shutdown_timeout: Duration,
-    handlers: Vec<Box<dyn ErasedHandler>>,
+    pub(crate) inbox_groups: Option<InboxGroups>,
+    pub(crate) cleanup: Option<Cleanup>,
+    pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
+    pub(crate) registry: Option<Arc<EventRegistry>>,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) handlers: Vec<Box<dyn ErasedHandler>>,
 }
 
 impl std::fmt::Debug for SubscriberBuilder {
@@ -108,7 +102,7 @@ impl SubscriberBuilder {
             filter_subject: String::new(),
             partitions: None,
             failover: None,
-            reader_lease: super::takeover::lease::DEFAULT_LEASE,
+            reader_lease: super::takeover::DEFAULT_LEASE,
             deliver_policy: DeliverPolicy::All,
             max_in_flight: 64,
             max_ack_pending: None,
@@ -120,7 +114,7 @@ impl SubscriberBuilder {
             dead_letter_stream: None,
             dead_letter_unhandled: false,
             unordered: false,
-            inbox_batches: Some(InboxBatches::default()),
+            inbox_groups: Some(InboxGroups::default()),
             cleanup: Some(Cleanup::default()),
             inbox: None,
             registry: None,
@@ -269,10 +263,7 @@ impl SubscriberBuilder {
     /// # let _ = builder; }
     /// ```
     pub fn failover(mut self) -> Self {
-        self.failover = Some(
-            self.failover
-                .unwrap_or(super::takeover::failover::DEFAULT_PINNED_TTL),
-        );
+        self.failover = Some(self.failover.unwrap_or(super::takeover::DEFAULT_PINNED_TTL));
         self
     }
 
@@ -507,30 +498,36 @@ impl SubscriberBuilder {
     }
 
     /// Applies the messages of inbox handlers in groups, one database
-    /// transaction per group, as `batches` says (see [`InboxBatches`]: how
+    /// transaction per group, as `groups` says (see [`InboxGroups`]: how
     /// groups form, what a failure costs). The default is
-    /// `InboxBatches::default()`.
+    /// `InboxGroups::default()`.
     ///
     /// ```no_run
     /// # async fn build(nats: async_nats::Client) {
-    /// use txoutbox_nats::subscriber::{InboxBatches, Subscriber};
-    /// let builder = Subscriber::builder(nats, "billing").inbox_batches(InboxBatches::default());
+    /// use txoutbox_nats::subscriber::{InboxGroups, Subscriber};
+    /// let builder = Subscriber::builder(nats, "billing").inbox_groups(InboxGroups::default());
     /// # let _ = builder; }
     /// ```
-    pub fn inbox_batches(mut self, batches: InboxBatches) -> Self {
-        self.inbox_batches = Some(batches);
+    pub fn inbox_groups(mut self, groups: InboxGroups) -> Self {
+        self.inbox_groups = Some(groups);
         self
+    }
+
+    /// The former name of [`inbox_groups`](Self::inbox_groups).
+    #[deprecated(since = "0.1.0", note = "renamed to `inbox_groups`")]
+    pub fn inbox_batches(self, groups: InboxGroups) -> Self {
+        self.inbox_groups(groups)
     }
 
     /// Applies each message of an inbox handler in a transaction of its
     /// own (inbox row, effects, commit), as `Inbox::process` does: one
     /// commit per message, instead of one per group
-    /// ([`inbox_batches`](Self::inbox_batches), the default): for a
+    /// ([`inbox_groups`](Self::inbox_groups), the default): for a
     /// subscriber whose handlers are not safe to apply again after another
     /// message's failure rolled their group back (one handler can ask for
     /// this alone: `ThroughInbox::own_transaction`).
     pub fn inbox_per_message(mut self) -> Self {
-        self.inbox_batches = None;
+        self.inbox_groups = None;
         self
     }
 
@@ -698,282 +695,4 @@ impl SubscriberBuilder {
         let checked = self.checked().await?;
         Ok(InProcess::new(Arc::new(checked.shared), checked.inbox))
     }
-
-    /// What [`build`](Self::build) and [`into_in_process`](Self::into_in_process)
-    /// share: the settings checked; the handlers, their inbox (and its
-    /// tables) and the registry; what the subscriber shares between its
-    /// tasks. Asks nothing of JetStream.
-    async fn checked(self) -> Result<Checked, SubscriberBuildError> {
-        let stream_name = self.check()?;
-        let pulls = self.pulls();
-        let max_ack_pending = i64::try_from(self.window()).unwrap_or(i64::MAX);
-        let handlers = Handlers::new(self.handlers)?;
-        let theirs = handlers.inbox()?;
-        if let (Some(given), Some(theirs)) = (&self.inbox, &theirs)
-            && given.consumer() != theirs.consumer()
-        {
-            return Err(SubscriberBuildError::InvalidConfig(format!(
-                "keep_order was given the inbox of consumer `{}`, but the handlers apply \
-                 through the inbox of `{}`: one subscriber, one inbox",
-                given.consumer(),
-                theirs.consumer()
-            )));
-        }
-        let idle = self.idle_transaction_limit.unwrap_or(self.ack_wait);
-        if !idle.is_zero() {
-            // The handlers' inbox and a `keep_order` one (which may be
-            // another value of the same consumer's inbox).
-            for inbox in self.inbox.iter().chain(theirs.iter()) {
-                inbox.limit_idle_transactions(idle);
-            }
-        }
-        let inbox = self.inbox.or(theirs);
-        let inbox = match (inbox, self.unordered) {
-            (None, false) => {
-                return Err(SubscriberBuildError::NoInbox {
-                    consumer: self.durable,
-                });
-            }
-            (inbox, _) => inbox,
-        };
-        if let Some(inbox) = &inbox {
-            inbox
-                .check_schema()
-                .await
-                .map_err(|source| SubscriberBuildError::InboxSchema {
-                    consumer: inbox.consumer().to_owned(),
-                    source,
-                })?;
-        }
-        let keeps_order = inbox.is_some() && !self.unordered;
-        let registry = match self.registry {
-            Some(registry) => {
-                for registration in handlers.registrations() {
-                    let present = registry
-                        .get(registration.name(), registration.version())
-                        .is_some_and(|found| found.type_id() == registration.type_id());
-                    if !present {
-                        return Err(SubscriberBuildError::Unregistered {
-                            name: registration.name(),
-                            version: registration.version(),
-                            rust_type: registration.rust_type(),
-                        });
-                    }
-                }
-                registry
-            }
-            None => Arc::new(
-                handlers
-                    .registrations()
-                    .fold(EventRegistry::builder().with_inventory(), |b, r| {
-                        b.register_registration(r)
-                    })
-                    .build()?,
-            ),
-        };
-        let durable: Arc<str> = self.durable.into();
-        let shared = Shared {
-            consumer: Arc::clone(&durable),
-            stream: stream_name.clone().into(),
-            client: self.context.client(),
-            context: self.context,
-            registry,
-            handlers,
-            max_deliver: self.max_deliver,
-            ack_wait: self.ack_wait,
-            max_in_flight: self.max_in_flight,
-            permits: Arc::new(Semaphore::new(self.max_in_flight)),
-            held: Arc::default(),
-            backoff: self.backoff,
-            dead_letter: self.dead_letter,
-            dead_letter_unhandled: self.dead_letter_unhandled,
-            unhandled_seen: Mutex::default(),
-            shutdown_timeout: self.shutdown_timeout,
-            failover: self.failover,
-            pin: Mutex::default(),
-            applied: keeps_order
-                .then(|| inbox.clone().map(|inbox| inbox as Arc<dyn AppliedMessages>))
-                .flatten(),
-            holds: keeps_order
-                .then(|| {
-                    inbox
-                        .clone()
-                        .map(|inbox| Arc::new(Holds::new(inbox as Arc<dyn HeldMessages>)))
-                })
-                .flatten(),
-            cleanup: inbox.clone().zip(self.cleanup),
-            batches: inbox
-                .clone()
-                .filter(|inbox| inbox.begin_group().is_some())
-                .zip(self.inbox_batches),
-            pause: Pause::new(durable),
-            setup: super::setup::server::SetupStatus::default(),
-            inbox: inbox.clone(),
-            // Set by `build` (a subscriber run in process reads alone).
-            lease: None,
-            gate: super::takeover::lease::Gate::new(false),
-        };
-        Ok(Checked {
-            shared,
-            reader_lease: self.reader_lease,
-            inbox,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject: self.filter_subject,
-            partitioned: self.partitions.is_some(),
-            deliver_policy: self.deliver_policy,
-            dead_letter_stream: self.dead_letter_stream,
-        })
-    }
-
-    /// The durable consumers to read: `durable` itself, or one per owned
-    /// partition.
-    fn pulls(&self) -> Vec<PullSpec> {
-        match &self.partitions {
-            Some(owned) => owned.pulls(&self.durable),
-            None => vec![PullSpec {
-                durable: self.durable.clone(),
-                filter: self.filter_subject.clone(),
-            }],
-        }
-    }
-
-    /// The consumer's `max_ack_pending`, as set or by default.
-    fn window(&self) -> usize {
-        self.max_ack_pending
-            .unwrap_or_else(|| DEFAULT_MAX_ACK_PENDING.max(self.max_in_flight.saturating_mul(4)))
-    }
-
-    /// Validates the settings; returns the stream name.
-    fn check(&self) -> Result<String, SubscriberBuildError> {
-        let invalid = |what: String| Err(SubscriberBuildError::InvalidConfig(what));
-        let durable = &self.durable;
-        let bad_char = |c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>' | '/' | '\\');
-        if durable.is_empty() || durable.chars().any(bad_char) {
-            return invalid(format!(
-                "durable name `{durable}` must be non-empty, without whitespace, `.`, `*`, `>`, `/` or `\\`"
-            ));
-        }
-        let Some(stream) = self.stream.clone() else {
-            return invalid("the stream is required: call `stream(..)`".into());
-        };
-        if self.max_in_flight == 0 {
-            return invalid("max_in_flight must be at least 1".into());
-        }
-        if self.window() <= self.max_in_flight {
-            return invalid(format!(
-                "max_ack_pending ({}) must be larger than max_in_flight ({}): \
-                 messages waiting behind a failing one, or for a handler slot, count toward it",
-                self.window(),
-                self.max_in_flight
-            ));
-        }
-        if self.max_deliver == 0 {
-            return invalid("max_deliver must be at least 1".into());
-        }
-        if self.ack_wait < Duration::from_millis(100) {
-            return invalid("ack_wait must be at least 100 ms".into());
-        }
-        if let Some(owned) = &self.partitions {
-            owned.check(&self.filter_subject)?;
-        }
-        if self.reader_lease < super::takeover::lease::MIN_LEASE {
-            return invalid(format!(
-                "the reader lease ({:?}) must be at least {:?}",
-                self.reader_lease,
-                super::takeover::lease::MIN_LEASE
-            ));
-        }
-        if let Some(pinned_ttl) = self.failover {
-            if self.partitions.is_some() {
-                return invalid(
-                    "failover and partitions exclude each other: with failover one process \
-                     receives the whole durable; with partitions each process owns its own"
-                        .into(),
-                );
-            }
-            if pinned_ttl < failover::MIN_PINNED_TTL {
-                return invalid(format!(
-                    "the failover pin timeout ({pinned_ttl:?}) must be at least {:?}",
-                    failover::MIN_PINNED_TTL
-                ));
-            }
-        }
-        if let Some(subject) = self.dead_letter.subject(durable)
-            && let Some(pull) = self
-                .pulls()
-                .into_iter()
-                .find(|pull| crate::subject::covers(&pull.filter, &subject))
-        {
-            return invalid(format!(
-                "the dead-letter subject `{subject}` matches the consumer's filter `{}`: \
-                 dead letters would come back to it",
-                pull.filter
-            ));
-        }
-        Ok(stream)
-    }
 }
-
-impl Checked {
-    /// What the subscriber shares between its tasks (with its reader lease,
-    /// if it keeps order on an inbox that keeps leases), and what it sets
-    /// up on the server.
-    fn prepared(self) -> (Shared, Setup) {
-        let Checked {
-            mut shared,
-            reader_lease,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-            inbox,
-        } = self;
-        if keeps_order
-            && let Some(inbox) = inbox
-            && super::takeover::lease::keeps_leases(&*inbox)
-        {
-            shared.lease = Some(super::takeover::lease::Lease::of(inbox, reader_lease));
-            shared.gate = super::takeover::lease::Gate::new(true);
-        }
-        let setup = Setup {
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-        };
-        (shared, setup)
-    }
-}
-
-/// A builder checked, before JetStream is asked anything (see
-/// [`SubscriberBuilder::checked`]).
-struct Checked {
-    shared: Shared,
-    /// How long the reader lease is held per take or renewal.
-    reader_lease: Duration,
-    /// The inbox the handlers apply through (or `keep_order`'s).
-    inbox: Option<Arc<dyn ConsumerInbox>>,
-    stream_name: String,
-    keeps_order: bool,
-    pulls: Vec<PullSpec>,
-    max_ack_pending: i64,
-    filter_subject: String,
-    partitioned: bool,
-    deliver_policy: DeliverPolicy,
-    dead_letter_stream: Option<StreamSpec>,
-}
-
-/// The smallest default `max_ack_pending`: nats-server's own default, which
-/// consumers created before the subscriber set it have.
-const DEFAULT_MAX_ACK_PENDING: usize = 1_000;

@@ -236,7 +236,8 @@ pub use config::backoff::Backoff;
 pub use config::error::{SubscriberBuildError, SubscriberError};
 pub use config::settings::{BackoffSettings, SubscriberSettings};
 pub use dead_letters::policy::{DeadLetterKind, DeadLetterPolicy};
-pub use groups::inbox_batches::InboxBatches;
+#[allow(deprecated)]
+pub use groups::inbox_groups::{InboxBatches, InboxGroups};
 pub use health::probe::{ConsumerLag, SubscriberHealth, SubscriberProbe};
 
 use setup::shared::Shared;

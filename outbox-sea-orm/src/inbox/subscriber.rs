@@ -26,7 +26,7 @@ use crate::schema::lease_table;
 /// ([`Handler::grouped`]).
 ///
 /// A subscriber that applies inbox handlers in groups
-/// (`SubscriberBuilder::inbox_batches` in `txoutbox_nats`) runs it in a transaction
+/// (`SubscriberBuilder::inbox_groups` in `txoutbox_nats`) runs it in a transaction
 /// shared with other messages: its unit of work is still its own message's
 /// (the events it records carry that message's correlation and causation),
 /// but its effects commit with the group's, and a failure elsewhere in the

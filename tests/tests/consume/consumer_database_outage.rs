@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent};
-use txoutbox_nats::subscriber::{Backoff, InboxBatches, SubscriberBuilder};
+use txoutbox_nats::subscriber::{Backoff, InboxGroups, SubscriberBuilder};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 use txoutbox_suite::effects;
 use txoutbox_suite::private_postgres::{PrivatePostgres, Shutdown};
@@ -170,7 +170,7 @@ async fn an_outage_spends_no_delivery(server: &mut PrivateServer, backend: Backe
         .on(handler);
     let builder = match mode {
         Mode::Groups => {
-            builder.inbox_batches(InboxBatches::default().max_wait(Duration::from_millis(20)))
+            builder.inbox_groups(InboxGroups::default().max_wait(Duration::from_millis(20)))
         }
         Mode::PerMessage => builder.inbox_per_message(),
     };

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, IntegrationEvent};
-use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxBatches, SubscriberBuilder};
+use txoutbox_nats::subscriber::{DeadLetterPolicy, InboxGroups, SubscriberBuilder};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig};
 use txoutbox_suite::effects;
 use txoutbox_suite::subscriber::SubscriberFixture;
@@ -59,8 +59,8 @@ async fn effects(test: &TestDb) -> Vec<(String, i64, i64)> {
 fn grouped(fx: &SubscriberFixture) -> SubscriberBuilder {
     fx.subscriber()
         .dead_letter(DeadLetterPolicy::terminate())
-        .inbox_batches(
-            InboxBatches::default()
+        .inbox_groups(
+            InboxGroups::default()
                 .max_messages(500)
                 .max_wait(Duration::from_millis(300)),
         )

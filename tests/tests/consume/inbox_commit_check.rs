@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent, OutboxMessage};
-use txoutbox_nats::subscriber::{InboxBatches, RunningSubscriber};
+use txoutbox_nats::subscriber::{InboxGroups, RunningSubscriber};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, OutboxError, UnitOfWork};
 use txoutbox_suite::subscriber::SubscriberFixture;
 use txoutbox_suite::{Backend, TestDb};
@@ -238,8 +238,8 @@ async fn spawn(
         .subscriber()
         .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate());
     let builder = if groups {
-        builder.inbox_batches(
-            InboxBatches::default()
+        builder.inbox_groups(
+            InboxGroups::default()
                 .max_messages(500)
                 .max_wait(Duration::from_millis(300)),
         )

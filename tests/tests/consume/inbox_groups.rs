@@ -1,4 +1,4 @@
-//! Inbox groups (`SubscriberBuilder::inbox_batches`) on PostgreSQL,
+//! Inbox groups (`SubscriberBuilder::inbox_groups`) on PostgreSQL,
 //! MariaDB and SQLite: a handler failing in the
 //! middle of a group costs its aggregate only (the others' effects
 //! committed once, without a redelivery; the failing aggregate retried, or
@@ -18,7 +18,7 @@ use std::time::Duration;
 use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use txoutbox_core::{Delivery, HandlerError, IntegrationEvent, OutboxMessage};
-use txoutbox_nats::subscriber::{InboxBatches, RunningSubscriber};
+use txoutbox_nats::subscriber::{InboxGroups, RunningSubscriber};
 use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
 use txoutbox_sea_orm::{Inbox, Outbox, OutboxConfig, UnitOfWork};
 use txoutbox_suite::subscriber::SubscriberFixture;
@@ -87,8 +87,8 @@ async fn spawn(
     );
     fx.subscriber()
         .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate())
-        .inbox_batches(
-            InboxBatches::default()
+        .inbox_groups(
+            InboxGroups::default()
                 .max_messages(500)
                 .max_wait(Duration::from_millis(300)),
         )
@@ -398,8 +398,8 @@ async fn spawn_batches(
     });
     fx.subscriber()
         .dead_letter(txoutbox_nats::subscriber::DeadLetterPolicy::terminate())
-        .inbox_batches(
-            InboxBatches::default()
+        .inbox_groups(
+            InboxGroups::default()
                 .max_messages(500)
                 .max_wait(Duration::from_millis(300)),
         )

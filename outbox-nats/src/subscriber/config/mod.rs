@@ -4,3 +4,7 @@
 pub(crate) mod backoff;
 pub(crate) mod error;
 pub(crate) mod settings;
+pub(crate) mod validation;
+
+pub(crate) use backoff::Backoff;
+pub(crate) use error::{SubscriberBuildError, SubscriberError};

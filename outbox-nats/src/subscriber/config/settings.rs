@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::backoff::Backoff;
 use crate::subscriber::builder::SubscriberBuilder;
-use crate::subscriber::groups::inbox_batches::InboxBatches;
+use crate::subscriber::groups::InboxGroups;
 
 /// The settings of a [`SubscriberBuilder`] that are plain values; each one
 /// left `None` keeps the builder's value (its default). Handlers, the
@@ -68,14 +68,14 @@ pub struct SubscriberSettings {
     pub failover_after: Option<Duration>,
     /// [`SubscriberBuilder::inbox_per_message`] when `true`.
     pub inbox_per_message: Option<bool>,
-    /// [`InboxBatches::max_messages`](crate::subscriber::InboxBatches::max_messages)
+    /// [`InboxGroups::max_messages`](crate::subscriber::InboxGroups::max_messages)
     /// of the inbox groups (ignored with `inbox_per_message`).
     pub inbox_batch_max_messages: Option<usize>,
-    /// [`InboxBatches::max_wait`](crate::subscriber::InboxBatches::max_wait) of the
+    /// [`InboxGroups::max_wait`](crate::subscriber::InboxGroups::max_wait) of the
     /// inbox groups.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub inbox_batch_max_wait: Option<Duration>,
-    /// [`InboxBatches::transactions`](crate::subscriber::InboxBatches::transactions) of
+    /// [`InboxGroups::transactions`](crate::subscriber::InboxGroups::transactions) of
     /// the inbox groups.
     pub inbox_batch_transactions: Option<usize>,
 }
@@ -141,17 +141,17 @@ impl SubscriberBuilder {
             settings.inbox_batch_transactions,
         );
         if batch_settings != (None, None, None) {
-            let mut batches = InboxBatches::default();
+            let mut groups = InboxGroups::default();
             if let Some(max) = settings.inbox_batch_max_messages {
-                batches = batches.max_messages(max);
+                groups = groups.max_messages(max);
             }
             if let Some(wait) = settings.inbox_batch_max_wait {
-                batches = batches.max_wait(wait);
+                groups = groups.max_wait(wait);
             }
             if let Some(transactions) = settings.inbox_batch_transactions {
-                batches = batches.transactions(transactions);
+                groups = groups.transactions(transactions);
             }
-            self = self.inbox_batches(batches);
+            self = self.inbox_groups(groups);
         }
         if settings.inbox_per_message == Some(true) {
             self = self.inbox_per_message();

@@ -3,3 +3,5 @@
 
 pub mod policy;
 pub mod replay;
+
+pub(crate) use policy::{DeadLetterKind, DeadLetterPolicy};

@@ -120,6 +120,25 @@ impl DeadLetterPolicy {
     pub(crate) fn redelivers(&self) -> bool {
         self.0 == Policy::Redeliver
     }
+
+    /// Whether the dead letters of `durable` stay apart from what it reads
+    /// (its consumers' `filters`): the reason, when a filter would bring
+    /// them back to it.
+    pub(crate) fn check_apart_from(&self, durable: &str, filters: &[String]) -> Result<(), String> {
+        let Some(subject) = self.subject(durable) else {
+            return Ok(());
+        };
+        match filters
+            .iter()
+            .find(|filter| crate::subject::covers(filter, &subject))
+        {
+            Some(filter) => Err(format!(
+                "the dead-letter subject `{subject}` matches the consumer's filter `{filter}`: \
+                 dead letters would come back to it"
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why a message is dead: the value of the [`KIND`] header.

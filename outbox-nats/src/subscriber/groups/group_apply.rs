@@ -1,5 +1,5 @@
 //! Applying a group of messages in one inbox transaction (see
-//! [`InboxBatches`](crate::subscriber::InboxBatches)): which messages may join a
+//! [`InboxGroups`](crate::subscriber::InboxGroups)): which messages may join a
 //! group, the attempts that drop a failing aggregate, and what becomes of
 //! each message. Independent of JetStream: the inbox groups of the running
 //! subscriber ([`grouping`](super::grouping)) and the in-process harness
@@ -18,9 +18,9 @@ use txoutbox_core::consumer::{
 };
 use txoutbox_core::{DecodeError, ErrorChain, HandlerError, OutboxMessage, wire};
 
+use crate::subscriber::lanes::LaneKey;
 use crate::subscriber::lanes::dispatch::{self, Decision, Delivered, Verdict};
-use crate::subscriber::lanes::ordering::LaneKey;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// One message of a group.
 pub(crate) struct GroupMember<'a> {
@@ -184,10 +184,12 @@ pub(crate) async fn apply_group(
 
 /// The `event` label of a member's metrics: its handler's event name.
 fn event_of(shared: &Shared, member: &GroupMember<'_>) -> &'static str {
-    shared.handlers.get(&member.envelope.event_name).map_or(
-        crate::subscriber::health::metrics::UNKNOWN_EVENT,
-        |handler| handler.registration().name(),
-    )
+    shared
+        .handlers
+        .get(&member.envelope.event_name)
+        .map_or(crate::subscriber::health::UNKNOWN_EVENT, |handler| {
+            handler.registration().name()
+        })
 }
 
 /// One step of an attempt: a handler called for one member, or a batch

@@ -1,5 +1,5 @@
 //! The inbox groups of a running subscriber (see
-//! [`InboxBatches`](crate::subscriber::InboxBatches)): instead of a worker task per
+//! [`InboxGroups`](crate::subscriber::InboxGroups)): instead of a worker task per
 //! lane, one task drives every lane. A lane that has messages is *ready*
 //! (its key sent on a channel); the task takes the run of messages each
 //! ready lane may apply now (in stream order, none behind a message away),
@@ -25,14 +25,14 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout
 use txoutbox_core::consumer::ConsumerInbox;
 
 use super::group_apply::{self, GroupMember, MemberOutcome};
-use super::inbox_batches::InboxBatches;
-use crate::subscriber::health::metrics::UNKNOWN_EVENT;
+use super::inbox_groups::InboxGroups;
+use crate::subscriber::health::UNKNOWN_EVENT;
 use crate::subscriber::holds::holding;
 use crate::subscriber::lanes::dispatch::{self, Decision, Incoming};
-use crate::subscriber::lanes::ordering::{Front, LaneKey, Lanes, Queued};
 use crate::subscriber::lanes::settle;
-use crate::subscriber::lanes::worker::{Stop, handle_job};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::lanes::{Front, LaneKey, Lanes, Queued};
+use crate::subscriber::lanes::{Stop, handle_job};
+use crate::subscriber::setup::Shared;
 
 /// Where a lane with messages and no worker is announced: the inbox
 /// groups drive it.
@@ -59,7 +59,7 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     lanes: Lanes<Incoming>,
     inbox: Arc<dyn ConsumerInbox>,
-    settings: InboxBatches,
+    settings: InboxGroups,
     ready: Ready,
     mut incoming: mpsc::UnboundedReceiver<LaneKey>,
     stop: Stop,
@@ -290,7 +290,7 @@ async fn apply_and_settle(
         let delivered = job.item.delivered();
         let span = dispatch::consume_span(&shared.consumer, job.sequence, job.item.deliveries);
         #[cfg(feature = "opentelemetry")]
-        crate::subscriber::lanes::worker::continue_trace(&span, &job.item);
+        crate::subscriber::lanes::continue_trace(&span, &job.item);
         let envelope = group_apply::joins_group(shared, &delivered, key, &span)
             .filter(|envelope| ids.insert(envelope.id));
         match envelope {

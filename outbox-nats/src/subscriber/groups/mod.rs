@@ -4,4 +4,6 @@
 
 pub(crate) mod group_apply;
 pub(crate) mod grouping;
-pub(crate) mod inbox_batches;
+pub(crate) mod inbox_groups;
+
+pub(crate) use inbox_groups::InboxGroups;

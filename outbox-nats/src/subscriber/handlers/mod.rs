@@ -2,3 +2,5 @@
 //! event name.
 
 pub(crate) mod registry;
+
+pub(crate) use registry::{ErasedHandler, Handlers, Typed};

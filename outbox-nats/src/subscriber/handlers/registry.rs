@@ -10,7 +10,7 @@ use txoutbox_core::consumer::{
 use txoutbox_core::registry::EventRegistration;
 use txoutbox_core::{DecodeError, Delivery, EventRegistry, IntegrationEvent};
 
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 
 /// A handler of one event type, with the type erased.
 pub(crate) trait ErasedHandler: Send + Sync {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// Purges the inbox every [`Cleanup::every`](txoutbox_core::cleanup::Cleanup::every)
 /// until `stop` is cancelled; does nothing without an inbox or with

@@ -7,7 +7,7 @@
 //! | `outbox_consumer_in_flight` | gauge | `consumer` | messages held: received and not yet settled (running, waiting for a handler slot, or waiting behind an earlier message of their aggregate); at most the consumer's `max_ack_pending` |
 //! | `outbox_consumer_ack_failures_total` | counter | `consumer` | acks/naks that could not be sent (the message will be redelivered) |
 //! | `outbox_consumer_held_aggregates` | gauge | `consumer` | aggregates held behind a message that could not be applied, waiting for an operator's release (with [`keep_order`](crate::subscriber::SubscriberBuilder::keep_order)) |
-//! | `outbox_consumer_paused` | gauge | `consumer` | 1 while the subscriber is paused because its inbox's database is away (no handler starts, no delivery is spent; see [the subscriber's outages](super#database-outages)), else 0 |
+//! | `outbox_consumer_paused` | gauge | `consumer` | 1 while the subscriber is paused because its inbox's database is away (no handler starts, no delivery is spent; see [the subscriber's outages](crate::subscriber#database-outages)), else 0 |
 //! | `outbox_inbox_messages_total` | counter | `consumer`, `outcome` | messages through the consumer's inbox (`txoutbox_sea_orm::Inbox`): `applied` (the handler's effects committed with the inbox row) or `duplicate` (applied before; the handler did not run) |
 //! | `outbox_inbox_purged_total` | counter | `consumer` | inbox rows of long-applied messages deleted by the subscriber's [cleanup](crate::subscriber::SubscriberBuilder::cleanup) |
 //!

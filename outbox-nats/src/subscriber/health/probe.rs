@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_nats::connection::State;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 
-use crate::subscriber::setup::server::SetupState;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::SetupState;
+use crate::subscriber::setup::Shared;
 
 /// A [`RunningSubscriber`](crate::subscriber::RunningSubscriber)'s health, from
 /// [`RunningSubscriber::health`](crate::subscriber::RunningSubscriber::health); cheap to
@@ -98,7 +98,7 @@ pub struct SubscriberHealth {
     /// Why the subscriber is paused, while it is: its inbox's database is
     /// away, so it starts no handler, keeps what it holds and spends no
     /// delivery until the database answers (see
-    /// [database outages](super#database-outages)). A paused subscriber is
+    /// [database outages](crate::subscriber#database-outages)). A paused subscriber is
     /// still ready: taking it out of a load balancer would not bring its
     /// database back.
     pub paused: Option<String>,

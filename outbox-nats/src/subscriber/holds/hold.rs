@@ -21,8 +21,8 @@ use std::time::Duration;
 use txoutbox_core::backoff::Doubling;
 use txoutbox_core::consumer::{BoxError, HeldMessages, Hold, ParkedMessage};
 
-use crate::subscriber::health::metrics::HELD_AGGREGATES;
-use crate::subscriber::lanes::ordering::{LaneKey, lane_key};
+use crate::subscriber::health::HELD_AGGREGATES;
+use crate::subscriber::lanes::{LaneKey, lane_key};
 
 /// Attempts at recording a hold before its message waits for the store
 /// (unsettled: it is never dead-lettered without its hold).

@@ -9,10 +9,10 @@
 use txoutbox_core::consumer::ParkedMessage;
 use txoutbox_core::{MessageId, wire};
 
-use crate::subscriber::health::metrics::UNKNOWN_EVENT;
-use crate::subscriber::lanes::dispatch::{Acked, Decision, Delivered, Verdict, header};
-use crate::subscriber::lanes::ordering::LaneKey;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::health::UNKNOWN_EVENT;
+use crate::subscriber::lanes::LaneKey;
+use crate::subscriber::lanes::{Acked, Decision, Delivered, Verdict, header};
+use crate::subscriber::setup::Shared;
 
 /// A message of a held aggregate is parked behind the message it is held
 /// behind instead of being handled: the verdict to settle it with (acked

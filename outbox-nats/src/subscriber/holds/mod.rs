@@ -5,3 +5,5 @@
 pub(crate) mod hold;
 pub(crate) mod holding;
 pub(crate) mod release;
+
+pub(crate) use hold::Holds;

@@ -11,8 +11,8 @@ use txoutbox_core::consumer::{BoxError, Hold, ParkedMessage, Release, Unpark};
 
 use super::hold::Holds;
 use crate::subscriber::lanes::dispatch::{self, Decision, Delivered};
-use crate::subscriber::lanes::ordering::lane_key;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::lanes::lane_key;
+use crate::subscriber::setup::Shared;
 
 /// How often the subscriber reads which aggregates are held and released.
 pub(crate) const RELEASE_POLL: Duration = Duration::from_secs(1);

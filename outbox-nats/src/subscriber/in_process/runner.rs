@@ -22,13 +22,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use txoutbox_core::consumer::{BoxError, ConsumerInbox, ParkedMessage, Unpark};
 
-use crate::subscriber::dead_letters::policy::DeadLetterKind;
+use crate::subscriber::dead_letters::DeadLetterKind;
 use crate::subscriber::groups::group_apply::{self, GroupMember, MemberOutcome};
 use crate::subscriber::holds::holding;
 use crate::subscriber::holds::release;
 use crate::subscriber::lanes::dispatch::{self, Acked, Decision, Delivered, Verdict};
-use crate::subscriber::lanes::ordering::lane_of;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::lanes::lane_of;
+use crate::subscriber::setup::Shared;
 
 /// A checked subscriber that handles the messages it is given, one at a
 /// time, as its lane workers would, and settles them as it would on
@@ -166,7 +166,7 @@ impl InProcess {
         if let Some(parked) = holding::park_if_held(shared, &delivered, &key).await {
             return outcome(shared, parked, false, &delivered, &span);
         }
-        if let Some((inbox, _)) = &shared.batches
+        if let Some((inbox, _)) = &shared.inbox_groups
             && let Some(envelope) = group_apply::joins_group(shared, &delivered, &key, &span)
         {
             // As the running subscriber applies it: in an inbox group (of
@@ -216,7 +216,7 @@ async fn held_and_settled(
     shared: &Shared,
     verdict: Verdict,
     delivered: &Delivered<'_>,
-    key: &crate::subscriber::lanes::ordering::LaneKey,
+    key: &crate::subscriber::lanes::LaneKey,
     span: &tracing::Span,
 ) -> InProcessOutcome {
     match holding::hold_if_dead(shared, &verdict, delivered, key).await {
@@ -246,7 +246,7 @@ fn interrupted(shared: &Shared) -> Verdict {
             cause: txoutbox_core::consumer::FailureCause::Unavailable,
             reason,
         },
-        event: crate::subscriber::health::metrics::UNKNOWN_EVENT,
+        event: crate::subscriber::health::UNKNOWN_EVENT,
     }
 }
 

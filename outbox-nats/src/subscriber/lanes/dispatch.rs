@@ -14,9 +14,9 @@ use txoutbox_core::{
     DecodeError, Delivery, ErrorChain, EventRegistry, HandlerError, OutboxMessage, wire,
 };
 
-use crate::subscriber::dead_letters::policy::DeadLetterKind;
-use crate::subscriber::health::metrics::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::dead_letters::DeadLetterKind;
+use crate::subscriber::health::{HANDLER_DURATION_SECONDS, UNKNOWN_EVENT};
+use crate::subscriber::setup::Shared;
 
 /// A message as the subscriber holds it.
 pub(crate) struct Incoming {

@@ -26,11 +26,11 @@ use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
 use super::settle;
 use super::stalled_pulls;
 use super::worker::{Stop, run_lane};
-use crate::subscriber::config::error::SubscriberError;
+use crate::subscriber::config::SubscriberError;
 use crate::subscriber::groups::grouping;
-use crate::subscriber::health::metrics::UNKNOWN_EVENT;
+use crate::subscriber::health::UNKNOWN_EVENT;
 use crate::subscriber::holds::release;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 use crate::subscriber::takeover::failover;
 use crate::subscriber::takeover::guard_pulls;
 use crate::subscriber::takeover::orphans;
@@ -71,7 +71,7 @@ pub(crate) async fn run(
     let mut workers = JoinSet::new();
     // With inbox groups, one task drives every lane; without, each lane
     // has a worker task of its own.
-    let starts = match &shared.batches {
+    let starts = match &shared.inbox_groups {
         Some((inbox, settings)) => {
             let (ready, incoming) = grouping::ready_lanes();
             workers.spawn(grouping::run(
@@ -111,7 +111,7 @@ pub(crate) async fn run(
     }
     // With failover: hand back what a pinned process that is gone held
     // (under the lease, its successor's restart guard does).
-    let mut orphans = shared.failover.filter(|_| !leased).map(|pinned_ttl| {
+    let mut orphan_checks = shared.failover.filter(|_| !leased).map(|pinned_ttl| {
         let mut every = tokio::time::interval(failover::pull_expiry(pinned_ttl));
         every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         every
@@ -175,7 +175,7 @@ pub(crate) async fn run(
             () = shutdown.cancelled() => break Ok(()),
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
-            () = tick(&mut orphans) => orphans::hand_back_orphans(&shared, &consumer).await,
+            () = tick(&mut orphan_checks) => orphans::hand_back_orphans(&shared, &consumer).await,
             _ = looks.tick() => {
                 if silence.stalled(&shared, &consumer).await
                     && let Some(stream) = messages.take()

@@ -7,8 +7,8 @@ use tracing::Span;
 
 use super::dispatch::{Decision, Incoming, Verdict};
 use crate::subscriber::dead_letters::policy::{self, DeadLetterKind, Origin};
-use crate::subscriber::health::metrics::{ACK_FAILURES_TOTAL, HANDLED_TOTAL, UNKNOWN_EVENT};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::health::{ACK_FAILURES_TOTAL, HANDLED_TOTAL, UNKNOWN_EVENT};
+use crate::subscriber::setup::Shared;
 
 /// Settles a message as `verdict` says and counts the outcome.
 pub(crate) async fn settle(shared: &Shared, incoming: &Incoming, verdict: Verdict, span: &Span) {

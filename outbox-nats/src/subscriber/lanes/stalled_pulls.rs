@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::PullConsumer;
 use tokio::time::Instant;
 
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// How long the stream may bring nothing before the loop first looks.
 pub(crate) const SILENCE: Duration = Duration::from_millis(500);

@@ -18,9 +18,9 @@ use txoutbox_core::consumer::FailureCause;
 use super::dispatch::{self, Decision, Incoming};
 use super::ordering::{Front, LaneKey, Lanes, Queued};
 use super::settle;
-use crate::subscriber::health::metrics::UNKNOWN_EVENT;
+use crate::subscriber::health::UNKNOWN_EVENT;
 use crate::subscriber::holds::holding;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// Shutdown signals, as workers see them.
 #[derive(Clone, Default)]

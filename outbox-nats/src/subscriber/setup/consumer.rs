@@ -4,7 +4,7 @@ use async_nats::jetstream::consumer::{AckPolicy, Config, PriorityPolicy, PullCon
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::Stream;
 
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 
 /// Creates the durable consumer `wanted` describes on `stream`, or checks
 /// that the existing one has the same settings.

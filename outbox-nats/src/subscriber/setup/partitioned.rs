@@ -5,7 +5,7 @@
 
 use txoutbox_core::Partitions;
 
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 
 /// The partitions a subscriber owns, and where their messages are.
 #[derive(Debug, Clone)]

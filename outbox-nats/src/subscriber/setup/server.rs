@@ -3,7 +3,6 @@
 //! verified. At build when the client is connected; otherwise when the
 //! subscriber runs, once the broker answers.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -23,9 +22,10 @@ use txoutbox_core::backoff::Doubling;
 use super::consumer;
 use super::partitioned::PullSpec;
 use super::shared::Shared;
+use super::status::SetupState;
 use crate::StreamSpec;
 use crate::subject::covers;
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 use crate::subscriber::takeover::failover;
 
 /// How often a subscriber waiting for its first connection looks again.
@@ -46,36 +46,6 @@ pub(crate) struct Setup {
     pub(crate) partitioned: bool,
     pub(crate) deliver_policy: DeliverPolicy,
     pub(crate) dead_letter_stream: Option<StreamSpec>,
-}
-
-/// Where a subscriber's setup on the server stands, for its health.
-#[derive(Debug, Default)]
-pub(crate) struct SetupStatus(Mutex<SetupState>);
-
-/// See [`SetupStatus`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) enum SetupState {
-    /// Set up: its consumers are on the server.
-    #[default]
-    Done,
-    /// Not yet: the broker has not answered since the start (or the
-    /// stream is not there yet); the line says which.
-    Waiting(String),
-    /// The broker answered, and the setup failed (the subscriber stopped).
-    Failed(String),
-}
-
-impl SetupStatus {
-    pub(crate) fn get(&self) -> SetupState {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    pub(crate) fn set(&self, state: SetupState) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = state;
-    }
 }
 
 impl Setup {

@@ -12,13 +12,13 @@ use txoutbox_core::HandlerError;
 use txoutbox_core::cleanup::Cleanup;
 use txoutbox_core::consumer::{ConsumerInbox, FailureCause};
 
-use crate::subscriber::config::backoff::Backoff;
-use crate::subscriber::dead_letters::policy::DeadLetterPolicy;
-use crate::subscriber::groups::inbox_batches::InboxBatches;
-use crate::subscriber::handlers::registry::Handlers;
-use crate::subscriber::health::pause::Pause;
-use crate::subscriber::holds::hold::Holds;
-use crate::subscriber::takeover::lease::{Gate, Lease};
+use crate::subscriber::config::Backoff;
+use crate::subscriber::dead_letters::DeadLetterPolicy;
+use crate::subscriber::groups::InboxGroups;
+use crate::subscriber::handlers::Handlers;
+use crate::subscriber::health::Pause;
+use crate::subscriber::holds::Holds;
+use crate::subscriber::takeover::{Gate, Lease};
 
 /// The settings and handles of one subscriber.
 pub(crate) struct Shared {
@@ -58,7 +58,7 @@ pub(crate) struct Shared {
     pub(crate) failover: Option<Duration>,
     /// With failover, the last pin id this process was given: its pin while
     /// the server still names it.
-    pub(crate) pin: Mutex<crate::subscriber::takeover::failover::Pin>,
+    pub(crate) pin: Mutex<crate::subscriber::takeover::Pin>,
     /// What the consumer applied: set, a starting subscriber waits for what
     /// was outstanding before it (see `keep_order`).
     pub(crate) applied: Option<Arc<dyn txoutbox_core::consumer::AppliedMessages>>,
@@ -69,7 +69,7 @@ pub(crate) struct Shared {
     pub(crate) cleanup: Option<(Arc<dyn ConsumerInbox>, Cleanup)>,
     /// The inbox that applies messages in groups, and how (`None`: one
     /// transaction per message).
-    pub(crate) batches: Option<(Arc<dyn ConsumerInbox>, InboxBatches)>,
+    pub(crate) inbox_groups: Option<(Arc<dyn ConsumerInbox>, InboxGroups)>,
     /// The inbox the handlers apply through, if any: it tells whose fault a
     /// failure is, and answers the probes of a pause.
     pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
@@ -77,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) pause: Pause,
     /// Where its setup on the server stands (consumers created or
     /// verified), for its health.
-    pub(crate) setup: super::server::SetupStatus,
+    pub(crate) setup: super::status::SetupStatus,
     /// The reader lease, for a subscriber that keeps order on an inbox
     /// that keeps leases (see `lease`).
     pub(crate) lease: Option<Lease>,
@@ -127,14 +127,12 @@ impl Shared {
     /// waiting for a handler slot or waiting behind their aggregate.
     pub(crate) fn report_in_flight(&self) {
         let held = self.held.load(Ordering::Relaxed);
-        ::metrics::gauge!(crate::subscriber::health::metrics::IN_FLIGHT, "consumer" => Arc::clone(&self.consumer))
+        ::metrics::gauge!(crate::subscriber::health::IN_FLIGHT, "consumer" => Arc::clone(&self.consumer))
             .set(held as f64);
     }
 
     /// The pin this process was last given (with failover).
-    pub(crate) fn pin(
-        &self,
-    ) -> std::sync::MutexGuard<'_, crate::subscriber::takeover::failover::Pin> {
+    pub(crate) fn pin(&self) -> std::sync::MutexGuard<'_, crate::subscriber::takeover::Pin> {
         // No code panics while holding the lock; recover it regardless.
         self.pin
             .lock()

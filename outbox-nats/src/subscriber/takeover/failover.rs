@@ -11,7 +11,7 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::{PriorityPolicy, pull};
 
 use crate::server_version::major_minor;
-use crate::subscriber::config::error::SubscriberBuildError;
+use crate::subscriber::config::SubscriberBuildError;
 
 /// The durable's one priority group.
 pub(crate) const GROUP: &str = "failover";

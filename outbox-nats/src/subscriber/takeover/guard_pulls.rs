@@ -16,10 +16,10 @@ use async_nats::jetstream::consumer::pull::{MessagesError, Stream};
 use futures::StreamExt;
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
 
-use crate::subscriber::lanes::dispatch::Incoming;
-use crate::subscriber::lanes::ordering::Lanes;
+use crate::subscriber::lanes::Incoming;
+use crate::subscriber::lanes::Lanes;
 use crate::subscriber::lanes::settle;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// What the message stream gave while a guard ran.
 #[derive(Default)]

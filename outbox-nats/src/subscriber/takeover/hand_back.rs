@@ -18,7 +18,7 @@
 
 use async_nats::jetstream::consumer;
 
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// The most messages read or handed back at once, past the consumer's ack
 /// floor (the consumer's window is usually far smaller).

@@ -12,3 +12,6 @@ pub(crate) mod lease;
 pub(crate) mod orphans;
 pub(crate) mod restart;
 pub(crate) mod standby;
+
+pub(crate) use failover::{DEFAULT_PINNED_TTL, Pin};
+pub(crate) use lease::{DEFAULT_LEASE, Gate, Lease, MIN_LEASE, keeps_leases};

@@ -39,7 +39,7 @@ use async_nats::jetstream::consumer::PullConsumer;
 
 use super::failover::GROUP;
 use super::hand_back::{MOST, hand_back};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::setup::Shared;
 
 /// Hands back what the consumer has pending when no process is pinned (see
 /// the module docs). Failing reads and publishes are logged: the messages

@@ -37,9 +37,9 @@ use tokio::time::Instant;
 use txoutbox_core::{MessageId, wire};
 
 use super::delivered_reads::{self, Subjects};
-use crate::subscriber::lanes::dispatch::{header, header_pairs_of};
-use crate::subscriber::lanes::ordering::{LaneKey, Lanes, lane_key};
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::lanes::{LaneKey, Lanes, lane_key};
+use crate::subscriber::lanes::{header, header_pairs_of};
+use crate::subscriber::setup::Shared;
 
 /// Marks what was outstanding before this process started as away in
 /// `lanes` and hands it back (see the module docs). The server may be slow

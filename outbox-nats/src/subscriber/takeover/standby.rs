@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::ErrorChain;
 
 use super::lease::{Lease, Taken, standby_poll};
-use crate::subscriber::config::error::SubscriberError;
-use crate::subscriber::setup::shared::Shared;
+use crate::subscriber::config::SubscriberError;
+use crate::subscriber::setup::Shared;
 
 /// Runs `read` (the fetch loops of `consumers`) in sessions while this
 /// process holds the lease of every one of them, standing by in between,

@@ -1,4 +1,4 @@
-//! [`InboxBatches`]: how a subscriber groups the messages its inbox
+//! [`InboxGroups`]: how a subscriber groups the messages its inbox
 //! handlers apply into shared transactions.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 /// run (of several aggregates, each aggregate's in stream order) go into one
 /// database transaction — one multi-row inbox insert, each handler's
 /// effects, one commit — and are acknowledged after that commit. Set with
-/// [`SubscriberBuilder::inbox_batches`](crate::subscriber::SubscriberBuilder::inbox_batches).
+/// [`SubscriberBuilder::inbox_groups`](crate::subscriber::SubscriberBuilder::inbox_groups).
 ///
 /// The default of every subscriber; without it ([`inbox_per_message`](crate::subscriber::SubscriberBuilder::inbox_per_message))
 /// each message has a transaction of its own. A process frozen in the
@@ -44,11 +44,11 @@ use std::time::Duration;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use txoutbox_nats::subscriber::{InboxBatches, Subscriber};
+/// use txoutbox_nats::subscriber::{InboxGroups, Subscriber};
 ///
 /// # async fn build(nats: async_nats::Client) {
-/// let builder = Subscriber::builder(nats, "billing").inbox_batches(
-///     InboxBatches::default()
+/// let builder = Subscriber::builder(nats, "billing").inbox_groups(
+///     InboxGroups::default()
 ///         .max_messages(500)
 ///         .max_wait(Duration::from_millis(2))
 ///         .transactions(4),
@@ -56,13 +56,13 @@ use std::time::Duration;
 /// # let _ = builder; }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InboxBatches {
+pub struct InboxGroups {
     max_messages: usize,
     max_wait: Duration,
     transactions: usize,
 }
 
-impl InboxBatches {
+impl InboxGroups {
     /// The most messages in one group, by default.
     pub const DEFAULT_MAX_MESSAGES: usize = 256;
     /// Groups applied at once, by default.
@@ -105,7 +105,7 @@ impl InboxBatches {
     }
 }
 
-impl Default for InboxBatches {
+impl Default for InboxGroups {
     fn default() -> Self {
         Self {
             max_messages: Self::DEFAULT_MAX_MESSAGES,
@@ -114,3 +114,8 @@ impl Default for InboxBatches {
         }
     }
 }
+
+/// The former name of [`InboxGroups`]: what it configures are the inbox's
+/// groups (a "batch" is a batch handler's).
+#[deprecated(since = "0.1.0", note = "renamed to `InboxGroups`")]
+pub type InboxBatches = InboxGroups;
