@@ -70,14 +70,19 @@ pub struct SubscriberSettings {
     pub inbox_per_message: Option<bool>,
     /// [`InboxGroups::max_messages`](crate::subscriber::InboxGroups::max_messages)
     /// of the inbox groups (ignored with `inbox_per_message`).
-    pub inbox_batch_max_messages: Option<usize>,
+    #[cfg_attr(feature = "serde", serde(alias = "inbox_batch_max_messages"))]
+    pub inbox_group_max_messages: Option<usize>,
     /// [`InboxGroups::max_wait`](crate::subscriber::InboxGroups::max_wait) of the
     /// inbox groups.
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
-    pub inbox_batch_max_wait: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "humantime_serde", alias = "inbox_batch_max_wait")
+    )]
+    pub inbox_group_max_wait: Option<Duration>,
     /// [`InboxGroups::transactions`](crate::subscriber::InboxGroups::transactions) of
     /// the inbox groups.
-    pub inbox_batch_transactions: Option<usize>,
+    #[cfg_attr(feature = "serde", serde(alias = "inbox_batch_transactions"))]
+    pub inbox_group_transactions: Option<usize>,
 }
 
 /// An exponential [`Backoff`] as settings: `initial` doubling up to `max`.
@@ -135,20 +140,20 @@ impl SubscriberBuilder {
         if let Some(pinned_ttl) = settings.failover_after {
             self = self.failover_after(pinned_ttl);
         }
-        let batch_settings = (
-            settings.inbox_batch_max_messages,
-            settings.inbox_batch_max_wait,
-            settings.inbox_batch_transactions,
+        let group_settings = (
+            settings.inbox_group_max_messages,
+            settings.inbox_group_max_wait,
+            settings.inbox_group_transactions,
         );
-        if batch_settings != (None, None, None) {
+        if group_settings != (None, None, None) {
             let mut groups = InboxGroups::default();
-            if let Some(max) = settings.inbox_batch_max_messages {
+            if let Some(max) = settings.inbox_group_max_messages {
                 groups = groups.max_messages(max);
             }
-            if let Some(wait) = settings.inbox_batch_max_wait {
+            if let Some(wait) = settings.inbox_group_max_wait {
                 groups = groups.max_wait(wait);
             }
-            if let Some(transactions) = settings.inbox_batch_transactions {
+            if let Some(transactions) = settings.inbox_group_transactions {
                 groups = groups.transactions(transactions);
             }
             self = self.inbox_groups(groups);
@@ -157,5 +162,30 @@ impl SubscriberBuilder {
             self = self.inbox_per_message();
         }
         self
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::SubscriberSettings;
+
+    #[test]
+    fn inbox_groups_load_by_their_name_and_by_the_old_batch_keys() {
+        let by_name: SubscriberSettings = serde_json::from_str(
+            r#"{ "inbox_group_max_messages": 64, "inbox_group_max_wait": "5ms",
+                 "inbox_group_transactions": 2 }"#,
+        )
+        .expect("the group keys");
+        let by_old_keys: SubscriberSettings = serde_json::from_str(
+            r#"{ "inbox_batch_max_messages": 64, "inbox_batch_max_wait": "5ms",
+                 "inbox_batch_transactions": 2 }"#,
+        )
+        .expect("the old batch keys");
+        assert_eq!(by_name, by_old_keys);
+        assert_eq!(by_name.inbox_group_max_messages, Some(64));
+        assert_eq!(by_name.inbox_group_max_wait, Some(Duration::from_millis(5)));
+        assert_eq!(by_name.inbox_group_transactions, Some(2));
     }
 }
