@@ -114,13 +114,19 @@ pub(super) fn note_stale(outcome: LeaseOutcome, what: &'static str) {
 /// How long a probe may take before the database counts as away: far below
 /// a pool's acquire timeout (30 s by default), above any healthy round trip.
 pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-/// How far back the completions the database took are replayed when it is
-/// found away: on PostgreSQL the processor's statements commit
-/// asynchronously (`outbox-sea-orm`), and a crash loses the last of them
-/// (up to three `wal_writer_delay`s, 600 ms by default), which would leave
-/// messages the broker stored pending, to be published again after the
-/// outage, past the duplicate window. The database is found away up to
-/// [`PATIENCE`] + [`PROBE_TIMEOUT`] after it went.
+/// How far back from the last completion the database took the completions
+/// are replayed when it is found away: on PostgreSQL the processor's
+/// statements commit asynchronously (`outbox-sea-orm`), and a crash loses
+/// the last of them (up to three `wal_writer_delay`s, 600 ms by default),
+/// which would leave messages the broker stored pending, to be published
+/// again after the outage, past the duplicate window.
+///
+/// Counted back from the last completion taken, not from when the database
+/// is found away: that is up to [`PATIENCE`] + [`PROBE_TIMEOUT`] after it
+/// went, later on a loaded machine, and a window counted back from it
+/// missed completions taken just before the crash (the chaos soak's
+/// duplicates). The last completion was taken before the crash, so every
+/// completion the crash can lose is within this of it.
 const REPLAY: Duration = Duration::from_secs(3);
 /// How long a statement may run before the processor probes, to tell a slow
 /// database from one that is away (a statement waiting for a connection to
@@ -176,15 +182,20 @@ impl Unrecorded {
         }
         // What it took last may be lost with it (see `REPLAY`): recorded
         // again when it answers.
-        let now = Instant::now();
+        self.replay_recent();
+    }
+
+    /// Keeps the completions recorded in the last [`REPLAY`] before the
+    /// newest one (all that `recent` holds: it is trimmed to that window
+    /// at each completion), to be recorded again: each is fenced and
+    /// idempotent, so one that was durable after all changes nothing.
+    fn replay_recent(&self) {
         let recent = std::mem::take(&mut *locked(&self.recent));
-        for (at, token, published) in recent {
-            if now - at <= REPLAY {
-                let mut replay = Settlement::new(token);
-                replay.published = published;
-                replay.replay = true;
-                self.keep(replay);
-            }
+        for (_, token, published) in recent {
+            let mut replay = Settlement::new(token);
+            replay.published = published;
+            replay.replay = true;
+            self.keep(replay);
         }
     }
 
@@ -274,6 +285,10 @@ impl Unrecorded {
         store: &S,
         retry: &RetryPolicy,
     ) -> Result<(), StoreError> {
+        // A completion a batch took just as the database went, and noted
+        // after the outage was found (its replay already taken): recorded
+        // again too.
+        self.replay_recent();
         let waiting = std::mem::take(&mut *locked(&self.settlements));
         let publishes: usize = waiting.iter().map(|s| s.published.len()).sum();
         let mut left = waiting.into_iter();
@@ -434,5 +449,47 @@ mod tests {
                 .unrecorded,
             0
         );
+    }
+
+    /// The soak's duplicates: the database is found away some seconds after
+    /// it went (a probe's patience and timeout, a loaded machine), longer
+    /// than the replay window after the last completion it took. That
+    /// completion may be lost with it all the same, so it is recorded again.
+    #[tokio::test(start_paused = true)]
+    async fn the_last_completions_are_replayed_however_late_the_outage_is_found() {
+        let store = Flaky::default();
+        let unrecorded = Unrecorded::new(HealthProbe::default());
+        let retry = RetryPolicy::default();
+        unrecorded.settle(&store, &retry, published(2)).await;
+        tokio::time::advance(REPLAY / 2).await;
+        unrecorded.settle(&store, &retry, published(3)).await;
+        assert_eq!(store.completed.load(Ordering::Acquire), 5);
+        // Found away well past the window counted from now.
+        tokio::time::advance(REPLAY * 2).await;
+        unrecorded.database_away();
+        assert_eq!(unrecorded.publishes(), 5, "both completions replayed");
+        unrecorded.database_answered();
+        unrecorded.record(&store, &retry).await.expect("recorded");
+        assert_eq!(store.completed.load(Ordering::Acquire), 10);
+    }
+
+    /// A completion noted just after the outage was found (its batch's
+    /// statement was answered before the database went) is recorded again
+    /// when the database answers.
+    #[tokio::test]
+    async fn a_completion_noted_after_the_outage_was_found_is_recorded_again() {
+        let store = Flaky::default();
+        let unrecorded = Unrecorded::new(HealthProbe::default());
+        let retry = RetryPolicy::default();
+        unrecorded.database_away();
+        // Another batch's statement, answered before the crash.
+        published(4)
+            .record(&store, &retry, &unrecorded.recent)
+            .await
+            .expect("recorded");
+        assert_eq!(unrecorded.publishes(), 0);
+        unrecorded.database_answered();
+        unrecorded.record(&store, &retry).await.expect("recorded");
+        assert_eq!(store.completed.load(Ordering::Acquire), 8, "recorded again");
     }
 }
