@@ -5,15 +5,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::DeliverPolicy;
 use tokio::sync::Semaphore;
 use txoutbox_core::EventRegistry;
 use txoutbox_core::consumer::{AppliedMessages, ConsumerInbox, HeldMessages};
 
-use super::partitioned::PullSpec;
 use super::server::Setup;
 use super::shared::Shared;
-use crate::StreamSpec;
 use crate::subscriber::SubscriberBuilder;
 use crate::subscriber::config::SubscriberBuildError;
 use crate::subscriber::handlers::Handlers;
@@ -139,14 +136,16 @@ impl SubscriberBuilder {
             shared,
             reader_lease: self.reader_lease,
             inbox,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject: self.filter_subject,
-            partitioned: self.partitions.is_some(),
-            deliver_policy: self.deliver_policy,
-            dead_letter_stream: self.dead_letter_stream,
+            setup: Setup {
+                stream_name,
+                keeps_order,
+                pulls,
+                max_ack_pending,
+                filter_subject: self.filter_subject,
+                partitioned: self.partitions.is_some(),
+                deliver_policy: self.deliver_policy,
+                dead_letter_stream: self.dead_letter_stream,
+            },
         })
     }
 }
@@ -159,17 +158,10 @@ impl Checked {
         let Checked {
             mut shared,
             reader_lease,
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
             inbox,
+            setup,
         } = self;
-        if keeps_order
+        if setup.keeps_order
             && let Some(inbox) = inbox
             && crate::subscriber::takeover::keeps_leases(&*inbox)
         {
@@ -179,16 +171,6 @@ impl Checked {
             ));
             shared.gate = crate::subscriber::takeover::lease::Gate::new(true);
         }
-        let setup = Setup {
-            stream_name,
-            keeps_order,
-            pulls,
-            max_ack_pending,
-            filter_subject,
-            partitioned,
-            deliver_policy,
-            dead_letter_stream,
-        };
         (shared, setup)
     }
 }
@@ -201,12 +183,6 @@ pub(crate) struct Checked {
     pub(crate) reader_lease: Duration,
     /// The inbox the handlers apply through (or `keep_order`'s).
     pub(crate) inbox: Option<Arc<dyn ConsumerInbox>>,
-    pub(crate) stream_name: String,
-    pub(crate) keeps_order: bool,
-    pub(crate) pulls: Vec<PullSpec>,
-    pub(crate) max_ack_pending: i64,
-    pub(crate) filter_subject: String,
-    pub(crate) partitioned: bool,
-    pub(crate) deliver_policy: DeliverPolicy,
-    pub(crate) dead_letter_stream: Option<StreamSpec>,
+    /// What the subscriber sets up on the server.
+    pub(crate) setup: Setup,
 }
