@@ -138,7 +138,13 @@
 //! that this process received has been settled** — acked, or dead-lettered,
 //! or nakked for a retry and then either handled on its return or given up
 //! because it did not come back to this process within its backoff delay
-//! plus `ack_wait` plus 1 s. "Earlier" is stream order. Outside that:
+//! plus `ack_wait` plus 1 s. "Earlier" is stream order. A process that is
+//! its durable's one reader ([failover](SubscriberBuilder::failover) or the
+//! [reader lease](SubscriberBuilder::reader_lease)) gives up on no message
+//! by time: past that grace it asks the server (every second) and waits
+//! until the message is back, or the consumer's ack floor passed it, or the
+//! stream no longer holds it (a consumer leader change can delay a
+//! redelivery well past the ack wait). Outside that:
 //!
 //! - messages JetStream delivered to another process bound to the same
 //!   durable are not waited for (they are the ones a lane gives up on), so

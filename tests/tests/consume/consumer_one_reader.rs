@@ -14,6 +14,11 @@
 //!   event while the first process still holds the later ones and, once it
 //!   gives up waiting, applies them before it.
 //!
+//! - One process, the broker frozen (SIGSTOP) while one aggregate's event
+//!   is away for a retry, past the lane's grace: the durable's one reader
+//!   waits for the late redelivery instead of applying the aggregate's
+//!   later events before it.
+//!
 //! The consumers apply each event as an `effects` row in the inbox's
 //! transaction, after locking the event's aggregate
 //! (`effects::apply_locked`), so events of one aggregate applied side by
@@ -219,6 +224,65 @@ async fn a_consumer_leader_change_while_an_event_retries_keeps_one_reader() {
         "{total} effects applied once and in order across {stepdowns} consumer leader changes, \
          {:.1} s after the replicas started",
         started.elapsed().as_secs_f64()
+    );
+    for replica in running {
+        replica.stop();
+    }
+}
+
+/// The durable's one reader waits for a retry that comes back late. Order
+/// r-7's fifth event fails for 8 s (nakked with a 200-ms backoff, 1-s ack
+/// wait: the lane's grace is 2.2 s past each nak); the broker is frozen
+/// (SIGSTOP) for 6 s meanwhile, so the retry cannot come back within the
+/// grace. A lane that gives up on it by time applies r-7's later events
+/// during the freeze, before it (before the fix: `("r-7", [1, 2, 3, 4, 6,
+/// 7, 8, 9, 10, 5])`); the one reader asks the server instead, and waits
+/// while the message is unsettled and in the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_back_late_from_a_frozen_broker_still_runs_first() {
+    let mut server = NatsServer::builder()
+        .start()
+        .await
+        .expect("a private nats-server");
+    let setup = private_setup(&server, Backend::Postgres, "one_reader_late").await;
+    let client = server.connect().await.expect("a client");
+    let total = publish_orders(&setup, client, 20, 10).await;
+    let until = unix_ms() + 8_000;
+    let args = [
+        "--fail".to_owned(),
+        format!("r-7:5:{until}"),
+        "--max-deliver".to_owned(),
+        "1000".to_owned(),
+        "--backoff-ms".to_owned(),
+        "200".to_owned(),
+        "--ack-wait-ms".to_owned(),
+        "1000".to_owned(),
+    ];
+    let running = replicas(&setup, &server.url(), &["a"], &args).await;
+    wait_until(
+        Duration::from_secs(20),
+        "every other event is applied",
+        || async { setup.test.count("effects", "1=1").await >= total - 6 },
+    )
+    .await;
+    // The freeze must find r-7's fifth event failing, away for a retry.
+    let left = until.saturating_sub(unix_ms());
+    assert!(
+        left > 1_000,
+        "the other events took too long: r-7's fifth event stops failing in {left} ms, \
+         too soon to freeze the broker while it is away (a loaded machine; run again)"
+    );
+    let r7 = setup.test.count("effects", "aggregate_id = 'r-7'").await;
+    assert_eq!(r7, 4, "r-7's fifth event is not applied before the freeze");
+    server.freeze().expect("nats-server frozen");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    server.thaw().expect("nats-server continued");
+    let thawed = Instant::now();
+    assert_one_reader(&setup, total, Duration::from_secs(30)).await;
+    println!(
+        "{total} effects applied once and in order; r-7's retry, back late from a 6-s broker \
+         freeze, ran first ({:.1} s after the thaw)",
+        thawed.elapsed().as_secs_f64()
     );
     for replica in running {
         replica.stop();

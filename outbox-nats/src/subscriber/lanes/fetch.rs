@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use txoutbox_core::backoff::Doubling;
 
 use super::dispatch::{Incoming, header_pairs};
-use super::ordering::{Admission, Held, LaneKey, Lanes, Queued, lane_of};
+use super::ordering::{Admission, Held, LaneKey, Lanes, Overdue, Queued, lane_of};
+use super::overdue;
 use super::settle;
 use super::stalled_pulls;
 use super::worker::{Stop, run_lane};
@@ -66,7 +67,18 @@ pub(crate) async fn run(
     shutdown: CancellationToken,
     watch_holds: bool,
 ) -> Result<(), SubscriberError> {
-    let lanes = Lanes::<Incoming>::new(shared.away_grace());
+    // One reader (failover, or the reader lease): a message away cannot
+    // have gone to another process, so a late one is waited for until the
+    // server says it is settled or gone (see `overdue`).
+    let one_reader = shared.failover.is_some() || shared.gate.is_leased();
+    let overdue_policy = if one_reader {
+        Overdue::Ask {
+            recheck: overdue::RECHECK,
+        }
+    } else {
+        Overdue::GoOn
+    };
+    let lanes = Lanes::<Incoming>::new(shared.away_grace(), overdue_policy);
     let stop = Stop::default();
     let mut workers = JoinSet::new();
     // With inbox groups, one task drives every lane; without, each lane
@@ -117,6 +129,12 @@ pub(crate) async fn run(
         every
     });
     let mut sweep = tokio::time::interval(LANE_SWEEP_INTERVAL);
+    let mut overdue_checks = one_reader.then(|| {
+        let mut every = tokio::time::interval(overdue::RECHECK);
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        every
+    });
+    let mut asking = overdue::Asking::default();
     let period = shared.progress_interval();
     let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -176,6 +194,7 @@ pub(crate) async fn run(
             _ = sweep.tick() => lanes.sweep(),
             _ = progress.tick() => keep_alive(&shared, &lanes).await,
             () = tick(&mut orphan_checks) => orphans::hand_back_orphans(&shared, &consumer).await,
+            () = tick(&mut overdue_checks) => asking.start(&shared, &consumer, &lanes),
             _ = looks.tick() => {
                 if silence.stalled(&shared, &consumer).await
                     && let Some(stream) = messages.take()

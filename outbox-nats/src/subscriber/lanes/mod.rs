@@ -5,8 +5,9 @@
 //!
 //! Lane state changes only through [`Lanes`]' operations: `admit` a
 //! message, `take` (or `take_run`) its front, `send_away` one nakked for a
-//! retry and `expect` it back, `put_back` one not settled, `release` what
-//! a hold parked, `sweep` the forgotten, read what is `waiting`. The other
+//! retry and `expect` it back, list those `overdue` and `forget` those the
+//! server settled, `put_back` one not settled, `release` what a hold
+//! parked, `sweep` the forgotten, read what is `waiting`. The other
 //! folders name lanes through this front door only ([`Lanes`], [`Queued`],
 //! [`Front`], [`LaneKey`], [`lane_key`],
 //! [`lane_of`]); `ordering` itself is private to `lanes/`.
@@ -14,6 +15,7 @@
 pub(crate) mod dispatch;
 pub(crate) mod fetch;
 mod ordering;
+mod overdue;
 pub(crate) mod settle;
 pub(crate) mod stalled_pulls;
 pub(crate) mod worker;

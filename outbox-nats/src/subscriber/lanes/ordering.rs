@@ -22,8 +22,13 @@
 //!
 //! A message away that has not come back within its delay plus the grace
 //! ([`Shared::away_grace`](crate::subscriber::setup::shared::Shared::away_grace): the ack wait
-//! plus a margin) went to another process bound to the same durable, or
-//! left the stream; the lane then goes on without it.
+//! plus a margin) is *overdue*. What that means depends on who reads the
+//! durable ([`Overdue`]): with several readers it went to another process
+//! (or left the stream), and the lane goes on without it; with one reader
+//! (failover or the reader lease) nobody else can have taken it, so a late
+//! redelivery (a consumer leader change resets the server's redelivery
+//! timers) is waited for: the lane goes on only once the server says the
+//! message is settled or no longer in the stream (see `overdue`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,8 +97,32 @@ pub(crate) enum Front {
 
 #[derive(Debug, Clone, Copy)]
 struct Away {
-    /// When the lane stops waiting for it.
+    /// When the lane stops waiting for it (with [`Overdue::Ask`]: when it
+    /// next asks the server about it).
     expires: Instant,
+    /// Past its grace, waiting for the server's word (with [`Overdue::Ask`]).
+    overdue: bool,
+}
+
+impl Away {
+    fn until(expires: Instant) -> Self {
+        Self {
+            expires,
+            overdue: false,
+        }
+    }
+}
+
+/// What a lane does with a message away past its grace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Overdue {
+    /// Several processes read the durable: it went to another one (or left
+    /// the stream); the lane goes on without it.
+    GoOn,
+    /// This process is the durable's one reader: the lane waits until the
+    /// server says the message is settled or gone ([`Lanes::overdue`],
+    /// [`Lanes::forget`]), asking again every `recheck`.
+    Ask { recheck: Duration },
 }
 
 struct Lane<T> {
@@ -113,19 +142,37 @@ impl<T> Lane<T> {
         }
     }
 
-    /// Forgets messages away past their grace.
-    fn prune(&mut self, now: Instant) {
+    /// Forgets messages away past their grace ([`Overdue::GoOn`]), or
+    /// marks them overdue, to be asked about ([`Overdue::Ask`]).
+    fn prune(&mut self, now: Instant, overdue: Overdue) {
         self.away.retain(|sequence, away| {
-            let keep = away.expires > now;
-            if !keep {
-                tracing::warn!(
-                    stream_sequence = sequence,
-                    "a message nakked for a retry did not come back to this process in time \
-                     (another process took it, or it left the stream); \
-                     later messages of its aggregate go on without it"
-                );
+            if away.expires > now {
+                return true;
             }
-            keep
+            match overdue {
+                Overdue::GoOn => {
+                    tracing::warn!(
+                        stream_sequence = sequence,
+                        "a message nakked for a retry did not come back to this process in time \
+                         (another process took it, or it left the stream); \
+                         later messages of its aggregate go on without it"
+                    );
+                    false
+                }
+                Overdue::Ask { recheck } => {
+                    if !away.overdue {
+                        tracing::info!(
+                            stream_sequence = sequence,
+                            "a message nakked for a retry is not back yet; later messages of its \
+                             aggregate wait until the server redelivers it, or says it is settled \
+                             or gone"
+                        );
+                    }
+                    away.overdue = true;
+                    away.expires = now + recheck;
+                    true
+                }
+            }
         });
     }
 
@@ -153,6 +200,7 @@ impl<T> Lane<T> {
 pub(crate) struct Lanes<T> {
     lanes: Arc<Mutex<HashMap<LaneKey, Lane<T>>>>,
     grace: Duration,
+    overdue: Overdue,
 }
 
 impl<T> Clone for Lanes<T> {
@@ -160,16 +208,19 @@ impl<T> Clone for Lanes<T> {
         Self {
             lanes: Arc::clone(&self.lanes),
             grace: self.grace,
+            overdue: self.overdue,
         }
     }
 }
 
 impl<T> Lanes<T> {
-    /// Lanes that wait `grace` past its due time for a message away.
-    pub(crate) fn new(grace: Duration) -> Self {
+    /// Lanes that wait `grace` past its due time for a message away, then
+    /// do what `overdue` says.
+    pub(crate) fn new(grace: Duration, overdue: Overdue) -> Self {
         Self {
             lanes: Arc::default(),
             grace,
+            overdue,
         }
     }
 
@@ -199,7 +250,7 @@ impl<T> Lanes<T> {
     pub(crate) fn send_away(&self, key: &LaneKey, sequence: u64, delay: Duration) {
         let expires = Instant::now() + delay + self.grace;
         if let Some(lane) = self.lock().get_mut(key) {
-            lane.away.insert(sequence, Away { expires });
+            lane.away.insert(sequence, Away::until(expires));
         }
     }
 
@@ -212,7 +263,7 @@ impl<T> Lanes<T> {
             .entry(Arc::clone(key))
             .or_insert_with(Lane::new)
             .away
-            .insert(sequence, Away { expires });
+            .insert(sequence, Away::until(expires));
     }
 
     /// Whether `key`'s first message may run. With `draining`, nothing
@@ -241,7 +292,7 @@ impl<T> Lanes<T> {
         let Some(lane) = lanes.get_mut(key) else {
             return (Front::Done, None);
         };
-        lane.prune(now);
+        lane.prune(now, self.overdue);
         let Some(front) = lane.queue.front() else {
             lane.worker = false;
             if lane.away.is_empty() {
@@ -275,7 +326,7 @@ impl<T> Lanes<T> {
         let Some(lane) = lanes.get_mut(key) else {
             return (Front::Done, Vec::new());
         };
-        lane.prune(now);
+        lane.prune(now, self.overdue);
         let Some(front) = lane.queue.front() else {
             lane.worker = false;
             if lane.away.is_empty() {
@@ -321,10 +372,45 @@ impl<T> Lanes<T> {
     /// Drops lanes left with nothing but messages away past their grace.
     pub(crate) fn sweep(&self) {
         let now = Instant::now();
+        let overdue = self.overdue;
         self.lock().retain(|_, lane| {
-            lane.prune(now);
+            lane.prune(now, overdue);
             lane.worker || !lane.queue.is_empty() || !lane.away.is_empty()
         });
+    }
+
+    /// The messages away past their grace that the server is to be asked
+    /// about ([`Overdue::Ask`]): at most `most`, the earliest of each lane
+    /// (the one its lane waits for), earliest first.
+    pub(crate) fn overdue(&self, most: usize) -> Vec<(LaneKey, u64)> {
+        if self.overdue == Overdue::GoOn {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        let overdue = self.overdue;
+        let mut lanes = self.lock();
+        let mut found = Vec::new();
+        for (key, lane) in lanes.iter_mut() {
+            lane.prune(now, overdue);
+            if let Some((sequence, away)) = lane.away.first_key_value()
+                && away.overdue
+            {
+                found.push((Arc::clone(key), *sequence));
+            }
+        }
+        found.sort_unstable_by_key(|(_, sequence)| *sequence);
+        found.truncate(most);
+        found
+    }
+
+    /// The server says `sequence` of `key` is settled or no longer in the
+    /// stream: its lane stops waiting for it.
+    pub(crate) fn forget(&self, key: &LaneKey, sequence: u64) {
+        if let Some(lane) = self.lock().get_mut(key)
+            && lane.away.remove(&sequence).is_some()
+        {
+            lane.wake.notify_one();
+        }
     }
 
     /// Applies `f` to every message waiting in any lane.
@@ -388,7 +474,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_worker_per_aggregate_in_stream_order() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let (a, b) = (lane_key("order", "1"), lane_key("order", "2"));
         assert_eq!(lanes.admit(&a, q(1)), Admission::Start);
         assert_eq!(lanes.admit(&b, q(2)), Admission::Start);
@@ -406,7 +492,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_redelivered_copy_replaces_the_queued_one() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         let _ = lanes.admit(&a, q(1));
         let _ = lanes.admit(&a, q(1));
@@ -415,7 +501,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn what_follows_a_failed_message_waits_for_it_in_order() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         assert_eq!(lanes.admit(&a, q(1)), Admission::Start);
         assert_eq!(lanes.admit(&a, q(2)), Admission::Queued);
@@ -439,7 +525,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn what_follows_a_message_outstanding_from_before_a_restart_waits_for_it() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         // Delivered to a process that died: expected back.
         lanes.expect(&a, 4);
@@ -458,7 +544,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_message_that_never_comes_back_is_given_up_after_its_grace() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         let _ = lanes.admit(&a, q(1));
         assert_eq!(run(&lanes, &a), 1);
@@ -478,8 +564,53 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn one_reader_waits_past_the_grace_until_the_server_settles_it() {
+        let recheck = Duration::from_secs(1);
+        let lanes = Lanes::new(GRACE, Overdue::Ask { recheck });
+        let (a, b) = (lane_key("order", "1"), lane_key("order", "2"));
+        let _ = lanes.admit(&a, q(1));
+        assert_eq!(run(&lanes, &a), 1);
+        lanes.send_away(&a, 1, Duration::from_secs(1));
+        let _ = lanes.admit(&a, q(2));
+        lanes.expect(&b, 3);
+        let _ = lanes.admit(&b, q(4));
+        assert!(lanes.overdue(10).is_empty(), "within their grace");
+        // Long past the grace (a leader change delays the redelivery):
+        // both still wait, overdue, and are asked about again every recheck.
+        tokio::time::advance(Duration::from_secs(1) + GRACE * 10).await;
+        assert!(waits(&lanes, &a) && waits(&lanes, &b));
+        lanes.sweep();
+        assert_eq!(lanes.len(), 2, "a sweep forgets nothing overdue");
+        assert_eq!(lanes.overdue(10), [(a.clone(), 1), (b.clone(), 3)]);
+        assert_eq!(lanes.overdue(1), [(a.clone(), 1)], "the earliest first");
+        match lanes.front(&a, false) {
+            Front::Wait { until, .. } => assert!(until <= Instant::now() + recheck),
+            _ => panic!("2 waits for 1"),
+        }
+        // 1 comes back at last: it runs first.
+        let _ = lanes.admit(&a, q(1));
+        assert_eq!(run(&lanes, &a), 1);
+        assert_eq!(run(&lanes, &a), 2);
+        // The server says 3 is settled (or gone): 4 goes on.
+        lanes.forget(&b, 3);
+        assert!(lanes.overdue(10).is_empty());
+        assert_eq!(run(&lanes, &b), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn several_readers_list_nothing_overdue() {
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
+        let a = lane_key("order", "1");
+        lanes.expect(&a, 3);
+        let _ = lanes.admit(&a, q(4));
+        tokio::time::advance(GRACE * 2).await;
+        assert!(lanes.overdue(10).is_empty());
+        assert_eq!(run(&lanes, &a), 4, "given up after its grace");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_run_stops_at_a_message_behind_one_away() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         lanes.expect(&a, 6);
         for sequence in [5, 4, 8, 7] {
@@ -507,7 +638,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn draining_hands_out_everything() {
-        let lanes = Lanes::new(GRACE);
+        let lanes = Lanes::new(GRACE, Overdue::GoOn);
         let a = lane_key("order", "1");
         let _ = lanes.admit(&a, q(1));
         assert_eq!(run(&lanes, &a), 1);

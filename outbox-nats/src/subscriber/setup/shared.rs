@@ -150,6 +150,10 @@ impl Shared {
     /// a message not back within its delay plus the ack wait plus a margin
     /// went to another process bound to the same durable (or left the
     /// stream), and waiting longer would stall its aggregate for nothing.
+    /// A subscriber that is its durable's one reader (failover, the reader
+    /// lease) asks the server instead, past this grace, and waits while the
+    /// message is unsettled (see `lanes::overdue`): a consumer leader change
+    /// delays a redelivery past it.
     pub(crate) fn away_grace(&self) -> Duration {
         self.ack_wait + AWAY_MARGIN
     }
