@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo run --release -p txoutbox-bench -- endurance --minutes 60 \
 //!     [--db postgres|mariadb] [--handler batch|each] [--retention-secs N] [--writers N]
+//!     [--private-pg]
 //! ```
 //!
 //! Three processes of this binary: the writers (`writer-child`: repository
@@ -18,7 +19,10 @@
 //! updating a read-model row per aggregate; its inbox kept as long). On a
 //! fresh schema of the shared PostgreSQL, or a fresh database of the shared
 //! MariaDB, and a fresh stream on the shared nats-server, all deleted
-//! afterwards.
+//! afterwards. The shared PostgreSQL of this machine runs with
+//! `autovacuum = off` (its CI configuration): `--private-pg` runs on a
+//! private server instead (this machine's `initdb` and `pg_ctl`, PostgreSQL's
+//! defaults, autovacuum on), stopped and removed at the end.
 //!
 //! First a calibration (a tenth of the run, 20-60 s) with unthrottled
 //! writers finds the best rate applied end to end; the run then offers 80%
@@ -51,6 +55,8 @@ use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, LEASE};
 use crate::harness::machine::{self, CpuTimes};
 use crate::harness::memory;
+use crate::harness::pgstats;
+use crate::harness::private_pg::PrivatePostgres;
 use crate::harness::report::thousands;
 
 /// Aggregates written to, the hot ones, and one event in `HOT_EVERY` on a
@@ -86,6 +92,8 @@ struct Settings {
     handler: &'static str,
     retention_secs: u64,
     writers: u64,
+    /// On a private PostgreSQL server with the defaults (autovacuum on).
+    private_pg: bool,
 }
 
 impl Settings {
@@ -96,8 +104,13 @@ impl Settings {
         let mut handler = "batch";
         let mut retention = None;
         let mut writers = 16;
+        let mut private_pg = false;
         let mut it = flags.iter();
         while let Some(flag) = it.next() {
+            if flag == "--private-pg" {
+                private_pg = true;
+                continue;
+            }
             let value = it
                 .next()
                 .ok_or_else(|| format!("endurance: {flag} needs a value"))?;
@@ -140,6 +153,7 @@ impl Settings {
             handler,
             retention_secs,
             writers,
+            private_pg,
         })
     }
 
@@ -181,8 +195,12 @@ struct Rig {
 impl Rig {
     /// Creates the database (with the read model) and the stream, and
     /// starts the consumer, the processor and the writers at `rate`.
-    async fn start(settings: &Settings, rate: u64) -> Result<Self, BoxError> {
-        let test = TestDb::with_schema(settings.backend()).await;
+    /// On the server at `server`, if given (else the shared one).
+    async fn start(settings: &Settings, server: Option<&str>, rate: u64) -> Result<Self, BoxError> {
+        let test = match server {
+            Some(url) => TestDb::with_schema_on(settings.backend(), url).await,
+            None => TestDb::with_schema(settings.backend()).await,
+        };
         test.db
             .execute_unprepared(subscriber::READ_MODEL_TABLE)
             .await?;
@@ -387,7 +405,20 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         "load before: {}",
         machine::load_state(Duration::from_secs(1)).await
     );
-    let best = calibrate(&settings).await?;
+    let private = match (settings.db, settings.private_pg) {
+        (Db::Postgres, true) => Some(PrivatePostgres::start(&[])?),
+        (Db::MariaDb, true) => return Err("endurance: --private-pg is for --db postgres".into()),
+        _ => None,
+    };
+    let server = private.as_ref().map(PrivatePostgres::url);
+    let server = server.as_deref();
+    if let Some(private) = &private {
+        println!(
+            "database: a private PostgreSQL server on port {} (initdb's defaults)",
+            private.port()
+        );
+    }
+    let best = calibrate(&settings, server).await?;
     let offered = ((best * OFFERED_SHARE) as u64).max(1);
     println!(
         "offered: {} events/s ({:.0}% of the best {}/s)",
@@ -396,14 +427,16 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         thousands(best)
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    endure(&settings, offered).await
+    let outcome = endure(&settings, server, offered).await;
+    drop(private);
+    outcome
 }
 
 /// A short run with unthrottled writers: the best rate applied end to
 /// end (events/s), measured after its first third.
-async fn calibrate(settings: &Settings) -> Result<f64, BoxError> {
+async fn calibrate(settings: &Settings, server: Option<&str>) -> Result<f64, BoxError> {
     let length = settings.calibration();
-    let mut rig = Rig::start(settings, UNTHROTTLED).await?;
+    let mut rig = Rig::start(settings, server, UNTHROTTLED).await?;
     tokio::time::sleep(length / 3).await;
     let (from, cpu_from, at) = (rig.counts().await?, CpuTimes::now(), Instant::now());
     tokio::time::sleep(length - length / 3).await;
@@ -447,9 +480,18 @@ struct Reading {
 }
 
 /// The run at `offered` events/s for the settings' minutes.
-async fn endure(settings: &Settings, offered: u64) -> Result<(), BoxError> {
-    let mut rig = Rig::start(settings, offered).await?;
+async fn endure(settings: &Settings, server: Option<&str>, offered: u64) -> Result<(), BoxError> {
+    let mut rig = Rig::start(settings, server, offered).await?;
     let backend = rig.test.db_backend();
+    if backend == DbBackend::Postgres {
+        let autovacuum: String = pgstats::scalar(
+            &rig.test.db,
+            "SELECT current_setting('autovacuum') AS a",
+            "a",
+        )
+        .await?;
+        println!("the server's autovacuum: {autovacuum}");
+    }
     let started = Instant::now();
     let pids = rig.pids();
     let child_cpu = || pids.map(|pid| pid.map_or(0.0, machine::cpu_seconds_of));
