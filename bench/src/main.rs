@@ -42,8 +42,8 @@ use crate::harness::report::{self, Check};
 use crate::harness::{fixture, machine, stats};
 use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
-    crash, drain_1m, drain_cluster, drain_skew, drain_tune, endurance, history, ingest, jetstream, latency,
-    naive, outage, relay_candidates, save_cost, soak, writers,
+    crash, drain_1m, drain_cluster, drain_skew, drain_tune, endurance, history, ingest, jetstream,
+    latency, naive, outage, relay_candidates, save_cost, soak, writers,
 };
 
 /// Every part, in running order, and whether the default run includes it.

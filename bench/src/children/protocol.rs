@@ -136,7 +136,13 @@ impl Proc {
             .await
             .ok()
             .flatten()
-            .ok_or_else(|| format!("the {} did not answer `{line}` with `{prefix} …`", self.name).into())
+            .ok_or_else(|| {
+                format!(
+                    "the {} did not answer `{line}` with `{prefix} …`",
+                    self.name
+                )
+                .into()
+            })
     }
 
     /// Its process id, while it runs.

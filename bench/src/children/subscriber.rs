@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
 use tokio::io::AsyncBufReadExt;
-use txoutbox_core::tokio_util::sync::CancellationToken;
 use txoutbox_core::cleanup::Cleanup;
+use txoutbox_core::tokio_util::sync::CancellationToken;
 use txoutbox_core::{Delivery, HandlerError};
 use txoutbox_nats::{StreamSpec, Subscriber};
 use txoutbox_sea_orm::inbox::{Batched, InboxBatchHandler};
@@ -192,8 +192,12 @@ impl Applied {
     /// `applied <total> <since the last mark> <p50 µs> <p99 µs>`, starting
     /// a new window.
     fn mark(&self) -> String {
-        let mut window =
-            std::mem::take(&mut *self.latencies.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut window = std::mem::take(
+            &mut *self
+                .latencies
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         window.sort_unstable();
         let at = |p: f64| {
             let rank = ((window.len().max(1) - 1) as f64 * p).round() as usize;

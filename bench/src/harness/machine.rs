@@ -214,7 +214,11 @@ impl CpuTimes {
     pub(crate) fn busy_since(&self, earlier: &Self) -> f64 {
         let all = self.machine_all.saturating_sub(earlier.machine_all);
         let busy = self.machine_busy.saturating_sub(earlier.machine_busy);
-        if all > 0 { busy as f64 / all as f64 } else { 0.0 }
+        if all > 0 {
+            busy as f64 / all as f64
+        } else {
+            0.0
+        }
     }
 
     /// CPU seconds per group since `earlier`, and the machine's busy share,

@@ -347,10 +347,7 @@ impl Rig {
             .unwrap_or(0);
         let until = Instant::now() + CATCH_UP;
         let caught_up = loop {
-            let published = self
-                .processor
-                .ask("mark", "published ", ANSWER)
-                .await?;
+            let published = self.processor.ask("mark", "published ", ANSWER).await?;
             let applied = self.consumer.ask("mark", "applied ", ANSWER).await?;
             let n = |line: &str| -> u64 {
                 line.split_whitespace()
@@ -456,9 +453,7 @@ async fn calibrate(settings: &Settings, server: Option<&str>) -> Result<f64, Box
         to.p99_us as f64 / 1e3,
         cpu_to.since(&cpu_from)
     );
-    println!(
-        "(the processor-alone drain is the `drain` part's figure; not measured here)"
-    );
+    println!("(the processor-alone drain is the `drain` part's figure; not measured here)");
     let (done, caught_up) = rig.stop().await?;
     println!(
         "calibration writers: {done}; {}",
@@ -632,9 +627,7 @@ fn minute_line(
         applied_per_s: applied,
         p99_ms: b.p99_us as f64 / 1e3,
         rss_mib: rss,
-        outbox_bytes: tables
-            .as_ref()
-            .map_or(0.0, |t| t.outbox_bytes() as f64),
+        outbox_bytes: tables.as_ref().map_or(0.0, |t| t.outbox_bytes() as f64),
     };
     (line, figures)
 }

@@ -239,7 +239,10 @@ mod tests {
                 late: 50..60
             })
         );
-        assert_eq!(Windows::of(60).map(|w| w.describe()).as_deref(), Some("minutes 6-15 vs 51-60"));
+        assert_eq!(
+            Windows::of(60).map(|w| w.describe()).as_deref(),
+            Some("minutes 6-15 vs 51-60")
+        );
         assert_eq!(
             Windows::of(5),
             Some(Windows {
@@ -322,9 +325,9 @@ mod tests {
         let verdict = judge(&minutes, 2).expect("a verdict");
         assert!(!verdict.flat());
         assert!(
-            verdict
-                .line()
-                .starts_with("endurance verdict: drift (throughput late/early, writer RSS growth, errors); "),
+            verdict.line().starts_with(
+                "endurance verdict: drift (throughput late/early, writer RSS growth, errors); "
+            ),
             "{}",
             verdict.line()
         );
