@@ -21,6 +21,7 @@
 //! | `ingest` | on a private nats-server 2.14: pipelined publishing vs a fast-ingest (ADR-50) prototype, and the drain beside both and beside a drain whose publishes cost nothing (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
 //! | `relay-candidates` | issue 35's relays beside today's processor on one private PostgreSQL with `wal_level=logical`: row locks as leases (1 and 2 relays, takeover) and a logical-replication slot, on uniform, hot and blocked-head backlogs (not in the default run; `--rows N` for a quick run) |
+//! | `endurance` | issue 45: the whole pipeline (writers, processor, consumer with an inbox, each its own process) for `--minutes N` (60) at 80% of the best rate a short calibration finds, one line a minute (rates, commit-to-apply p50/p99, RSS, CPU, `outbox_messages` bytes and tuples, inbox and stream bytes) and an `endurance verdict:` line, late part vs early part (not in the default run; `endurance --minutes 60 [--db postgres\|mariadb] [--handler batch\|each] [--retention-secs N] [--writers N] [--private-pg]`: the shared PostgreSQL runs with autovacuum off, `--private-pg` runs on a private server with PostgreSQL's defaults; details in `parts/endurance/mod.rs`) |
 //! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `parts/soak/mod.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
@@ -41,12 +42,12 @@ use crate::harness::report::{self, Check};
 use crate::harness::{fixture, machine, stats};
 use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
-    crash, drain_1m, drain_cluster, drain_skew, drain_tune, history, ingest, jetstream, latency,
-    naive, outage, relay_candidates, save_cost, soak, writers,
+    crash, drain_1m, drain_cluster, drain_skew, drain_tune, endurance, history, ingest, jetstream,
+    latency, naive, outage, relay_candidates, save_cost, soak, writers,
 };
 
 /// Every part, in running order, and whether the default run includes it.
-const PARTS: [(&str, bool); 16] = [
+const PARTS: [(&str, bool); 17] = [
     ("save-cost", true),
     ("writers", true),
     ("jetstream", true),
@@ -62,6 +63,7 @@ const PARTS: [(&str, bool); 16] = [
     ("drain-cluster", false),
     ("ingest", false),
     ("soak", false),
+    ("endurance", false),
     ("relay-candidates", false),
 ];
 
@@ -77,10 +79,10 @@ async fn main() -> Result<(), BoxError> {
         Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
     }
-    // What follows `soak` or `relay-candidates` are its flags.
+    // What follows `soak`, `relay-candidates` or `endurance` are its flags.
     let (args, soak_flags) = match args
         .iter()
-        .position(|a| a == "soak" || a == "relay-candidates")
+        .position(|a| a == "soak" || a == "relay-candidates" || a == "endurance")
     {
         Some(at) => (args[..=at].to_vec(), args[at + 1..].to_vec()),
         None => (args, Vec::new()),
@@ -170,6 +172,9 @@ async fn main() -> Result<(), BoxError> {
     }
     if wants("relay-candidates") {
         relay_candidates::run(&soak_flags).await?;
+    }
+    if wants("endurance") {
+        endurance::run(&soak_flags).await?;
     }
     if !summary.is_empty() {
         println!("== summary ==");

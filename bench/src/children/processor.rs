@@ -16,17 +16,25 @@
 //! that were re-publishes dropped by the broker's deduplication changed
 //! (checked every 250 ms), so a parent learns it even if it SIGKILLs the
 //! process.
+//!
+//! For the endurance part: `--url URL` reaches the database by URL
+//! (PostgreSQL with `--schema`, or MariaDB) instead of the machine's
+//! PostgreSQL; `--retention-secs N` keeps published rows N s (the
+//! processor's cleanup, on by default, with its other defaults);
+//! `--count-only` counts acks without keeping them (no `ack` lines), and
+//! each `mark` line is answered with `published <acks so far>`.
 
 use std::io::Write;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
+use txoutbox_core::cleanup::Cleanup;
 use txoutbox_nats::JetStreamPublisher;
 use txoutbox_sea_orm::Outbox;
 
 use crate::children::protocol::{self, Proc, args};
 use crate::harness::error::BoxError;
-use crate::harness::fixture::{self, connect_schema};
+use crate::harness::fixture::{self, connect_child};
 use crate::harness::pgstats::{self, StatementLog};
 use crate::harness::record::{Acks, RecordingPublisher};
 
@@ -39,20 +47,29 @@ const POOL: u32 = 8;
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let value = |flag: &str| fixture::flag_value(args, PART, flag);
-    let (schema, prefix) = (value("--schema")?, value("--prefix")?);
-    let mut db = connect_schema(schema, POOL).await?;
+    let prefix = value("--prefix")?;
+    let mut db = connect_child(args, PART, POOL).await?;
     let log = StatementLog::install(&mut db);
     let outbox = Outbox::new(db, fixture::config(prefix)?);
     let client = match fixture::flag_value(args, PART, "--nats") {
         Ok(url) => fixture::reconnecting_client(url).await?,
         Err(_) => async_nats::connect(fixture::nats_url()).await?,
     };
-    let acks = Acks::default();
+    let count_only = args.iter().any(|a| a == "--count-only");
+    let acks = if count_only {
+        Acks::counting_only()
+    } else {
+        Acks::default()
+    };
     let publisher = RecordingPublisher::new(
         JetStreamPublisher::new(client, "/txoutbox-bench-child"),
         acks.clone(),
     );
-    let processor = outbox.processor(publisher).build()?.spawn();
+    let mut builder = outbox.processor(publisher);
+    if let Ok(secs) = value("--retention-secs") {
+        builder = builder.cleanup(Cleanup::keep_for(Duration::from_secs(secs.parse()?)));
+    }
+    let processor = builder.build()?.spawn();
     protocol::ready()?;
     let progress = args.iter().any(|a| a == "--progress").then(|| {
         let acks = acks.clone();
@@ -64,6 +81,9 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     while let Some(line) = input.next_line().await? {
         if line.trim() == "mark" {
             marks.push(log.snapshot());
+            if count_only {
+                protocol::say(&format!("published {}", acks.acked()))?;
+            }
         }
     }
     let report = processor.shutdown().await?;

@@ -106,6 +106,50 @@ impl Proc {
         Ok(())
     }
 
+    /// Sends `line` (e.g. `mark`) and waits up to `timeout` for the first
+    /// line starting with `prefix` it prints after that.
+    pub(crate) async fn ask(
+        &mut self,
+        line: &str,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<String, BoxError> {
+        let before = *self.printed.borrow_and_update();
+        self.send(line).await?;
+        let answer = async {
+            loop {
+                let found = self
+                    .lines
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .skip(before)
+                    .find(|l| l.starts_with(prefix))
+                    .cloned();
+                if let Some(found) = found {
+                    return Some(found);
+                }
+                self.printed.changed().await.ok()?;
+            }
+        };
+        tokio::time::timeout(timeout, answer)
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                format!(
+                    "the {} did not answer `{line}` with `{prefix} …`",
+                    self.name
+                )
+                .into()
+            })
+    }
+
+    /// Its process id, while it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Waits until it prints a line starting with `prefix` and returns that
     /// line, or `None` once its output ended without one.
     pub(crate) async fn wait_for(&mut self, prefix: &str) -> Option<String> {
@@ -228,6 +272,13 @@ pub(crate) fn args(args: &[&str]) -> Vec<String> {
 pub(crate) fn ready() -> Result<(), std::io::Error> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready")?;
+    out.flush()
+}
+
+/// The child's side: prints `line` (an answer to a `mark`) at once.
+pub(crate) fn say(line: &str) -> Result<(), std::io::Error> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
     out.flush()
 }
 

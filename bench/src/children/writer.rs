@@ -1,13 +1,15 @@
 //! `txoutbox-bench writer-child --url URL [--schema S] --prefix P --rate R
-//! [--writers W] [--events N]`: writers in a process of their own (no
+//! [--writers W] [--events N] [--accounts A --hot H --hot-every K]`:
+//! writers in a process of their own (no
 //! processor there, so the processor learns of their commits only by
 //! PostgreSQL `NOTIFY` or by polling). W writers (default 8) save
 //! bank-account-like orders through the unit of work at R events/s in
 //! total until their standard input closes, or until N events are
-//! committed: 2,000 accounts, a fifth of the events on 20 hot ones, each
-//! save one event. Prints `ready` when writing starts and
-//! `done <events> (<f> failed attempts, <c> commits confirmed after an
-//! error)` at the end.
+//! committed: A accounts (2,000), every K-th event (every fifth) on one of
+//! H hot ones (20), each save one event. Prints `ready` when writing
+//! starts, `written <events> <failed attempts>` for each `mark` line on its
+//! standard input (the endurance part's minutes), and `done <events> (<f>
+//! failed attempts, <c> commits confirmed after an error)` at the end.
 //!
 //! An attempt that fails (a concurrency conflict, or the database away:
 //! the soak crashes it) is counted and made again, on the next account,
@@ -35,9 +37,11 @@ use crate::harness::fixture::{self, BenchOrder};
 /// The part's name on the command line.
 pub(crate) const PART: &str = "writer-child";
 
-/// Accounts written to, and how many of them are hot.
+/// Accounts written to, how many of them are hot, and which share of the
+/// events goes to the hot ones (one in `HOT_EVERY`), by default.
 const ACCOUNTS: u64 = 2_000;
 const HOT: u64 = 20;
+const HOT_EVERY: u64 = 5;
 /// Concurrent writers by default.
 const WRITERS: u64 = 8;
 /// The pause after a failed attempt: doubling from the first to the last.
@@ -72,13 +76,21 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let db = Database::connect(options).await?;
     let outbox = Outbox::new(db, fixture::config(value("--prefix")?)?);
     let rate: u64 = value("--rate")?.parse()?;
+    let spread = Spread {
+        accounts: value("--accounts").map_or(Ok(ACCOUNTS), str::parse)?,
+        hot: value("--hot").map_or(Ok(HOT), str::parse)?,
+        hot_every: value("--hot-every").map_or(Ok(HOT_EVERY), str::parse)?,
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     // Events taken by a writer so far (a failed save keeps its own).
     let taken = Arc::new(AtomicU64::new(0));
+    // Events committed and failed attempts so far, for `mark`.
+    let progress = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     let mut tasks = Vec::new();
     for writer in 0..writers {
         let (outbox, stop, taken) = (outbox.clone(), stop.clone(), taken.clone());
+        let progress = progress.clone();
         tasks.push(tokio::spawn(async move {
             let every = Duration::from_secs(1) * writers as u32 / rate.max(1) as u32;
             let mut ticks = tokio::time::interval(every);
@@ -95,12 +107,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
                     }
                     holds_one = true;
                 }
-                // Every fifth event on a hot account.
-                let account = if n % 5 == 0 {
-                    n / 5 % HOT
-                } else {
-                    (n * 7_919) % ACCOUNTS
-                };
+                let account = spread.account(n);
                 n += writers;
                 let key = format!("acc-{account:05}-{}", uuid::Uuid::now_v7());
                 let committed = match save(&outbox, account, &key).await {
@@ -114,10 +121,12 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
                 };
                 if committed {
                     counts.written += 1;
+                    progress.0.fetch_add(1, Ordering::Relaxed);
                     holds_one = false;
                     pause.reset();
                 } else {
                     counts.failed += 1;
+                    progress.1.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(pause.next_pause()).await;
                 }
             }
@@ -125,12 +134,22 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         }));
     }
     protocol::ready()?;
-    // Standard input closing stops the writers early.
+    // Standard input closing stops the writers early; `mark` asks for the
+    // counts so far.
     let stopper = {
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut input = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-            while let Ok(Some(_)) = input.next_line().await {}
+            while let Ok(Some(line)) = input.next_line().await {
+                if line.trim() == "mark" {
+                    let (written, failed) = (&progress.0, &progress.1);
+                    let _ = protocol::say(&format!(
+                        "written {} {}",
+                        written.load(Ordering::Relaxed),
+                        failed.load(Ordering::Relaxed)
+                    ));
+                }
+            }
             stop.store(true, Ordering::Release);
         })
     };
@@ -147,6 +166,28 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         all.written, all.failed, all.confirmed
     );
     Ok(())
+}
+
+/// Which account each event goes to.
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    accounts: u64,
+    hot: u64,
+    /// One event in this many goes to a hot account.
+    hot_every: u64,
+}
+
+impl Spread {
+    /// The account of a writer's `n`-th event: every `hot_every`-th on one
+    /// of the first `hot` accounts, the others spread over all of them.
+    fn account(&self, n: u64) -> u64 {
+        let every = self.hot_every.max(1);
+        if n.is_multiple_of(every) {
+            n / every % self.hot.max(1)
+        } else {
+            (n * 7_919) % self.accounts.max(1)
+        }
+    }
 }
 
 /// How an attempt ended.

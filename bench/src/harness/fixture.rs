@@ -212,6 +212,45 @@ pub(crate) async fn connect_schema(
     Ok(Database::connect(options).await?)
 }
 
+/// A pool of up to `connections` to the database at `url` (PostgreSQL or
+/// MariaDB), with `schema` on PostgreSQL's search path when given: how a
+/// child reaches a database its parent names by URL.
+pub(crate) async fn connect_url(
+    url: &str,
+    schema: Option<&str>,
+    connections: u32,
+) -> Result<DatabaseConnection, BoxError> {
+    let url = if url.starts_with("postgres") {
+        with_application_name(url)
+    } else {
+        url.to_owned()
+    };
+    let mut options = ConnectOptions::new(url);
+    if let Some(schema) = schema {
+        options.set_schema_search_path(schema.to_owned());
+    }
+    options
+        .max_connections(connections)
+        .test_before_acquire(false)
+        .sqlx_logging(false);
+    Ok(Database::connect(options).await?)
+}
+
+/// A child's pool of up to `connections`: to `--url` (with `--schema` on
+/// the search path, if given) when its `args` name one, else to `--schema`
+/// on [`postgres_url`]'s server.
+pub(crate) async fn connect_child(
+    args: &[String],
+    part: &str,
+    connections: u32,
+) -> Result<DatabaseConnection, BoxError> {
+    let schema = flag_value(args, part, "--schema").ok();
+    match flag_value(args, part, "--url") {
+        Ok(url) => connect_url(url, schema, connections).await,
+        Err(_) => connect_schema(flag_value(args, part, "--schema")?, connections).await,
+    }
+}
+
 /// [`connect_schema`] for a pool that outlives crashes of its server:
 /// each connection is tested before it is handed out (a connection the
 /// crash ended is replaced, not used), and waiting for one gives up after

@@ -127,7 +127,16 @@ fn stat_totals() -> Option<(u64, u64)> {
 
 /// CPU seconds this process used so far (user + system, all threads).
 pub(crate) fn own_cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
+    cpu_seconds_at("/proc/self/stat")
+}
+
+/// CPU seconds process `pid` (a child) used so far, 0 once it is gone.
+pub(crate) fn cpu_seconds_of(pid: u32) -> f64 {
+    cpu_seconds_at(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_seconds_at(path: &str) -> f64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|stat| {
             let close = stat.rfind(')')?;
@@ -184,6 +193,7 @@ impl CpuTimes {
             let ticks = utime.parse::<u64>().unwrap_or(0) + stime.parse::<u64>().unwrap_or(0);
             let group = match comm {
                 c if c.starts_with("postgres") => "postgres",
+                "mariadbd" | "mysqld" => "mariadbd",
                 "nats-server" => "nats-server",
                 c if c.starts_with("txoutbox-bench") => "txoutbox-bench",
                 _ => "other",
@@ -191,6 +201,24 @@ impl CpuTimes {
             *times.by_group.entry(group).or_default() += ticks;
         }
         times
+    }
+
+    /// CPU seconds of `group` since `earlier`.
+    pub(crate) fn group_since(&self, earlier: &Self, group: &str) -> f64 {
+        let now = self.by_group.get(group).copied().unwrap_or(0);
+        let before = earlier.by_group.get(group).copied().unwrap_or(0);
+        now.saturating_sub(before) as f64 / TICKS_PER_SECOND
+    }
+
+    /// The machine's busy share since `earlier`, 0.0-1.0.
+    pub(crate) fn busy_since(&self, earlier: &Self) -> f64 {
+        let all = self.machine_all.saturating_sub(earlier.machine_all);
+        let busy = self.machine_busy.saturating_sub(earlier.machine_busy);
+        if all > 0 {
+            busy as f64 / all as f64
+        } else {
+            0.0
+        }
     }
 
     /// CPU seconds per group since `earlier`, and the machine's busy share,

@@ -20,12 +20,21 @@ pub(crate) struct Memory {
 
 /// Reads `/proc/self/status`.
 pub(crate) fn now() -> Result<Memory, BoxError> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
+    of_status("/proc/self/status")
+}
+
+/// The memory of process `pid` (a child), from `/proc/<pid>/status`.
+pub(crate) fn of(pid: u32) -> Result<Memory, BoxError> {
+    of_status(&format!("/proc/{pid}/status"))
+}
+
+fn of_status(path: &str) -> Result<Memory, BoxError> {
+    let status = std::fs::read_to_string(path)?;
     let field = |name: &str| -> Result<u64, BoxError> {
         let line = status
             .lines()
             .find(|line| line.starts_with(name))
-            .ok_or_else(|| format!("no {name} in /proc/self/status"))?;
+            .ok_or_else(|| format!("no {name} in {path}"))?;
         let kib = line
             .split_whitespace()
             .nth(1)

@@ -19,9 +19,27 @@ pub(crate) use txoutbox_testing::counting::{
 pub(crate) struct Acks {
     inner: Arc<Mutex<Vec<(MessageId, SystemTime)>>>,
     duplicates: Arc<AtomicU64>,
+    /// Acks so far.
+    acked: Arc<AtomicU64>,
+    /// Counts without keeping each ack (a run too long to keep them).
+    counting_only: bool,
 }
 
 impl Acks {
+    /// Acks that are counted, not kept ([`take`](Self::take) returns
+    /// nothing).
+    pub(crate) fn counting_only() -> Self {
+        Self {
+            counting_only: true,
+            ..Self::default()
+        }
+    }
+
+    /// How many acks so far (kept or not).
+    pub(crate) fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Relaxed)
+    }
+
     /// Acks of re-publishes the broker dropped as duplicates, so far.
     pub(crate) fn duplicates(&self) -> u64 {
         self.duplicates.load(Ordering::Relaxed)
@@ -47,6 +65,10 @@ impl Acks {
     }
 
     fn push(&self, id: MessageId, at: SystemTime) {
+        self.acked.fetch_add(1, Ordering::Relaxed);
+        if self.counting_only {
+            return;
+        }
         self.inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

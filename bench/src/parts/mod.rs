@@ -7,6 +7,7 @@ pub(crate) mod drain_1m;
 pub(crate) mod drain_cluster;
 pub(crate) mod drain_skew;
 pub(crate) mod drain_tune;
+pub(crate) mod endurance;
 pub(crate) mod history;
 pub(crate) mod ingest;
 pub(crate) mod jetstream;

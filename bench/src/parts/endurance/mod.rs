@@ -1,0 +1,633 @@
+//! `endurance` (issue 45): the whole pipeline for an hour at 80% of this
+//! machine's best, to see whether throughput, latency, memory and table
+//! sizes drift.
+//!
+//! ```sh
+//! cargo run --release -p txoutbox-bench -- endurance --minutes 60 \
+//!     [--db postgres|mariadb] [--handler batch|each] [--retention-secs N] [--writers N]
+//!     [--private-pg]
+//! ```
+//!
+//! Three processes of this binary: the writers (`writer-child`: repository
+//! saves through the unit of work across 10,000 aggregates, half of the
+//! events on a hot 5% of them), the processor (`processor-child`, the
+//! library's defaults with cleanup on, its retention `--retention-secs`:
+//! by default 5 minutes, for runs under 30 minutes a fifth of the run, at
+//! least 30 s, so `outbox_messages` reaches its plateau early), and a
+//! consumer with an inbox (`soak-subscriber`: `--handler batch` a batch
+//! handler over inbox groups, `--handler each` a handler per message, each
+//! updating a read-model row per aggregate; its inbox kept as long). On a
+//! fresh schema of the shared PostgreSQL, or a fresh database of the shared
+//! MariaDB, and a fresh stream on the shared nats-server, all deleted
+//! afterwards. The shared PostgreSQL of this machine runs with
+//! `autovacuum = off` (its CI configuration): `--private-pg` runs on a
+//! private server instead (this machine's `initdb` and `pg_ctl`, PostgreSQL's
+//! defaults, autovacuum on), stopped and removed at the end.
+//!
+//! First a calibration (a tenth of the run, 20-60 s) with unthrottled
+//! writers finds the best rate applied end to end; the run then offers 80%
+//! of it. Each minute prints one line: offered / committed / published /
+//! applied per second, commit-to-apply p50 / p99 of the minute (from each
+//! event's `occurred_at`, recorded just before its save, to its handler),
+//! each process's RSS and CPU, the outbox table's bytes and tuples
+//! (PostgreSQL: heap, indexes, live and dead tuples, autovacuum runs;
+//! MariaDB: data, indexes, free bytes, rows and the InnoDB history list
+//! length), the inbox table's bytes and the stream's. The last line,
+//! `endurance verdict: flat` or `drift (…)`, compares the late part with
+//! the early part ([`verdict`]).
+
+mod tables;
+mod verdict;
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use sea_orm::{ConnectionTrait, DbBackend};
+use tokio::time::Instant;
+use txoutbox_fixtures::{Backend, TestDb};
+use txoutbox_nats::StreamSpec;
+
+use self::tables::Tables;
+use self::verdict::Minute;
+use crate::children::protocol::{Proc, args};
+use crate::children::{processor, subscriber, writer};
+use crate::harness::error::BoxError;
+use crate::harness::fixture::{self, LEASE};
+use crate::harness::machine::{self, CpuTimes};
+use crate::harness::memory;
+use crate::harness::pgstats;
+use crate::harness::private_pg::PrivatePostgres;
+use crate::harness::report::thousands;
+
+/// Aggregates written to, the hot ones, and one event in `HOT_EVERY` on a
+/// hot one (half of them).
+const AGGREGATES: u64 = 10_000;
+const HOT: u64 = 500;
+const HOT_EVERY: u64 = 2;
+/// The offered rate's share of the calibrated best.
+const OFFERED_SHARE: f64 = 0.8;
+/// How long a child may take to answer a `mark`, and to stop.
+const ANSWER: Duration = Duration::from_secs(20);
+const STOP: Duration = Duration::from_secs(60);
+/// How long the end waits for the consumer to apply what was written.
+const CATCH_UP: Duration = Duration::from_secs(60);
+/// Messages the stream keeps (it reaches a plateau too).
+const STREAM_MAX_AGE: Duration = Duration::from_secs(600);
+/// Writers' rate when unthrottled.
+const UNTHROTTLED: u64 = 1_000_000;
+
+/// Which database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Db {
+    Postgres,
+    MariaDb,
+}
+
+/// The part's settings.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    minutes: u64,
+    db: Db,
+    /// `batch` or `each`.
+    handler: &'static str,
+    retention_secs: u64,
+    writers: u64,
+    /// On a private PostgreSQL server with the defaults (autovacuum on).
+    private_pg: bool,
+}
+
+impl Settings {
+    /// Parses the flags after `endurance`.
+    fn parse(flags: &[String]) -> Result<Self, BoxError> {
+        let mut minutes = 60;
+        let mut db = Db::Postgres;
+        let mut handler = "batch";
+        let mut retention = None;
+        let mut writers = 16;
+        let mut private_pg = false;
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            if flag == "--private-pg" {
+                private_pg = true;
+                continue;
+            }
+            let value = it
+                .next()
+                .ok_or_else(|| format!("endurance: {flag} needs a value"))?;
+            let number = || {
+                value
+                    .parse::<u64>()
+                    .map_err(|e| format!("endurance: {flag}: {e}"))
+            };
+            match flag.as_str() {
+                "--minutes" => minutes = number()?.max(1),
+                "--retention-secs" => retention = Some(number()?.max(1)),
+                "--writers" => writers = number()?.max(1),
+                "--db" => {
+                    db = match value.as_str() {
+                        "postgres" => Db::Postgres,
+                        "mariadb" => Db::MariaDb,
+                        other => return Err(format!("endurance: unknown --db `{other}`").into()),
+                    }
+                }
+                "--handler" => {
+                    handler = match value.as_str() {
+                        "batch" => "batch",
+                        "each" => "each",
+                        other => {
+                            return Err(format!("endurance: unknown --handler `{other}`").into());
+                        }
+                    }
+                }
+                other => return Err(format!("endurance: unknown flag `{other}`").into()),
+            }
+        }
+        let retention_secs = retention.unwrap_or(if minutes >= 30 {
+            300
+        } else {
+            (minutes * 60 / 5).clamp(30, 300)
+        });
+        Ok(Self {
+            minutes,
+            db,
+            handler,
+            retention_secs,
+            writers,
+            private_pg,
+        })
+    }
+
+    fn backend(&self) -> Backend {
+        match self.db {
+            Db::Postgres => Backend::Postgres,
+            Db::MariaDb => Backend::MySql,
+        }
+    }
+
+    /// The calibration's length: a tenth of the run, 20-60 s.
+    fn calibration(&self) -> Duration {
+        Duration::from_secs((self.minutes * 6).clamp(20, 60))
+    }
+}
+
+/// Counts the children gave at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    written: u64,
+    failed: u64,
+    published: u64,
+    applied: u64,
+    /// The consumer's latencies since the previous sample, µs.
+    p50_us: u64,
+    p99_us: u64,
+}
+
+/// A fresh database and stream with the three processes on them.
+struct Rig {
+    test: TestDb,
+    jetstream: jetstream::Context,
+    stream: String,
+    writers: Proc,
+    processor: Proc,
+    consumer: Proc,
+}
+
+impl Rig {
+    /// Creates the database (with the read model) and the stream, and
+    /// starts the consumer, the processor and the writers at `rate`.
+    /// On the server at `server`, if given (else the shared one).
+    async fn start(settings: &Settings, server: Option<&str>, rate: u64) -> Result<Self, BoxError> {
+        let test = match server {
+            Some(url) => TestDb::with_schema_on(settings.backend(), url).await,
+            None => TestDb::with_schema(settings.backend()).await,
+        };
+        test.db
+            .execute_unprepared(subscriber::READ_MODEL_TABLE)
+            .await?;
+        for chunk in (0..AGGREGATES).collect::<Vec<_>>().chunks(1_000) {
+            let rows: Vec<String> = chunk.iter().map(|n| format!("('acc-{n:05}')")).collect();
+            test.db
+                .execute_unprepared(&format!(
+                    "INSERT INTO read_model (id) VALUES {}",
+                    rows.join(",")
+                ))
+                .await?;
+        }
+        let tag = &uuid::Uuid::now_v7().simple().to_string()[20..];
+        let (stream, prefix) = (format!("ENDURE_{tag}"), format!("endure{tag}"));
+        let nats = fixture::nats_url();
+        let jetstream = jetstream::new(fixture::connect(&nats).await?);
+        StreamSpec::new(&stream, [format!("{prefix}.>")])
+            .max_age(STREAM_MAX_AGE)
+            .processor_lease(LEASE)
+            .ensure(&jetstream)
+            .await?;
+        let (url, schema) = test.location();
+        let retention = settings.retention_secs.to_string();
+        let argv = |part: &str, extra: &[&str]| {
+            let mut argv = vec![part, "--url", &url, "--prefix", &prefix];
+            if let Some(schema) = &schema {
+                argv.extend(["--schema", schema.as_str()]);
+            }
+            argv.extend_from_slice(extra);
+            args(&argv)
+        };
+        let consumer = Proc::start(
+            "consumer",
+            &argv(
+                subscriber::PART,
+                &[
+                    "--nats",
+                    &nats,
+                    "--stream",
+                    &stream,
+                    "--handler",
+                    settings.handler,
+                    "--retention-secs",
+                    &retention,
+                ],
+            ),
+        )
+        .await?;
+        let processor = Proc::start(
+            "processor",
+            &argv(
+                processor::PART,
+                &["--count-only", "--retention-secs", &retention],
+            ),
+        )
+        .await?;
+        let (rate, writers) = (rate.to_string(), settings.writers.to_string());
+        let (aggregates, hot, every) = (
+            AGGREGATES.to_string(),
+            HOT.to_string(),
+            HOT_EVERY.to_string(),
+        );
+        let writers = Proc::start(
+            "writers",
+            &argv(
+                writer::PART,
+                &[
+                    "--rate",
+                    &rate,
+                    "--writers",
+                    &writers,
+                    "--accounts",
+                    &aggregates,
+                    "--hot",
+                    &hot,
+                    "--hot-every",
+                    &every,
+                ],
+            ),
+        )
+        .await?;
+        Ok(Self {
+            test,
+            jetstream,
+            stream,
+            writers,
+            processor,
+            consumer,
+        })
+    }
+
+    /// Asks each child for its counts.
+    async fn counts(&mut self) -> Result<Counts, BoxError> {
+        let numbers = |line: String| -> Vec<u64> {
+            line.split_whitespace()
+                .skip(1)
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        };
+        let written = numbers(self.writers.ask("mark", "written ", ANSWER).await?);
+        let published = numbers(self.processor.ask("mark", "published ", ANSWER).await?);
+        let applied = numbers(self.consumer.ask("mark", "applied ", ANSWER).await?);
+        let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(Counts {
+            written: at(&written, 0),
+            failed: at(&written, 1),
+            published: at(&published, 0),
+            applied: at(&applied, 0),
+            p50_us: at(&applied, 2),
+            p99_us: at(&applied, 3),
+        })
+    }
+
+    /// The three processes' ids, in [`verdict::PROCESSES`]' order.
+    fn pids(&self) -> [Option<u32>; 3] {
+        [
+            self.writers.pid(),
+            self.processor.pid(),
+            self.consumer.pid(),
+        ]
+    }
+
+    /// Whether a child exited.
+    fn any_exited(&mut self) -> bool {
+        self.writers.exited() || self.processor.exited() || self.consumer.exited()
+    }
+
+    /// The stream's bytes.
+    async fn stream_bytes(&self) -> Result<u64, BoxError> {
+        let mut stream = self.jetstream.get_stream(&self.stream).await?;
+        Ok(stream.info().await?.state.bytes)
+    }
+
+    /// Stops the writers, waits (up to [`CATCH_UP`]) for the consumer to
+    /// apply what they wrote, stops the rest and deletes the stream.
+    /// Returns the writers' `done` line and whether the consumer caught up.
+    async fn stop(mut self) -> Result<(String, Result<Counts, String>), BoxError> {
+        let (_, done) = self.writers.stopped(STOP).await?;
+        let done = done.unwrap_or_default();
+        let written: u64 = done
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let until = Instant::now() + CATCH_UP;
+        let caught_up = loop {
+            let published = self.processor.ask("mark", "published ", ANSWER).await?;
+            let applied = self.consumer.ask("mark", "applied ", ANSWER).await?;
+            let n = |line: &str| -> u64 {
+                line.split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            };
+            let counts = Counts {
+                written,
+                published: n(&published),
+                applied: n(&applied),
+                ..Counts::default()
+            };
+            if counts.applied >= written {
+                break Ok(counts);
+            }
+            if Instant::now() > until {
+                break Err(format!(
+                    "{} written, {} published, {} applied {} s after the writers stopped",
+                    written,
+                    counts.published,
+                    counts.applied,
+                    CATCH_UP.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        self.processor.stop(STOP).await?;
+        self.consumer.stop(STOP).await?;
+        self.jetstream.delete_stream(&self.stream).await?;
+        drop(self.test);
+        Ok((done.trim().to_owned(), caught_up))
+    }
+}
+
+/// Runs the part with the flags after `endurance`.
+pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
+    let settings = Settings::parse(flags)?;
+    println!(
+        "== endurance: {} minutes on {:?}, handler `{}`, retention {} s, {} writers over {} \
+         aggregates ({} hot, 1 event in {} on them) ==",
+        settings.minutes,
+        settings.db,
+        settings.handler,
+        settings.retention_secs,
+        settings.writers,
+        thousands(AGGREGATES as f64),
+        HOT,
+        HOT_EVERY
+    );
+    println!(
+        "load before: {}",
+        machine::load_state(Duration::from_secs(1)).await
+    );
+    let private = match (settings.db, settings.private_pg) {
+        (Db::Postgres, true) => Some(PrivatePostgres::start(&[])?),
+        (Db::MariaDb, true) => return Err("endurance: --private-pg is for --db postgres".into()),
+        _ => None,
+    };
+    let server = private.as_ref().map(PrivatePostgres::url);
+    let server = server.as_deref();
+    if let Some(private) = &private {
+        println!(
+            "database: a private PostgreSQL server on port {} (initdb's defaults)",
+            private.port()
+        );
+    }
+    let best = calibrate(&settings, server).await?;
+    let offered = ((best * OFFERED_SHARE) as u64).max(1);
+    println!(
+        "offered: {} events/s ({:.0}% of the best {}/s)",
+        thousands(offered as f64),
+        OFFERED_SHARE * 100.0,
+        thousands(best)
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let outcome = endure(&settings, server, offered).await;
+    drop(private);
+    outcome
+}
+
+/// A short run with unthrottled writers: the best rate applied end to
+/// end (events/s), measured after its first third.
+async fn calibrate(settings: &Settings, server: Option<&str>) -> Result<f64, BoxError> {
+    let length = settings.calibration();
+    let mut rig = Rig::start(settings, server, UNTHROTTLED).await?;
+    tokio::time::sleep(length / 3).await;
+    let (from, cpu_from, at) = (rig.counts().await?, CpuTimes::now(), Instant::now());
+    tokio::time::sleep(length - length / 3).await;
+    let to = rig.counts().await?;
+    let (cpu_to, secs) = (CpuTimes::now(), at.elapsed().as_secs_f64());
+    let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+    let applied = rate(from.applied, to.applied);
+    println!(
+        "calibration ({} s, unthrottled writers, measured over the last {:.0} s): committed {}/s, \
+         published {}/s, applied {}/s; commit-to-apply p50 {:.1} ms p99 {:.1} ms; {}",
+        length.as_secs(),
+        secs,
+        thousands(rate(from.written, to.written)),
+        thousands(rate(from.published, to.published)),
+        thousands(applied),
+        to.p50_us as f64 / 1e3,
+        to.p99_us as f64 / 1e3,
+        cpu_to.since(&cpu_from)
+    );
+    println!("(the processor-alone drain is the `drain` part's figure; not measured here)");
+    let (done, caught_up) = rig.stop().await?;
+    println!(
+        "calibration writers: {done}; {}",
+        match caught_up {
+            Ok(_) => "the consumer caught up".to_owned(),
+            Err(lag) => format!("the consumer did not catch up: {lag}"),
+        }
+    );
+    Ok(applied)
+}
+
+/// What one sample read besides the children's counts.
+struct Reading {
+    at: Instant,
+    counts: Counts,
+    cpu: CpuTimes,
+    /// CPU seconds of each child so far.
+    child_cpu: [f64; 3],
+}
+
+/// The run at `offered` events/s for the settings' minutes.
+async fn endure(settings: &Settings, server: Option<&str>, offered: u64) -> Result<(), BoxError> {
+    let mut rig = Rig::start(settings, server, offered).await?;
+    let backend = rig.test.db_backend();
+    if backend == DbBackend::Postgres {
+        let autovacuum: String = pgstats::scalar(
+            &rig.test.db,
+            "SELECT current_setting('autovacuum') AS a",
+            "a",
+        )
+        .await?;
+        println!("the server's autovacuum: {autovacuum}");
+    }
+    let started = Instant::now();
+    let pids = rig.pids();
+    let child_cpu = || pids.map(|pid| pid.map_or(0.0, machine::cpu_seconds_of));
+    let mut previous = Reading {
+        at: started,
+        counts: Counts::default(),
+        cpu: CpuTimes::now(),
+        child_cpu: child_cpu(),
+    };
+    let mut minutes = Vec::new();
+    let mut errors = 0u64;
+    for minute in 1..=settings.minutes {
+        tokio::time::sleep_until(started + Duration::from_secs(60 * minute)).await;
+        if rig.any_exited() {
+            println!("min {minute:>3}: a child process exited; the run ends here");
+            errors += 1;
+            break;
+        }
+        let counts = match rig.counts().await {
+            Ok(counts) => counts,
+            Err(err) => {
+                println!("min {minute:>3}: no counts: {err}");
+                errors += 1;
+                continue;
+            }
+        };
+        let now = Reading {
+            at: Instant::now(),
+            counts,
+            cpu: CpuTimes::now(),
+            child_cpu: child_cpu(),
+        };
+        let tables = Tables::read(&rig.test.db).await;
+        let stream = rig.stream_bytes().await;
+        let rss = pids.map(|pid| {
+            pid.and_then(|pid| memory::of(pid).ok())
+                .map_or(0.0, |m| m.rss_kib as f64 / 1024.0)
+        });
+        let (line, figures) = minute_line(
+            minute, offered, &previous, &now, rss, &tables, &stream, backend,
+        );
+        println!("{line}");
+        match (tables, stream) {
+            (Ok(_), Ok(_)) => {}
+            _ => errors += 1,
+        }
+        minutes.push(figures);
+        previous = now;
+    }
+    let (done, caught_up) = rig.stop().await?;
+    println!("writers: {done}");
+    match caught_up {
+        Ok(counts) => println!(
+            "the end: {} written, {} published, {} applied",
+            counts.written, counts.published, counts.applied
+        ),
+        Err(lag) => {
+            println!("the end: the consumer did not catch up: {lag}");
+            errors += 1;
+        }
+    }
+    println!(
+        "load after: {}",
+        machine::load_state(Duration::from_secs(1)).await
+    );
+    match verdict::judge(&minutes, errors) {
+        Some(verdict) => println!("{}", verdict.line()),
+        None => println!(
+            "endurance verdict: none ({} minutes measured, at least 3 needed)",
+            minutes.len()
+        ),
+    }
+    Ok(())
+}
+
+/// The minute's line and its figures for the verdict.
+#[allow(clippy::too_many_arguments)]
+fn minute_line(
+    minute: u64,
+    offered: u64,
+    before: &Reading,
+    now: &Reading,
+    rss: [f64; 3],
+    tables: &Result<Tables, BoxError>,
+    stream: &Result<u64, BoxError>,
+    backend: DbBackend,
+) -> (String, Minute) {
+    let secs = now.at.duration_since(before.at).as_secs_f64().max(1e-3);
+    let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+    let (a, b) = (&before.counts, &now.counts);
+    let applied = rate(a.applied, b.applied);
+    let cpu: Vec<String> = (0..3)
+        .map(|i| {
+            format!(
+                "{:.0}",
+                100.0 * (now.child_cpu[i] - before.child_cpu[i]) / secs
+            )
+        })
+        .collect();
+    let db_group = if backend == DbBackend::Postgres {
+        "postgres"
+    } else {
+        "mariadbd"
+    };
+    let share = |group: &str| 100.0 * now.cpu.group_since(&before.cpu, group) / secs;
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned());
+    let tables_text = match tables {
+        Ok(tables) => tables.describe(backend),
+        Err(err) => format!("tables: error {err}"),
+    };
+    let stream_text = match stream {
+        Ok(bytes) => format!("{:.1} MB", *bytes as f64 / 1e6),
+        Err(err) => format!("error {err}"),
+    };
+    let line = format!(
+        "min {minute:>3}: offered {} committed {} published {} applied {} /s; p50 {:.1} p99 {:.1} \
+         ms; RSS w/p/c {:.1}/{:.1}/{:.1} MB; CPU% w/p/c {} db {:.0} nats {:.0} machine {:.0} \
+         load {load}; {tables_text}; stream {stream_text}; writer retries {}",
+        thousands(offered as f64),
+        thousands(rate(a.written, b.written)),
+        thousands(rate(a.published, b.published)),
+        thousands(applied),
+        b.p50_us as f64 / 1e3,
+        b.p99_us as f64 / 1e3,
+        rss[0],
+        rss[1],
+        rss[2],
+        cpu.join("/"),
+        share(db_group),
+        share("nats-server"),
+        100.0 * now.cpu.busy_since(&before.cpu),
+        b.failed.saturating_sub(a.failed),
+    );
+    let figures = Minute {
+        applied_per_s: applied,
+        p99_ms: b.p99_us as f64 / 1e3,
+        rss_mib: rss,
+        outbox_bytes: tables.as_ref().map_or(0.0, |t| t.outbox_bytes() as f64),
+    };
+    (line, figures)
+}
