@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo run --release -p txoutbox-bench -- endurance --minutes 60 \
 //!     [--db postgres|mariadb] [--handler batch|each] [--retention-secs N] [--writers N]
-//!     [--private-pg]
+//!     [--shared-pg] [--table-defaults] [--rate N] [--history N]
 //! ```
 //!
 //! Three processes of this binary: the writers (`writer-child`: repository
@@ -16,17 +16,27 @@
 //! least 30 s, so `outbox_messages` reaches its plateau early), and a
 //! consumer with an inbox (`soak-subscriber`: `--handler batch` a batch
 //! handler over inbox groups, `--handler each` a handler per message, each
-//! updating a read-model row per aggregate; its inbox kept as long). On a
-//! fresh schema of the shared PostgreSQL, or a fresh database of the shared
-//! MariaDB, and a fresh stream on the shared nats-server, all deleted
-//! afterwards. The shared PostgreSQL of this machine runs with
-//! `autovacuum = off` (its CI configuration): `--private-pg` runs on a
-//! private server instead (this machine's `initdb` and `pg_ctl`, PostgreSQL's
-//! defaults, autovacuum on), stopped and removed at the end.
+//! updating a read-model row per aggregate; its inbox kept as long).
+//!
+//! On PostgreSQL the run has a private server of its own (this machine's
+//! `initdb` and `pg_ctl`, PostgreSQL's defaults: autovacuum on, as in
+//! production), stopped and removed at the end; the shared PostgreSQL of
+//! this machine runs with `autovacuum = off` (its CI configuration), which
+//! no table setting overrides: `--shared-pg` runs there all the same. On
+//! MariaDB: a fresh database of the shared server. The broker is a private
+//! nats-server (file store; `OUTBOX_TEST_NATS_SERVER`, else `nats-server`
+//! on PATH), so the run's streams (its dead letters' `DLQ` included) touch
+//! nothing else. `--table-defaults` resets the storage settings the
+//! migration gives the outbox and inbox tables (PostgreSQL: autovacuum) to
+//! PostgreSQL's defaults, to measure what they are worth. `--history N`
+//! first fills the outbox table with N published rows (PostgreSQL: the
+//! week of history the cleanup keeps by default, in small; give a
+//! `--retention-secs` longer than the run so they stay).
 //!
 //! First a calibration (a tenth of the run, 20-60 s) with unthrottled
 //! writers finds the best rate applied end to end; the run then offers 80%
-//! of it. Each minute prints one line: offered / committed / published /
+//! of it (`--rate N` offers N events/s without one, to compare two runs at
+//! one rate). Each minute prints one line: offered / committed / published /
 //! applied per second, commit-to-apply p50 / p99 of the minute (from each
 //! event's `occurred_at`, recorded just before its save, to its handler),
 //! each process's RSS and CPU, the outbox table's bytes and tuples
@@ -44,6 +54,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use sea_orm::{ConnectionTrait, DbBackend};
 use tokio::time::Instant;
+use txoutbox_fixtures::nats::NatsServer;
 use txoutbox_fixtures::{Backend, TestDb};
 use txoutbox_nats::StreamSpec;
 
@@ -92,8 +103,16 @@ struct Settings {
     handler: &'static str,
     retention_secs: u64,
     writers: u64,
-    /// On a private PostgreSQL server with the defaults (autovacuum on).
-    private_pg: bool,
+    /// On the shared PostgreSQL (autovacuum off) instead of a private one.
+    shared_pg: bool,
+    /// The outbox and inbox tables with PostgreSQL's default storage
+    /// settings instead of the migration's.
+    table_defaults: bool,
+    /// The offered rate (events/s), without a calibration: two runs
+    /// compared at one rate.
+    rate: Option<u64>,
+    /// Published rows in the outbox table before the run (PostgreSQL).
+    history: u64,
 }
 
 impl Settings {
@@ -104,11 +123,17 @@ impl Settings {
         let mut handler = "batch";
         let mut retention = None;
         let mut writers = 16;
-        let mut private_pg = false;
+        let mut rate = None;
+        let mut history = 0;
+        let (mut shared_pg, mut table_defaults) = (false, false);
         let mut it = flags.iter();
         while let Some(flag) = it.next() {
-            if flag == "--private-pg" {
-                private_pg = true;
+            if flag == "--shared-pg" {
+                shared_pg = true;
+                continue;
+            }
+            if flag == "--table-defaults" {
+                table_defaults = true;
                 continue;
             }
             let value = it
@@ -123,6 +148,8 @@ impl Settings {
                 "--minutes" => minutes = number()?.max(1),
                 "--retention-secs" => retention = Some(number()?.max(1)),
                 "--writers" => writers = number()?.max(1),
+                "--rate" => rate = Some(number()?.max(1)),
+                "--history" => history = number()?,
                 "--db" => {
                     db = match value.as_str() {
                         "postgres" => Db::Postgres,
@@ -153,7 +180,10 @@ impl Settings {
             handler,
             retention_secs,
             writers,
-            private_pg,
+            shared_pg,
+            table_defaults,
+            rate,
+            history,
         })
     }
 
@@ -195,8 +225,14 @@ struct Rig {
 impl Rig {
     /// Creates the database (with the read model) and the stream, and
     /// starts the consumer, the processor and the writers at `rate`.
-    /// On the server at `server`, if given (else the shared one).
-    async fn start(settings: &Settings, server: Option<&str>, rate: u64) -> Result<Self, BoxError> {
+    /// On the database server at `server`, if given (else the shared
+    /// one), and the broker at `nats`.
+    async fn start(
+        settings: &Settings,
+        server: Option<&str>,
+        nats: &str,
+        rate: u64,
+    ) -> Result<Self, BoxError> {
         let test = match server {
             Some(url) => TestDb::with_schema_on(settings.backend(), url).await,
             None => TestDb::with_schema(settings.backend()).await,
@@ -215,8 +251,13 @@ impl Rig {
         }
         let tag = &uuid::Uuid::now_v7().simple().to_string()[20..];
         let (stream, prefix) = (format!("ENDURE_{tag}"), format!("endure{tag}"));
-        let nats = fixture::nats_url();
-        let jetstream = jetstream::new(fixture::connect(&nats).await?);
+        if settings.table_defaults {
+            tables::reset_storage(&test).await?;
+        }
+        if settings.history > 0 {
+            tables::fill_history(&test, settings.history).await?;
+        }
+        let jetstream = jetstream::new(fixture::connect(nats).await?);
         StreamSpec::new(&stream, [format!("{prefix}.>")])
             .max_age(STREAM_MAX_AGE)
             .processor_lease(LEASE)
@@ -238,7 +279,7 @@ impl Rig {
                 subscriber::PART,
                 &[
                     "--nats",
-                    &nats,
+                    nats,
                     "--stream",
                     &stream,
                     "--handler",
@@ -253,7 +294,13 @@ impl Rig {
             "processor",
             &argv(
                 processor::PART,
-                &["--count-only", "--retention-secs", &retention],
+                &[
+                    "--nats",
+                    nats,
+                    "--count-only",
+                    "--retention-secs",
+                    &retention,
+                ],
             ),
         )
         .await?;
@@ -402,9 +449,9 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         "load before: {}",
         machine::load_state(Duration::from_secs(1)).await
     );
-    let private = match (settings.db, settings.private_pg) {
-        (Db::Postgres, true) => Some(PrivatePostgres::start(&[])?),
-        (Db::MariaDb, true) => return Err("endurance: --private-pg is for --db postgres".into()),
+    let private = match (settings.db, settings.shared_pg) {
+        (Db::Postgres, false) => Some(PrivatePostgres::start(&[])?),
+        (Db::MariaDb, true) => return Err("endurance: --shared-pg is for --db postgres".into()),
         _ => None,
     };
     let server = private.as_ref().map(PrivatePostgres::url);
@@ -415,25 +462,44 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
             private.port()
         );
     }
-    let best = calibrate(&settings, server).await?;
-    let offered = ((best * OFFERED_SHARE) as u64).max(1);
+    let broker = NatsServer::start().await?;
     println!(
-        "offered: {} events/s ({:.0}% of the best {}/s)",
-        thousands(offered as f64),
-        OFFERED_SHARE * 100.0,
-        thousands(best)
+        "broker: a private nats-server {} (file store)",
+        broker.url()
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let outcome = endure(&settings, server, offered).await;
+    let nats = broker.url();
+    let offered = match settings.rate {
+        Some(rate) => {
+            println!(
+                "offered: {} events/s (--rate: no calibration)",
+                thousands(rate as f64)
+            );
+            rate
+        }
+        None => {
+            let best = calibrate(&settings, server, &nats).await?;
+            let offered = ((best * OFFERED_SHARE) as u64).max(1);
+            println!(
+                "offered: {} events/s ({:.0}% of the best {}/s)",
+                thousands(offered as f64),
+                OFFERED_SHARE * 100.0,
+                thousands(best)
+            );
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            offered
+        }
+    };
+    let outcome = endure(&settings, server, &nats, offered).await;
+    drop(broker);
     drop(private);
     outcome
 }
 
 /// A short run with unthrottled writers: the best rate applied end to
 /// end (events/s), measured after its first third.
-async fn calibrate(settings: &Settings, server: Option<&str>) -> Result<f64, BoxError> {
+async fn calibrate(settings: &Settings, server: Option<&str>, nats: &str) -> Result<f64, BoxError> {
     let length = settings.calibration();
-    let mut rig = Rig::start(settings, server, UNTHROTTLED).await?;
+    let mut rig = Rig::start(settings, server, nats, UNTHROTTLED).await?;
     tokio::time::sleep(length / 3).await;
     let (from, cpu_from, at) = (rig.counts().await?, CpuTimes::now(), Instant::now());
     tokio::time::sleep(length - length / 3).await;
@@ -475,8 +541,13 @@ struct Reading {
 }
 
 /// The run at `offered` events/s for the settings' minutes.
-async fn endure(settings: &Settings, server: Option<&str>, offered: u64) -> Result<(), BoxError> {
-    let mut rig = Rig::start(settings, server, offered).await?;
+async fn endure(
+    settings: &Settings,
+    server: Option<&str>,
+    nats: &str,
+    offered: u64,
+) -> Result<(), BoxError> {
+    let mut rig = Rig::start(settings, server, nats, offered).await?;
     let backend = rig.test.db_backend();
     if backend == DbBackend::Postgres {
         let autovacuum: String = pgstats::scalar(

@@ -5,6 +5,10 @@
 //! purged).
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use txoutbox_fixtures::TestDb;
+use txoutbox_sea_orm::OutboxConfig;
+use txoutbox_sea_orm::migration::TuneStorage;
+use txoutbox_sea_orm::migration::sea_orm_migration::{MigrationTrait, SchemaManager};
 
 use crate::harness::error::BoxError;
 
@@ -23,6 +27,9 @@ pub(crate) struct Tables {
     pub(crate) vacuums_or_history: i64,
     /// The inbox table's bytes (heap and indexes).
     pub(crate) inbox: i64,
+    /// PostgreSQL: the share of the outbox table's updates that were
+    /// heap-only (HOT: no index entry written), percent.
+    pub(crate) hot_percent: i64,
 }
 
 impl Tables {
@@ -45,12 +52,13 @@ impl Tables {
         let mb = |b: i64| format!("{:.1} MB", b as f64 / 1e6);
         match backend {
             DbBackend::Postgres => format!(
-                "outbox heap {} idx {} live {} dead {} autovac {}; inbox {}",
+                "outbox heap {} idx {} live {} dead {} autovac {} HOT {}%; inbox {}",
                 mb(self.heap),
                 mb(self.index),
                 self.live,
                 self.dead_or_free,
                 self.vacuums_or_history,
+                self.hot_percent,
                 mb(self.inbox)
             ),
             _ => format!(
@@ -72,6 +80,7 @@ async fn postgres(db: &DatabaseConnection) -> Result<Tables, BoxError> {
             DbBackend::Postgres,
             "SELECT pg_relation_size(relid) AS heap, pg_indexes_size(relid) AS index, \
              n_live_tup AS live, n_dead_tup AS dead, autovacuum_count AS vacuums, \
+             (100 * n_tup_hot_upd / greatest(n_tup_upd, 1))::bigint AS hot, \
              pg_total_relation_size('outbox_inbox'::regclass) AS inbox \
              FROM pg_stat_user_tables WHERE relid = 'outbox_messages'::regclass",
         ))
@@ -84,6 +93,7 @@ async fn postgres(db: &DatabaseConnection) -> Result<Tables, BoxError> {
         dead_or_free: row.try_get("", "dead")?,
         vacuums_or_history: row.try_get("", "vacuums")?,
         inbox: row.try_get("", "inbox")?,
+        hot_percent: row.try_get("", "hot")?,
     })
 }
 
@@ -120,5 +130,47 @@ async fn mariadb(db: &DatabaseConnection) -> Result<Tables, BoxError> {
         dead_or_free: outbox.try_get("", "free")?,
         vacuums_or_history: history,
         inbox: inbox.try_get::<i64>("", "heap")? + inbox.try_get::<i64>("", "idx")?,
+        hot_percent: 0,
     })
+}
+
+/// Gives the run's outbox and inbox tables PostgreSQL's default storage
+/// settings again (`--table-defaults`): undoes the migration that tunes
+/// them ([`TuneStorage`]), to measure what it is worth. Nothing on MariaDB.
+pub(crate) async fn reset_storage(test: &TestDb) -> Result<(), BoxError> {
+    let manager = SchemaManager::new(&test.db);
+    TuneStorage::new(&OutboxConfig::default())
+        .down(&manager)
+        .await?;
+    Ok(())
+}
+
+/// Fills the run's outbox table with `rows` published messages (100 per
+/// aggregate of type `history`, published now), then vacuums and analyzes
+/// it, as a table that kept its history would be. PostgreSQL only.
+pub(crate) async fn fill_history(test: &TestDb, rows: u64) -> Result<(), BoxError> {
+    if test.db.get_database_backend() != DbBackend::Postgres {
+        return Err("endurance: --history is for PostgreSQL".into());
+    }
+    let started = std::time::Instant::now();
+    test.db
+        .execute_unprepared(&format!(
+            "INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, sequence, event_name, \
+             event_version, subject, payload, correlation_id, occurred_at, created_at, status, \
+             attempts, next_attempt_at, published_at, stream_sequence) \
+             SELECT gen_random_uuid(), 'history', 'h-' || (g / 100), g % 100 + 1, 'history.kept', \
+             1, 'history.kept', '{{\"n\": 1, \"note\": \"a published message the cleanup keeps\"}}', \
+             gen_random_uuid()::text, now(), now(), 1, 1, now(), now(), g \
+             FROM generate_series(0, {last}) AS g",
+            last = rows.saturating_sub(1)
+        ))
+        .await?;
+    test.db
+        .execute_unprepared("VACUUM ANALYZE outbox_messages")
+        .await?;
+    println!(
+        "history: {rows} published rows in the outbox table ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
