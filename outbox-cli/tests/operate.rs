@@ -289,7 +289,7 @@ async fn migrates_once(backend: Backend) {
     let first = outbox(&test, &["migrate"]);
     assert_eq!(first.code, 0, "{first:?}");
     assert!(
-        first.out.starts_with("applied 7 migration(s)"),
+        first.out.starts_with("applied 8 migration(s)"),
         "{}",
         first.out
     );

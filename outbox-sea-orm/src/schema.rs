@@ -73,6 +73,12 @@
 //! name, `varchar(255)`); `holder` (`varchar(255)`), `token` (the fencing
 //! token, `bigint`), `expires_at` (by the database's clock, the inbox's
 //! time type).
+//!
+//! Storage settings (PostgreSQL, from migration `m20261128_000008`): the
+//! outbox and inbox tables are vacuumed and analyzed once 2% of their rows
+//! (plus 1,000) changed, not PostgreSQL's 20%: with a week of published
+//! rows kept (the cleanup's default), 20% is days of dead row versions. The
+//! guide's performance chapter has what only an operator can set.
 
 use crate::config::TableName;
 use crate::dialect::Dialect;
@@ -374,6 +380,50 @@ pub(crate) fn create_held(dialect: Dialect, inbox: &TableName) -> Vec<String> {
     ]
 }
 
+/// PostgreSQL's autovacuum settings for a queue table (from migration
+/// `m20261128_000008`): vacuumed once 2% of it (plus 1,000 rows) is dead,
+/// not PostgreSQL's 20%, and analyzed as often. Each message leaves two
+/// dead row versions (its claim and its completion) while the table keeps a
+/// week of published rows (the cleanup's default): at 20% a table of 7 days
+/// is vacuumed about once a day and a half.
+const QUEUE_AUTOVACUUM: &str = "autovacuum_vacuum_scale_factor = 0.02, \
+     autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.02";
+
+/// The storage settings of migration `m20261128_000008` (PostgreSQL; none
+/// elsewhere): both queue tables' autovacuum settings.
+pub(crate) fn storage_settings(
+    dialect: Dialect,
+    table: &TableName,
+    inbox: &TableName,
+) -> Vec<String> {
+    if dialect != Dialect::Postgres {
+        return Vec::new();
+    }
+    let q = |ident: &str| dialect.quote(ident);
+    vec![
+        format!("ALTER TABLE {} SET ({QUEUE_AUTOVACUUM})", q(table.as_str())),
+        format!("ALTER TABLE {} SET ({QUEUE_AUTOVACUUM})", q(inbox.as_str())),
+    ]
+}
+
+/// Undoes [`storage_settings`]: PostgreSQL's defaults again.
+pub(crate) fn reset_storage_settings(
+    dialect: Dialect,
+    table: &TableName,
+    inbox: &TableName,
+) -> Vec<String> {
+    if dialect != Dialect::Postgres {
+        return Vec::new();
+    }
+    let q = |ident: &str| dialect.quote(ident);
+    let autovacuum = "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, \
+         autovacuum_analyze_scale_factor";
+    vec![
+        format!("ALTER TABLE {} RESET ({autovacuum})", q(table.as_str())),
+        format!("ALTER TABLE {} RESET ({autovacuum})", q(inbox.as_str())),
+    ]
+}
+
 /// The name of the table where inbox consumers keep their reader leases:
 /// `<inbox>_lease`.
 pub(crate) fn lease_table(inbox: &TableName) -> String {
@@ -444,6 +494,11 @@ pub async fn create_schema(
         .chain([abandoned_column(dialect, config.table())])
         .chain(skipped_columns(dialect, config.table()))
         .chain(inbox)
+        .chain(storage_settings(
+            dialect,
+            config.table(),
+            config.inbox_table(),
+        ))
     {
         match db.execute_unprepared(&statement).await {
             Ok(_) => {}

@@ -291,9 +291,9 @@ async fn the_migrator_adds_the_inbox_to_an_existing_outbox(backend: Backend) {
             .await
             .unwrap()
             .len(),
-        6,
+        7,
         "the inbox table, the queue indexes (claim walk, dead count), the abandoned claims, \
-         the held messages, the skipped messages, the reader leases"
+         the held messages, the skipped messages, the reader leases, the storage settings"
     );
     OutboxMigrator::up(&test.db, None).await.unwrap();
     assert_eq!(process().await.unwrap(), Processed::Applied);

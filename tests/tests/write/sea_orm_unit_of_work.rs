@@ -1076,6 +1076,24 @@ async fn message_context_round_trips(test: TestDb) {
 
 // ------------------------------------------------------ 7. migrations
 
+/// The storage settings migration `m20261128_000008` gives the outbox and
+/// inbox tables on PostgreSQL, as `pg_class.reloptions` lists them.
+const QUEUE_STORAGE: &str = "autovacuum_vacuum_scale_factor=0.02,\
+     autovacuum_vacuum_threshold=1000,autovacuum_analyze_scale_factor=0.02";
+
+/// A PostgreSQL table's storage settings (`pg_class.reloptions`, joined
+/// by commas; empty: the defaults), in the test's schema.
+async fn reloptions(test: &TestDb, table: &str) -> String {
+    let rows = test
+        .rows(&format!(
+            "SELECT coalesce(array_to_string(c.reloptions, ','), '') AS options FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relname = '{table}' AND n.nspname = current_schema()"
+        ))
+        .await;
+    rows[0].try_get("", "options").unwrap()
+}
+
 /// `OutboxMigrator` creates the table with its own history table, once.
 async fn outbox_migrator_creates_the_table(backend: Backend) {
     let test = TestDb::new(backend).await;
@@ -1087,10 +1105,19 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert!(table_exists(&test, "outbox_inbox_lease").await);
     assert_eq!(
         test.count("outbox_migrations", "1=1").await,
-        7,
+        8,
         "the outbox table, the inbox table, the queue indexes (claim walk, dead count), \
-         the abandoned claims, the held messages, the skipped messages, the reader leases"
+         the abandoned claims, the held messages, the skipped messages, the reader leases, \
+         the storage settings"
     );
+    if backend == Backend::Postgres {
+        assert_eq!(
+            reloptions(&test, "outbox_messages").await,
+            QUEUE_STORAGE,
+            "autovacuum and analyze for a queue table"
+        );
+        assert_eq!(reloptions(&test, "outbox_inbox").await, QUEUE_STORAGE);
+    }
     assert!(
         !table_exists(&test, "seaql_migrations").await,
         "the application's history table is left alone"
@@ -1129,8 +1156,16 @@ async fn outbox_migrator_creates_the_table(backend: Backend) {
     assert_eq!(outbox_count(&test).await, 1);
 
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 7);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 8);
     assert_eq!(outbox_count(&test).await, 1, "running up again is a no-op");
+    if backend == Backend::Postgres {
+        // The last migration undone: PostgreSQL's defaults again.
+        OutboxMigrator::down(&test.db, Some(1)).await.unwrap();
+        assert_eq!(reloptions(&test, "outbox_messages").await, "");
+        assert_eq!(reloptions(&test, "outbox_inbox").await, "");
+        OutboxMigrator::up(&test.db, None).await.unwrap();
+        assert_eq!(reloptions(&test, "outbox_messages").await, QUEUE_STORAGE);
+    }
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
             .await
@@ -1147,7 +1182,14 @@ async fn migrations_after_create_schema_find_every_change_made(test: TestDb) {
     let outbox = outbox(&test);
     save_new(&outbox.repository(), "o-1").await;
     OutboxMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("outbox_migrations", "1=1").await, 7);
+    assert_eq!(test.count("outbox_migrations", "1=1").await, 8);
+    if test.backend() == Backend::Postgres {
+        assert_eq!(
+            reloptions(&test, "outbox_messages").await,
+            QUEUE_STORAGE,
+            "create_schema builds the latest schema, its storage settings included"
+        );
+    }
     assert!(
         OutboxMigrator::get_pending_migrations(&test.db)
             .await
