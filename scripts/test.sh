@@ -32,7 +32,7 @@ pass() { # label
   # Every example as a program (examples/tests/help.rs runs each with
   # --help): `cargo test` builds one declared `test = true` as its test
   # harness only. Same features as the tests: nothing is built twice.
-  if [ "${args[*]}" = --workspace ]; then cargo build --workspace --examples; fi
+  case " ${args[*]} " in *" --workspace "*) cargo build --workspace --examples ;; esac
   cargo test "${args[@]}"
   printf 'test.sh: == %s: passed in %d s ==\n' "$1" $((SECONDS - started)) >&2
 }

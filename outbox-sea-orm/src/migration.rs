@@ -410,9 +410,10 @@ impl MigrationTrait for CreateLeaseTable {
 /// autovacuum and analyze on the outbox and inbox tables once 2% of their
 /// rows (plus 1,000) changed, not PostgreSQL's 20%. Each message leaves two
 /// dead row versions (its claim and its completion) in a table that keeps a
-/// week of published rows by default, so at 20% it would be vacuumed about
-/// once a day and a half. `ALTER TABLE … SET` takes a `SHARE UPDATE
-/// EXCLUSIVE` lock (reads and writes go on) and rewrites nothing.
+/// week of published rows by default, so at 20% it would wait for about 17
+/// hours of writes to be dead (at 2%, about 1.7 hours). `ALTER TABLE … SET`
+/// takes a `SHARE UPDATE EXCLUSIVE` lock (reads and writes go on) and
+/// rewrites nothing.
 #[derive(Debug, Clone)]
 pub struct TuneStorage {
     config: OutboxConfig,

@@ -385,9 +385,14 @@ pub(crate) fn create_held(dialect: Dialect, inbox: &TableName) -> Vec<String> {
 /// not PostgreSQL's 20%, and analyzed as often. Each message leaves two
 /// dead row versions (its claim and its completion) while the table keeps a
 /// week of published rows (the cleanup's default): at 20% a table of 7 days
-/// is vacuumed about once a day and a half.
+/// waits for 1.4 days' worth of messages to be dead, about 17 hours of
+/// writes (at 2%, about 1.7 hours).
 const QUEUE_AUTOVACUUM: &str = "autovacuum_vacuum_scale_factor = 0.02, \
      autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.02";
+
+/// The settings [`QUEUE_AUTOVACUUM`] names, for `RESET`.
+const QUEUE_AUTOVACUUM_NAMES: &str = "autovacuum_vacuum_scale_factor, \
+     autovacuum_vacuum_threshold, autovacuum_analyze_scale_factor";
 
 /// The storage settings of migration `m20261128_000008` (PostgreSQL; none
 /// elsewhere): both queue tables' autovacuum settings.
@@ -396,14 +401,11 @@ pub(crate) fn storage_settings(
     table: &TableName,
     inbox: &TableName,
 ) -> Vec<String> {
-    if dialect != Dialect::Postgres {
-        return Vec::new();
-    }
-    let q = |ident: &str| dialect.quote(ident);
-    vec![
-        format!("ALTER TABLE {} SET ({QUEUE_AUTOVACUUM})", q(table.as_str())),
-        format!("ALTER TABLE {} SET ({QUEUE_AUTOVACUUM})", q(inbox.as_str())),
-    ]
+    alter_queue_tables(
+        dialect,
+        [table, inbox],
+        &format!("SET ({QUEUE_AUTOVACUUM})"),
+    )
 }
 
 /// Undoes [`storage_settings`]: PostgreSQL's defaults again.
@@ -412,16 +414,22 @@ pub(crate) fn reset_storage_settings(
     table: &TableName,
     inbox: &TableName,
 ) -> Vec<String> {
+    alter_queue_tables(
+        dialect,
+        [table, inbox],
+        &format!("RESET ({QUEUE_AUTOVACUUM_NAMES})"),
+    )
+}
+
+/// `ALTER TABLE <each> <change>` on PostgreSQL; nothing elsewhere.
+fn alter_queue_tables(dialect: Dialect, tables: [&TableName; 2], change: &str) -> Vec<String> {
     if dialect != Dialect::Postgres {
         return Vec::new();
     }
-    let q = |ident: &str| dialect.quote(ident);
-    let autovacuum = "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, \
-         autovacuum_analyze_scale_factor";
-    vec![
-        format!("ALTER TABLE {} RESET ({autovacuum})", q(table.as_str())),
-        format!("ALTER TABLE {} RESET ({autovacuum})", q(inbox.as_str())),
-    ]
+    tables
+        .iter()
+        .map(|table| format!("ALTER TABLE {} {change}", dialect.quote(table.as_str())))
+        .collect()
 }
 
 /// The name of the table where inbox consumers keep their reader leases:

@@ -1258,10 +1258,15 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert!(!table_exists(&test, "outbox_migrations").await);
     assert_eq!(
         test.count("seaql_migrations", "1=1").await,
-        8,
+        9,
         "orders, then the outbox, the inbox, the queue indexes (claim walk, dead count), \
-         the abandoned claims, the held messages, the skipped messages and the reader leases"
+         the abandoned claims, the held messages, the skipped messages, the reader leases \
+         and the storage settings"
     );
+    if backend == Backend::Postgres {
+        assert_eq!(reloptions(&test, "custom_outbox").await, QUEUE_STORAGE);
+        assert_eq!(reloptions(&test, "custom_inbox").await, QUEUE_STORAGE);
+    }
 
     let outbox = Outbox::new(test.db.clone(), custom_config());
     outbox
@@ -1274,13 +1279,20 @@ async fn application_migrator_creates_a_custom_table(backend: Backend) {
     assert_eq!(rows[0].event_name, "test.order.placed");
 
     AppMigrator::up(&test.db, None).await.unwrap();
-    assert_eq!(test.count("seaql_migrations", "1=1").await, 8);
+    assert_eq!(test.count("seaql_migrations", "1=1").await, 9);
     assert_eq!(test.count("custom_outbox", "1=1").await, 1);
 
-    // The reader leases go first, then the skipped columns, then the held
+    // The storage settings go first (on PostgreSQL the custom tables'
+    // defaults again), then the reader leases, then the skipped columns, then the held
     // messages, then the abandoned claims column, then the heads index (on
     // MySQL/MariaDB the first schema's index comes back), then the inbox,
     // then the outbox.
+    AppMigrator::down(&test.db, Some(1)).await.unwrap();
+    if backend == Backend::Postgres {
+        assert_eq!(reloptions(&test, "custom_outbox").await, "");
+        assert_eq!(reloptions(&test, "custom_inbox").await, "");
+    }
+    assert!(table_exists(&test, "custom_inbox_lease").await);
     AppMigrator::down(&test.db, Some(1)).await.unwrap();
     assert!(!table_exists(&test, "custom_inbox_lease").await);
     let skipped_column = "SELECT skipped_at FROM custom_outbox";
