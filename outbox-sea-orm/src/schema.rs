@@ -391,6 +391,7 @@ const QUEUE_AUTOVACUUM: &str = "autovacuum_vacuum_scale_factor = 0.02, \
      autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.02";
 
 /// The settings [`QUEUE_AUTOVACUUM`] names, for `RESET`.
+#[cfg(feature = "migration")]
 const QUEUE_AUTOVACUUM_NAMES: &str = "autovacuum_vacuum_scale_factor, \
      autovacuum_vacuum_threshold, autovacuum_analyze_scale_factor";
 
@@ -409,6 +410,7 @@ pub(crate) fn storage_settings(
 }
 
 /// Undoes [`storage_settings`]: PostgreSQL's defaults again.
+#[cfg(feature = "migration")]
 pub(crate) fn reset_storage_settings(
     dialect: Dialect,
     table: &TableName,
