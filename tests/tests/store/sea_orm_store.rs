@@ -1357,10 +1357,34 @@ async fn bulk_insert(test: &TestDb, rows: i64) {
     }
 }
 
+/// A claim over many aggregates with runs of several messages takes whole
+/// runs in key order, up to its limit, cutting only the last one (MariaDB
+/// locks the runs of a few heads per statement, more in each next one: 40
+/// heads take three statements there).
+async fn a_claim_takes_runs_in_key_order_up_to_its_limit(test: TestDb) {
+    let outbox = outbox_of(&test);
+    let store = store_on(test.db.clone());
+    let runs = seed(&outbox, "r", 40, 3).await;
+    let batch = store.claim(100, LONG_LEASE).await.unwrap();
+    let mut expected = runs[..33].concat();
+    expected.push(runs[33][0]);
+    assert_eq!(ids_of(&batch), expected);
+    complete_ids(&store, batch.lease.token, &expected).await;
+    let rest = store.claim(100, LONG_LEASE).await.unwrap();
+    let mut left = runs[33][1..].to_vec();
+    left.extend(runs[34..].concat());
+    assert_eq!(
+        sorted(ids_of(&rest)),
+        sorted(left),
+        "the rest, in the next claim"
+    );
+}
+
 // ---------------------------------------------------------------------------
 
 txoutbox_suite::each_backend!(
     concurrent_claimers_receive_each_message_exactly_once,
+    a_claim_takes_runs_in_key_order_up_to_its_limit,
     expired_lease_is_claimed_again_and_old_token_is_stale,
     concurrent_claimers_keep_per_aggregate_order,
     order_survives_retryable_failures_and_releases,
