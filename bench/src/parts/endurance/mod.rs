@@ -37,9 +37,10 @@
 //! writers finds the best rate applied end to end (made again once, on a
 //! fresh database, when the processor published under 90% of what the
 //! writers committed); the run then offers 80% of it (`--rate N` offers N
-//! events/s without one, to compare two runs at one rate). Each minute prints one line: offered / committed / published /
-//! applied per second, commit-to-apply p50 / p99 of the minute (from each
-//! event's `occurred_at`, recorded just before its save, to its handler),
+//! events/s without one, to compare two runs at one rate). Each minute
+//! prints one line: offered / committed / published / applied per second,
+//! commit-to-apply p50 / p99 of the minute (from each event's
+//! `occurred_at`, recorded just before its save, to its handler),
 //! each process's RSS and CPU, the outbox table's bytes and tuples
 //! (PostgreSQL: heap, indexes, live and dead tuples, autovacuum runs;
 //! MariaDB: data, indexes, free bytes, rows and the InnoDB history list

@@ -319,7 +319,7 @@ const FIRST_RUNS: usize = 16;
 /// the statement's list of runs against every row it reads, so one
 /// statement for a thousand heads read each row a thousand times: behind
 /// busy writers (runs hundreds of messages deep), a claim took 3-17 s and
-/// the processor published 50-111 events/s. A few heads' runs usually fill
+/// the processor published 91-111 events/s. A few heads' runs usually fill
 /// the batch; with one message an aggregate, five statements cover 1,000.
 async fn lock_runs(
     txn: &DatabaseTransaction,
