@@ -1360,7 +1360,7 @@ async fn bulk_insert(test: &TestDb, rows: i64) {
 /// A claim over many aggregates with runs of several messages takes whole
 /// runs in key order, up to its limit, cutting only the last one (MariaDB
 /// locks the runs of a few heads per statement, more in each next one: 40
-/// heads take three statements there).
+/// heads take two statements there, the second cut by the limit).
 async fn a_claim_takes_runs_in_key_order_up_to_its_limit(test: TestDb) {
     let outbox = outbox_of(&test);
     let store = store_on(test.db.clone());

@@ -320,7 +320,9 @@ const FIRST_RUNS: usize = 16;
 /// statement for a thousand heads read each row a thousand times: behind
 /// busy writers (runs hundreds of messages deep), a claim took 3-17 s and
 /// the processor published 91-111 events/s. A few heads' runs usually fill
-/// the batch; with one message an aggregate, five statements cover 1,000.
+/// the batch; with one message an aggregate, four statements cover 1,000
+/// heads, in 44-57 ms against 135-212 ms for the one statement (20,000
+/// pending rows).
 async fn lock_runs(
     txn: &DatabaseTransaction,
     table: &str,
@@ -352,7 +354,7 @@ async fn lock_runs(
         // The heads' key range, when they share a type (the usual case): the
         // index range read stays between the first head and the last.
         let mut span = String::new();
-        if let ([first, ..], [.., last]) = (these, these)
+        if let (Some(first), Some(last)) = (these.first(), these.last())
             && these
                 .iter()
                 .all(|head| head.key.aggregate_type == first.key.aggregate_type)
