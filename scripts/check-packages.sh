@@ -51,8 +51,11 @@ cargo hack clippy --each-feature --no-dev-deps -p txoutbox -- -D warnings
 # dependency order into a local registry overlay, so each one verifies
 # (builds from its .crate) against the others before any is on crates.io.
 # `--allow-dirty`: CI checks the tree it is given, committed or not.
+# A packaged crate is built as its own workspace, without this one's
+# profile: here without debug info, as the workspace builds its
+# dependencies (nothing here is ever run under a debugger).
 step "cargo package"
-cargo package --allow-dirty "${LIBS[@]}" -p txoutbox-cli
+CARGO_PROFILE_DEV_DEBUG=false cargo package --allow-dirty "${LIBS[@]}" -p txoutbox-cli
 
 # 3. MSRV: the workspace's `rust-version`, with the toolchain of that version.
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
