@@ -23,6 +23,9 @@
 //! processor's cleanup, on by default, with its other defaults);
 //! `--count-only` counts acks without keeping them (no `ack` lines), and
 //! each `mark` line is answered with `published <acks so far>`.
+//!
+//! With `RUST_LOG` set, it logs to standard error (the parent's): e.g.
+//! `RUST_LOG=txoutbox_sea_orm::store::claim=trace` prints every claim.
 
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
@@ -47,6 +50,12 @@ const POOL: u32 = 8;
 /// Runs the child with `args` (what follows the part's name).
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let value = |flag: &str| fixture::flag_value(args, PART, flag);
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let prefix = value("--prefix")?;
     let mut db = connect_child(args, PART, POOL).await?;
     let log = StatementLog::install(&mut db);
