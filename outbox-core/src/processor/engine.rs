@@ -488,8 +488,9 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             }
             Claim::Oldest => {
                 let claimed = store.claim(self.batch_size, lease).await?;
-                // A full batch: more are probably waiting.
-                self.claim_due = claimed.messages.len() >= self.batch_size as usize;
+                // The claim stopped at its limit, or came back full: more
+                // are probably waiting.
+                self.claim_due = claimed.more || claimed.messages.len() >= self.batch_size as usize;
                 claimed
             }
         };
@@ -723,6 +724,7 @@ fn handed_batch(handed: Vec<Handover>, leased_at: Instant, lease: Duration) -> C
                 + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX),
         },
         messages,
+        more: false,
     }
 }
 

@@ -129,6 +129,39 @@ pub async fn claims_each_aggregate_in_sequence_order<S: ContractStore, W: Contra
     );
 }
 
+/// A claim that stopped at its limit says more may be waiting
+/// ([`ClaimedBatch::more`]); one that took everything publishable says not,
+/// and so does a claim by ids.
+pub async fn a_claim_says_whether_more_may_be_waiting<S: ContractStore, W: ContractWriter>(
+    (store, writer): (S, W),
+) {
+    let mut written = Vec::new();
+    for aggregate in ["a", "b", "c", "d"] {
+        written.push(writer.append(aggregate, 2).await);
+    }
+    let first = claim(&store, 3, LONG).await;
+    assert_eq!(ids(&first), [&written[0][..], &written[1][..1]].concat());
+    assert!(first.more, "stopped at its limit: more may be waiting");
+    // b#2 waits behind the leased b#1.
+    let rest = claim(&store, 100, LONG).await;
+    let mut taken = ids(&rest);
+    taken.sort();
+    let mut expected = [&written[2][..], &written[3][..]].concat();
+    expected.sort();
+    assert_eq!(taken, expected, "the rest, c and d");
+    assert!(!rest.more, "took everything publishable: nothing more");
+    let none = claim(&store, 100, LONG).await;
+    assert!(none.messages.is_empty() && !none.more, "an empty claim");
+
+    let later = writer.append("e", 1).await;
+    let by_ids = store
+        .claim_ids(&later, LONG)
+        .await
+        .unwrap_or_else(|err| panic!("claim_ids: {err}"));
+    assert_eq!(ids(&by_ids), later);
+    assert!(!by_ids.more, "a claim by ids never says more");
+}
+
 /// A message is never handed out while an earlier message of its aggregate
 /// is unpublished (here: leased elsewhere).
 pub async fn never_hands_out_a_message_behind_an_unpublished_one<

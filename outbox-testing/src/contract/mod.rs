@@ -70,6 +70,7 @@ macro_rules! store_contract_tests {
         mod $module {
             $crate::store_contract_tests!(@each $factory;
                 claims_each_aggregate_in_sequence_order,
+                a_claim_says_whether_more_may_be_waiting,
                 never_hands_out_a_message_behind_an_unpublished_one,
                 claim_ids_takes_only_what_a_claim_could,
                 a_live_lease_is_exclusive_among_claimers,

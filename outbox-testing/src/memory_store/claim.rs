@@ -1,5 +1,5 @@
 //! Claiming, as the SQL stores claim: walk the aggregates from where the
-//! last full claim stopped, take each one's run of publishable messages
+//! last claim stopped, take each one's run of publishable messages
 //! from its head, never a message behind an unpublished one.
 
 use std::collections::HashSet;

@@ -20,7 +20,7 @@ impl MemoryStore {
     }
 }
 
-fn batch(lease: RowLease, mut messages: Vec<ClaimedMessage>) -> ClaimedBatch {
+fn batch(lease: RowLease, mut messages: Vec<ClaimedMessage>, more: bool) -> ClaimedBatch {
     ClaimedMessage::sort_for_publishing(&mut messages);
     ClaimedBatch {
         lease: Lease {
@@ -28,6 +28,7 @@ fn batch(lease: RowLease, mut messages: Vec<ClaimedMessage>) -> ClaimedBatch {
             expires_at: lease.expires_at,
         },
         messages,
+        more,
     }
 }
 
@@ -36,7 +37,10 @@ impl OutboxStore for MemoryStore {
         let lease = self.lease(lease);
         let now = self.clock.now();
         let claimed = self.table().claim(limit as usize, lease, now);
-        Ok(batch(lease, claimed))
+        // The table is read whole: only a claim that stopped at its limit
+        // may have left publishable messages.
+        let more = claimed.len() >= limit.max(1) as usize;
+        Ok(batch(lease, claimed, more))
     }
 
     async fn claim_ids(
@@ -47,7 +51,7 @@ impl OutboxStore for MemoryStore {
         let lease = self.lease(lease);
         let now = self.clock.now();
         let claimed = self.table().claim_ids(ids, lease, now);
-        Ok(batch(lease, claimed))
+        Ok(batch(lease, claimed, false))
     }
 
     async fn complete(

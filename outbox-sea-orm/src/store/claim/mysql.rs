@@ -62,7 +62,7 @@ pub(super) async fn walk(
     // spread over the aggregates instead of fighting over the same heads.
     let mut heads = Vec::new();
     let mut from = after.cloned();
-    loop {
+    let ended = loop {
         let page = heads_after(&txn, store, from.as_ref(), limit).await?;
         let seen = page.len();
         if let Some((last, _)) = page.last() {
@@ -74,10 +74,14 @@ pub(super) async fn walk(
             .take(limit - heads.len())
             .collect();
         heads.extend(lock_heads(&txn, &table, free).await?);
-        if seen < limit || heads.len() >= limit {
-            break;
+        // A short page: the scan went past the last aggregate.
+        if seen < limit {
+            break true;
         }
-    }
+        if heads.len() >= limit {
+            break false;
+        }
+    };
     let (rows, expires_at) = lease_runs(&txn, store, token, lease, heads, limit, None).await?;
     commit(txn).await?;
     let last = rows.last().map(|(key, _)| key.clone());
@@ -85,6 +89,7 @@ pub(super) async fn walk(
         rows: rows.into_iter().map(|(_, row)| row).collect(),
         expires_at,
         last,
+        ended,
     })
 }
 

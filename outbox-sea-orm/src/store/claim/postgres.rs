@@ -28,6 +28,8 @@ use crate::store::{SeaOrmOutboxStore, store_err};
 /// The columns of the last aggregate the walk took messages from.
 const CURSOR_TYPE: &str = "walk_last_type";
 const CURSOR_ID: &str = "walk_last_id";
+/// The column saying the walk went past the last aggregate.
+const ENDED: &str = "walk_ended";
 
 /// What the claim's implicit transaction runs with: no JIT, no sequential
 /// scan whatever the statistics say (every step has an index path), and an
@@ -73,20 +75,24 @@ pub(super) async fn walk(
     );
     let rows = run(&store.db, sql).await?;
     let expires_at = first_lease(Dialect::Postgres, &rows, "lease_expires_at")?;
-    let last = match rows.first() {
+    // No row leased: the walk found nothing, or only heads other claimers
+    // hold; the next walk starts from the first aggregate.
+    let (last, ended) = match rows.first() {
         Some(row) => {
             let read = store_err("reading the claim");
-            Some(AggregateKey {
+            let last = AggregateKey {
                 aggregate_type: row.try_get("", CURSOR_TYPE).map_err(&read)?,
                 aggregate_id: row.try_get("", CURSOR_ID).map_err(&read)?,
-            })
+            };
+            (Some(last), row.try_get("", ENDED).map_err(&read)?)
         }
-        None => None,
+        None => (None, true),
     };
     Ok(Walked {
         rows,
         expires_at,
         last,
+        ended,
     })
 }
 
@@ -105,6 +111,8 @@ pub(super) async fn walk(
 ///   too (as many chosen as locked rows of its aggregate up to it, counted
 ///   by one window over both): a row skipped, or not publishable, ends its
 ///   run.
+/// - `walk_ended`: the walk went past the last aggregate when it stopped short of
+///   `limit` publishable heads (its count, `found`, never reached it).
 ///
 /// The CTEs are `MATERIALIZED` and joined through `= ANY (ARRAY(…))` on the
 /// primary key, never to each other: with no statistics (a table never
@@ -175,7 +183,8 @@ fn statement(
          WHERE m.id = ANY (ARRAY(SELECT k.id FROM kept k)) \
          RETURNING {columns}, m.lease_expires_at, \
            (SELECT k.aggregate_type FROM kept k ORDER BY k.step DESC LIMIT 1) AS {CURSOR_TYPE}, \
-           (SELECT k.aggregate_id FROM kept k ORDER BY k.step DESC LIMIT 1) AS {CURSOR_ID}",
+           (SELECT k.aggregate_id FROM kept k ORDER BY k.step DESC LIMIT 1) AS {CURSOR_ID}, \
+           (SELECT max(w.found) < {limit} FROM walk w) AS {ENDED}",
         head_h = head_columns("h"),
         free_e = publishable(Dialect::Postgres, "e"),
         free_m = publishable(Dialect::Postgres, "m"),

@@ -43,10 +43,14 @@ pub(super) async fn walk(
             last = Some(key);
         }
     }
+    // One writer at a time: every run the walk chose is leased, so a claim
+    // short of its limit is one whose walk found no more heads.
+    let ended = rows.len() < limit;
     Ok(Walked {
         rows,
         expires_at,
         last,
+        ended,
     })
 }
 
