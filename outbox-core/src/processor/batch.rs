@@ -44,6 +44,9 @@ pub(crate) struct BatchContext<S, P> {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct BatchReport {
     pub(crate) claimed: usize,
+    /// Its claim stopped at its limit ([`ClaimedBatch::more`]): it may
+    /// have cut an aggregate's run in two.
+    pub(crate) more: bool,
     pub(crate) published: u64,
     pub(crate) failed: u64,
     pub(crate) dead: u64,
@@ -76,6 +79,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
 ) -> BatchReport {
     let token = batch.lease.token;
     let claimed = batch.messages.len();
+    let more = batch.more;
     ::metrics::histogram!(metrics::BATCH_SIZE).record(claimed as f64);
     let suspects = batch.messages.iter().any(|m| is_suspect(m.abandoned));
     let isolation = suspects
@@ -92,6 +96,7 @@ pub(crate) async fn run<S: OutboxStore, P: Publisher>(
     );
     BatchReport {
         claimed,
+        more,
         published: normal.published + isolated.published,
         failed: normal.failed + isolated.failed,
         dead: early.dead + normal.dead + isolated.dead,
@@ -207,6 +212,7 @@ async fn publish_and_settle<S: OutboxStore, P: Publisher>(
     let broker_unavailable = unavailable.into_inner();
     let report = BatchReport {
         claimed,
+        more: false,
         published: outcomes.published.len() as u64,
         failed: outcomes.failures.len() as u64,
         dead: outcomes.dead,

@@ -519,8 +519,10 @@ impl<S: OutboxStore, P: Publisher> Engine<S, P> {
             self.broker_disconnected = false;
         }
         // Messages held back behind this batch's may be publishable now: a
-        // full batch may have cut an aggregate's run in two.
+        // full batch, or one whose claim stopped at its limit, may have cut
+        // an aggregate's run in two.
         if std::mem::take(&mut self.recheck_after_batch)
+            || report.more
             || report.claimed >= self.batch_size as usize
             || report.released > 0
             || report.failed > 0

@@ -96,9 +96,8 @@ struct Walked {
     expires_at: Option<DateTime<Utc>>,
     /// The last aggregate, in walk order, that messages were taken from.
     last: Option<AggregateKey>,
-    /// The walk went past the last aggregate with a pending message: it
-    /// looked at every aggregate after where it started (the runs it took
-    /// may still have been cut by the limit).
+    /// The walk went past the last aggregate with a pending message and
+    /// the limit cut no run: it left nothing publishable behind it.
     ended: bool,
 }
 
@@ -127,8 +126,8 @@ pub(super) async fn claim(
         walked.last = rest.last.or(walked.last);
         walked.ended = rest.ended;
     }
-    // Every aggregate after the start looked at, and nothing left behind
-    // by the limit: the next walk starts from the first aggregate.
+    // Nothing left behind after the start: the next walk starts from the
+    // first aggregate.
     let exhausted = walked.ended && walked.rows.len() < limit;
     // An empty claim that is not exhausted found only heads other claimers
     // hold: nothing to hurry for.

@@ -82,14 +82,14 @@ pub(super) async fn walk(
             break false;
         }
     };
-    let (rows, expires_at) = lease_runs(&txn, store, token, lease, heads, limit, None).await?;
+    let leased = lease_runs(&txn, store, token, lease, heads, limit, None).await?;
     commit(txn).await?;
-    let last = rows.last().map(|(key, _)| key.clone());
+    let last = leased.rows.last().map(|(key, _)| key.clone());
     Ok(Walked {
-        rows: rows.into_iter().map(|(_, row)| row).collect(),
-        expires_at,
+        rows: leased.rows.into_iter().map(|(_, row)| row).collect(),
+        expires_at: leased.expires_at,
         last,
-        ended,
+        ended: ended && !leased.cut,
     })
 }
 
@@ -120,10 +120,12 @@ pub(super) async fn claim_ids(
     let heads = heads_of(&txn, store, &aggregates).await?;
     let heads = lock_heads(&txn, &store.table(), heads).await?;
     let only: HashSet<Uuid> = ids.iter().map(|id| *id.as_uuid()).collect();
-    let (rows, expires_at) =
-        lease_runs(&txn, store, token, lease, heads, ids.len(), Some(&only)).await?;
+    let leased = lease_runs(&txn, store, token, lease, heads, ids.len(), Some(&only)).await?;
     commit(txn).await?;
-    Ok((rows.into_iter().map(|(_, row)| row).collect(), expires_at))
+    Ok((
+        leased.rows.into_iter().map(|(_, row)| row).collect(),
+        leased.expires_at,
+    ))
 }
 
 async fn begin(store: &SeaOrmOutboxStore) -> Result<DatabaseTransaction, StoreError> {
@@ -234,10 +236,19 @@ async fn heads(
         .map_err(read)
 }
 
+/// What [`lease_runs`] leased.
+struct Leased {
+    /// The leased rows in walk order, each with its aggregate.
+    rows: Vec<(AggregateKey, QueryResult)>,
+    /// When their lease runs out.
+    expires_at: Option<DateTime<Utc>>,
+    /// The limit cut the runs: rows were left behind.
+    cut: bool,
+}
+
 /// Locks the runs of `heads` (locked by this claim already), keeps each run
 /// up to its first message that is not publishable (or, with `only`, not
-/// named), and leases what it kept. Returns the leased rows in walk order,
-/// each with its aggregate.
+/// named), and leases what it kept.
 async fn lease_runs(
     txn: &DatabaseTransaction,
     store: &SeaOrmOutboxStore,
@@ -246,13 +257,19 @@ async fn lease_runs(
     heads: Vec<Head>,
     limit: usize,
     only: Option<&HashSet<Uuid>>,
-) -> Result<(Vec<(AggregateKey, QueryResult)>, Option<DateTime<Utc>>), StoreError> {
+) -> Result<Leased, StoreError> {
     let table = store.table();
+    let mut leased = Leased {
+        rows: Vec::new(),
+        expires_at: None,
+        cut: false,
+    };
     if heads.is_empty() {
-        return Ok((Vec::new(), None));
+        return Ok(leased);
     }
     let read = store_err("claiming");
     let locked = lock_runs(txn, &table, lease, &heads, limit).await?;
+    leased.cut = locked.len() >= limit;
 
     // Each aggregate's run: from its head, while publishable (and named).
     let head_of: HashMap<&AggregateKey, &Head> = heads.iter().map(|h| (&h.key, h)).collect();
@@ -286,7 +303,7 @@ async fn lease_runs(
         }
     }
     let Some((_, first)) = kept.first() else {
-        return Ok((Vec::new(), None));
+        return Ok(leased);
     };
     let expires_at = DIALECT
         .time(first, "lease_until")
@@ -311,7 +328,9 @@ async fn lease_runs(
     txn.execute_raw(update.build())
         .await
         .map_err(store_err("leasing"))?;
-    Ok((kept, Some(expires_at)))
+    leased.rows = kept;
+    leased.expires_at = Some(expires_at);
+    Ok(leased)
 }
 
 /// Heads whose runs the first statement of a claim locks; each next

@@ -111,8 +111,10 @@ pub(super) async fn walk(
 ///   too (as many chosen as locked rows of its aggregate up to it, counted
 ///   by one window over both): a row skipped, or not publishable, ends its
 ///   run.
-/// - `walk_ended`: the walk went past the last aggregate when it stopped short of
-///   `limit` publishable heads (its count, `found`, never reached it).
+/// - `walk_ended`: the walk went past the last aggregate (its count of
+///   publishable heads, `found`, never reached `limit`) and no run was cut
+///   by the limit (`chosen` holds fewer than `limit` rows): nothing was
+///   left behind.
 ///
 /// The CTEs are `MATERIALIZED` and joined through `= ANY (ARRAY(…))` on the
 /// primary key, never to each other: with no statistics (a table never
@@ -184,7 +186,8 @@ fn statement(
          RETURNING {columns}, m.lease_expires_at, \
            (SELECT k.aggregate_type FROM kept k ORDER BY k.step DESC LIMIT 1) AS {CURSOR_TYPE}, \
            (SELECT k.aggregate_id FROM kept k ORDER BY k.step DESC LIMIT 1) AS {CURSOR_ID}, \
-           (SELECT max(w.found) < {limit} FROM walk w) AS {ENDED}",
+           ((SELECT max(w.found) < {limit} FROM walk w) \
+             AND (SELECT count(*) < {limit} FROM chosen c)) AS {ENDED}",
         head_h = head_columns("h"),
         free_e = publishable(Dialect::Postgres, "e"),
         free_m = publishable(Dialect::Postgres, "m"),

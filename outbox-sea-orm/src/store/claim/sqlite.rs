@@ -43,8 +43,10 @@ pub(super) async fn walk(
             last = Some(key);
         }
     }
-    // One writer at a time: every run the walk chose is leased, so a claim
-    // short of its limit is one whose walk found no more heads.
+    // One writer at a time: no row is skipped as locked, so a claim short
+    // of its limit is one whose walk found no more heads (or, rarely, one
+    // whose runs a delayed message cut: the next walk then starts from the
+    // first aggregate, and the processor waits for its poll).
     let ended = rows.len() < limit;
     Ok(Walked {
         rows,
