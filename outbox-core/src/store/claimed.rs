@@ -54,11 +54,12 @@ pub struct ClaimedBatch {
     pub lease: Lease,
     /// The messages, in publishing order: per aggregate by sequence.
     pub messages: Vec<ClaimedMessage>,
-    /// The claim stopped at its limit before it had looked at every
-    /// aggregate: more messages may be publishable now, and the processor
-    /// claims again at once instead of waiting for its poll. `false` when it
-    /// looked at them all (what it left is leased, backing off, or behind
-    /// an earlier message), and for a claim by ids.
+    /// The claim stopped at its limit and may have left publishable
+    /// messages behind: the processor claims again at once instead of
+    /// waiting for its poll, and again when this batch is settled (it may
+    /// have cut an aggregate's run). `false` when it looked at every
+    /// aggregate and its limit cut nothing (what it left is leased, backing
+    /// off, or behind an earlier message), and for a claim by ids.
     ///
     /// Not the same as a full batch: a claim can stop at its limit and still
     /// come back a few messages short (a run cut where another transaction

@@ -23,7 +23,7 @@
 //! transaction held a row). Restarting after every short batch starved the
 //! last aggregates: on MariaDB behind 16 writers, claims of 1,000 heads
 //! came back with 976-999 messages, every walk began at the first
-//! aggregate, and the last third of the key space waited 55-100 s (p99).
+//! aggregate, and the last third of the key space waited up to 100 s.
 //!
 //! | backend | walk | lock |
 //! |---|---|---|
