@@ -97,7 +97,8 @@ struct Walked {
     /// The last aggregate, in walk order, that messages were taken from.
     last: Option<AggregateKey>,
     /// The walk went past the last aggregate with a pending message and
-    /// the limit cut no run: it left nothing publishable behind it.
+    /// the limit cut no run: it left nothing publishable behind it (so it
+    /// leased fewer rows than its limit).
     ended: bool,
 }
 
@@ -114,7 +115,7 @@ pub(super) async fn claim(
     let start = store.cursor.take();
     let resumed = start.is_some();
     let mut walked = walk(store, token, limit, lease, start).await?;
-    if resumed && walked.ended && walked.rows.len() < limit {
+    if resumed && walked.ended {
         // The end of the aggregates came first: wrap around. What the first
         // walk leased is skipped now (its heads are leased).
         let rest = walk(store, token, limit - walked.rows.len(), lease, None).await?;
@@ -127,14 +128,14 @@ pub(super) async fn claim(
         walked.ended = rest.ended;
     }
     // Nothing left behind after the start: the next walk starts from the
-    // first aggregate.
-    let exhausted = walked.ended && walked.rows.len() < limit;
-    // An empty claim that is not exhausted found only heads other claimers
-    // hold: nothing to hurry for.
-    let more = !exhausted && !walked.rows.is_empty();
-    store
-        .cursor
-        .set(if exhausted { None } else { walked.last.take() });
+    // first aggregate. An empty claim that did not end found only heads
+    // other claimers hold: nothing to hurry for.
+    let more = !walked.ended && !walked.rows.is_empty();
+    store.cursor.set(if walked.ended {
+        None
+    } else {
+        walked.last.take()
+    });
     batch(store, token, walked.rows, walked.expires_at, more).await
 }
 
