@@ -106,6 +106,30 @@ impl Dialect {
         }
     }
 
+    /// `UPDATE table` for a statement that names its rows by primary key
+    /// (`id IN (…)`). MySQL/MariaDB get `FORCE INDEX (PRIMARY)`: left to
+    /// choose, the optimizer may read a small table through a secondary
+    /// index (`status`, …), and InnoDB locks, and waits for, every row it
+    /// reads, rows the statement does not change among them (a writer's
+    /// uncommitted insert, a row another transaction holds).
+    pub(crate) fn update_by_id(self, table: &str) -> String {
+        match self {
+            Dialect::MySql => format!("UPDATE {table} FORCE INDEX (PRIMARY)"),
+            _ => format!("UPDATE {table}"),
+        }
+    }
+
+    /// `DELETE FROM table` for a statement that names its rows by primary
+    /// key; on MySQL/MariaDB with `FORCE INDEX (PRIMARY)`, as
+    /// [`update_by_id`](Self::update_by_id) (their single-table `DELETE`
+    /// takes no index hint; the multi-table form does).
+    pub(crate) fn delete_by_id(self, table: &str) -> String {
+        match self {
+            Dialect::MySql => format!("DELETE {table} FROM {table} FORCE INDEX (PRIMARY)"),
+            _ => format!("DELETE FROM {table}"),
+        }
+    }
+
     /// `IF NOT EXISTS ` where `CREATE INDEX` takes it (MySQL's does not:
     /// migrations there create an index once, with its table).
     pub(crate) fn index_if_not_exists(self) -> &'static str {

@@ -37,7 +37,8 @@ pub(super) async fn complete(
     match store.config.retention() {
         Retention::Delete => {
             sql.push(&format!(
-                "DELETE FROM {table} WHERE status = 0 AND (lease_token IS NULL OR lease_token = "
+                "{} WHERE status = 0 AND (lease_token IS NULL OR lease_token = ",
+                dialect.delete_by_id(&table)
             ));
             sql.bind(*token.as_uuid())
                 .push(") AND ")
@@ -48,8 +49,9 @@ pub(super) async fn complete(
         }
         Retention::KeepPublished => {
             sql.push(&format!(
-                "UPDATE {table} SET status = 1, published_at = {now}, lease_token = NULL, \
+                "{update} SET status = 1, published_at = {now}, lease_token = NULL, \
                  lease_expires_at = NULL",
+                update = dialect.update_by_id(&table),
                 now = dialect.now()
             ));
             if published.iter().any(|p| p.stream_sequence.is_some()) {
@@ -214,8 +216,8 @@ async fn update_leased(
     let mut sql = Sql::new(store.dialect);
     let set = assignments(&mut sql);
     sql.push(&format!(
-        "UPDATE {} SET {set} WHERE status = 0 AND lease_token = ",
-        store.table()
+        "{} SET {set} WHERE status = 0 AND lease_token = ",
+        store.dialect.update_by_id(&store.table())
     ));
     sql.bind(*token.as_uuid()).push(" AND ");
     sql.bind_ids("id", ids.iter().map(|id| *id.as_uuid()));

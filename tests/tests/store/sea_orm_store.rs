@@ -1449,6 +1449,82 @@ async fn a_short_claim_resumes_after_its_last_aggregate_on_mariadb() {
     a_short_claim_resumes_after_its_last_aggregate(Backend::MySql).await;
 }
 
+/// Renewing, completing and releasing a batch read only the batch's rows:
+/// a pending row outside it that another transaction holds (another
+/// replica's claim while it runs, an operator's locking read) does not hold
+/// them up. On MariaDB the optimizer read a small table's pending rows
+/// through the `status` index for these statements, and InnoDB waited for
+/// every row it read (`innodb_lock_wait_timeout`, 50 s by default).
+/// SQLite has one writer.
+async fn settling_waits_for_no_row_outside_the_batch(backend: Backend, retention: Retention) {
+    use sea_orm::TransactionTrait;
+
+    const BOUND: Duration = Duration::from_secs(5);
+    let test = TestDb::with_schema(backend).await;
+    let outbox = outbox_of(&test);
+    let store = SeaOrmOutboxStore::new(
+        test.db.clone(),
+        OutboxConfig::default().with_retention(retention),
+    );
+    let runs = seed(&outbox, "h", 50, 3).await;
+    let batch = store.claim(100, LONG_LEASE).await.unwrap();
+    let claimed = ids_of(&batch);
+    assert!(!claimed.is_empty() && claimed.len() <= 100);
+    let outside = runs
+        .iter()
+        .flatten()
+        .find(|id| !claimed.contains(id))
+        .copied()
+        .expect("a row the claim left");
+    // Another transaction holds a pending row outside the batch, as another
+    // replica's claim does while it runs.
+    let holder = test.db.begin().await.unwrap();
+    holder
+        .query_all_raw(Statement::from_string(
+            test.db_backend(),
+            format!(
+                "SELECT id FROM {TABLE} WHERE id = {} FOR UPDATE",
+                id_literal(backend, outside)
+            ),
+        ))
+        .await
+        .unwrap();
+
+    let token = batch.lease.token;
+    let (half, rest) = claimed.split_at(claimed.len() / 2);
+    let renewed = tokio::time::timeout(BOUND, store.renew(token, &claimed, LONG_LEASE))
+        .await
+        .expect("renewing waited for a row outside the batch")
+        .unwrap();
+    assert_eq!(renewed, outcome(claimed.len() as u64, 0));
+    let completed = tokio::time::timeout(BOUND, store.complete(token, &published(half)))
+        .await
+        .expect("completing waited for a row outside the batch")
+        .unwrap();
+    assert_eq!(completed, outcome(half.len() as u64, 0));
+    let released = tokio::time::timeout(BOUND, store.release(token, rest))
+        .await
+        .expect("releasing waited for a row outside the batch")
+        .unwrap();
+    assert_eq!(released, outcome(rest.len() as u64, 0));
+    holder.rollback().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settling_waits_for_no_row_outside_the_batch_on_postgres() {
+    settling_waits_for_no_row_outside_the_batch(Backend::Postgres, Retention::KeepPublished).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settling_waits_for_no_row_outside_the_batch_on_mariadb() {
+    settling_waits_for_no_row_outside_the_batch(Backend::MySql, Retention::KeepPublished).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settling_with_delete_retention_waits_for_no_row_outside_the_batch_on_mariadb() {
+    settling_waits_for_no_row_outside_the_batch(Backend::MySql, Retention::Delete).await;
+}
+
 // ---------------------------------------------------------------------------
 
 txoutbox_suite::each_backend!(
