@@ -25,8 +25,10 @@ pub(crate) const PROCESSES: [&str; 3] = ["writer", "processor", "consumer"];
 /// Targets (issue 45).
 pub(crate) const THROUGHPUT_AT_LEAST: f64 = 0.95;
 pub(crate) const P99_AT_MOST: f64 = 1.5;
-/// RSS and `outbox_messages` bytes may grow less than this share from the
-/// end of the early part to the end of the run.
+/// RSS may grow less than this share from the end of the early part to its
+/// peak in the late part; `outbox_messages` bytes, from the early part's
+/// mean to the late part's (the table's size swings with each purge and,
+/// on MariaDB, with each estimate: a plateau is a mean that stays).
 pub(crate) const GROWTH_BELOW: f64 = 0.10;
 
 /// The minutes compared, as indices into the run's minutes (minute `m` is
@@ -166,11 +168,10 @@ pub(crate) fn judge(minutes: &[Minute], errors: u64) -> Option<Verdict> {
             early_end.rss_mib[i],
         ));
     }
-    let peak = late.iter().map(|m| m.outbox_bytes).fold(0.0, f64::max);
     ratios.push(growth(
         "outbox_messages heap+index growth".into(),
-        peak,
-        early_end.outbox_bytes,
+        mean(late.iter().map(|m| m.outbox_bytes)),
+        mean(early.iter().map(|m| m.outbox_bytes)),
     ));
 
     ratios.push(Ratio {
@@ -182,8 +183,7 @@ pub(crate) fn judge(minutes: &[Minute], errors: u64) -> Option<Verdict> {
     Some(Verdict { windows, ratios })
 }
 
-/// Growth from `from` (the end of the early part) to `to` (the late
-/// part's peak), held below [`GROWTH_BELOW`].
+/// Growth from `from` to `to`, held below [`GROWTH_BELOW`].
 fn growth(name: String, to: f64, from: f64) -> Ratio {
     let grown = ratio(to, from) - 1.0;
     Ratio {
@@ -314,6 +314,21 @@ mod tests {
             })
             .collect();
         assert_eq!(drifted(&minutes, 0), ["outbox_messages heap+index growth"]);
+    }
+
+    #[test]
+    fn a_table_swinging_around_its_plateau_is_flat() {
+        // The MariaDB hour of 29 Nov: 266-322 MB in minutes 6-15, 278-301
+        // MB in 51-60 (its late peak 12.5% above minute 15).
+        let minutes: Vec<Minute> = steady(60)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| Minute {
+                outbox_bytes: if i % 2 == 0 { 266e6 } else { 301e6 },
+                ..m
+            })
+            .collect();
+        assert!(drifted(&minutes, 0).is_empty());
     }
 
     #[test]
