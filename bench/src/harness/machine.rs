@@ -148,12 +148,17 @@ fn cpu_seconds_at(path: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// CPU time used so far by process group: `postgres`, `nats-server`,
-/// `txoutbox-bench` (this process and its children) and everything else, plus
-/// the machine's total.
+/// CPU time used so far by each process, in its group: `postgres`,
+/// `mariadbd`, `nats-server`, `txoutbox-bench` (this process and its
+/// children) and everything else, plus the machine's total.
+///
+/// Kept per process, not summed per group: a group's time since an earlier
+/// reading is what its processes used since then, so a process that exits
+/// in between (a pooled connection's backend at the end of its lifetime)
+/// does not take its whole past with it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CpuTimes {
-    by_group: BTreeMap<&'static str, u64>,
+    by_pid: BTreeMap<u32, (&'static str, u64)>,
     machine_busy: u64,
     machine_all: u64,
 }
@@ -171,10 +176,7 @@ impl CpuTimes {
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            else {
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
                 continue;
             };
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -198,16 +200,31 @@ impl CpuTimes {
                 c if c.starts_with("txoutbox-bench") => "txoutbox-bench",
                 _ => "other",
             };
-            *times.by_group.entry(group).or_default() += ticks;
+            times.by_pid.insert(pid, (group, ticks));
         }
         times
     }
 
+    /// Ticks per group since `earlier`: each process's ticks past its
+    /// earlier reading (all of them for a process started since). A
+    /// process that exited in between is missing, with what it used since
+    /// `earlier`.
+    fn groups_since(&self, earlier: &Self) -> BTreeMap<&'static str, u64> {
+        let mut groups = BTreeMap::new();
+        for (pid, (group, ticks)) in &self.by_pid {
+            let before = match earlier.by_pid.get(pid) {
+                Some((was, before)) if was == group => *before,
+                _ => 0,
+            };
+            *groups.entry(*group).or_default() += ticks.saturating_sub(before);
+        }
+        groups
+    }
+
     /// CPU seconds of `group` since `earlier`.
     pub(crate) fn group_since(&self, earlier: &Self, group: &str) -> f64 {
-        let now = self.by_group.get(group).copied().unwrap_or(0);
-        let before = earlier.by_group.get(group).copied().unwrap_or(0);
-        now.saturating_sub(before) as f64 / TICKS_PER_SECOND
+        let ticks = self.groups_since(earlier).get(group).copied().unwrap_or(0);
+        ticks as f64 / TICKS_PER_SECOND
     }
 
     /// The machine's busy share since `earlier`, 0.0-1.0.
@@ -226,15 +243,9 @@ impl CpuTimes {
     /// Processes that exited in between are missing from their group.
     pub(crate) fn since(&self, earlier: &Self) -> String {
         let mut parts: Vec<(&str, f64)> = self
-            .by_group
-            .iter()
-            .map(|(group, ticks)| {
-                let before = earlier.by_group.get(group).copied().unwrap_or(0);
-                (
-                    *group,
-                    ticks.saturating_sub(before) as f64 / TICKS_PER_SECOND,
-                )
-            })
+            .groups_since(earlier)
+            .into_iter()
+            .map(|(group, ticks)| (group, ticks as f64 / TICKS_PER_SECOND))
             .collect();
         parts.sort_by(|a, b| b.1.total_cmp(&a.1));
         let groups: Vec<String> = parts
@@ -249,5 +260,33 @@ impl CpuTimes {
             "?".to_owned()
         };
         format!("CPU time: {}; CPUs {share} busy", groups.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(processes: &[(u32, &'static str, u64)]) -> CpuTimes {
+        CpuTimes {
+            by_pid: processes
+                .iter()
+                .map(|&(pid, group, ticks)| (pid, (group, ticks)))
+                .collect(),
+            ..CpuTimes::default()
+        }
+    }
+
+    #[test]
+    fn a_process_that_exits_takes_only_itself_out_of_its_group() {
+        // A backend with 10 s behind it exits; the one that stays used
+        // 0.3 s, a new one 0.1 s. Summed per group, the group went
+        // backwards and read 0.
+        let earlier = times(&[(1, "postgres", 1_000), (2, "postgres", 50), (7, "other", 5)]);
+        let now = times(&[(2, "postgres", 80), (3, "postgres", 10), (7, "other", 5)]);
+        let secs = now.group_since(&earlier, "postgres");
+        assert!((secs - 40.0 / TICKS_PER_SECOND).abs() < 1e-9, "{secs}");
+        assert_eq!(now.group_since(&earlier, "other"), 0.0);
+        assert_eq!(now.group_since(&earlier, "nats-server"), 0.0);
     }
 }
