@@ -80,6 +80,26 @@ fn id_literal(backend: Backend, id: MessageId) -> String {
     }
 }
 
+/// A transaction holding row `id` (`SELECT … FOR UPDATE` by primary key),
+/// as another claim or a writer holds it; rolled back by the caller or on
+/// drop.
+async fn hold_row(test: &TestDb, backend: Backend, id: MessageId) -> sea_orm::DatabaseTransaction {
+    use sea_orm::TransactionTrait;
+
+    let holder = test.db.begin().await.unwrap();
+    holder
+        .query_all_raw(Statement::from_string(
+            test.db_backend(),
+            format!(
+                "SELECT id FROM {TABLE} WHERE id = {} FOR UPDATE",
+                id_literal(backend, id)
+            ),
+        ))
+        .await
+        .unwrap();
+    holder
+}
+
 fn id_list(backend: Backend, ids: &[MessageId]) -> String {
     let list: Vec<String> = ids.iter().map(|id| id_literal(backend, *id)).collect();
     format!("({})", list.join(", "))
@@ -1388,24 +1408,12 @@ async fn a_claim_takes_runs_in_key_order_up_to_its_limit(test: TestDb) {
 /// third of the key space waited 55-100 s. (SQLite has one writer: no row
 /// is held while a claim runs.)
 async fn a_short_claim_resumes_after_its_last_aggregate(backend: Backend) {
-    use sea_orm::TransactionTrait;
-
     let test = TestDb::with_schema(backend).await;
     let outbox = outbox_of(&test);
     let store = store_on(test.db.clone());
     let runs = seed(&outbox, "s", 20, 3).await;
     // Another transaction holds s-001's second message.
-    let holder = test.db.begin().await.unwrap();
-    holder
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT id FROM {TABLE} WHERE id = {} FOR UPDATE",
-                id_literal(backend, runs[1][1])
-            ),
-        ))
-        .await
-        .unwrap();
+    let holder = hold_row(&test, backend, runs[1][1]).await;
     // Ten messages from the first heads: s-000 and s-002 whole, s-001's
     // head alone (its run ends where the held row is), then s-003's first
     // (MariaDB's limit counts the rows it locked, skipping the held one:
@@ -1457,8 +1465,6 @@ async fn a_short_claim_resumes_after_its_last_aggregate_on_mariadb() {
 /// every row it read (`innodb_lock_wait_timeout`, 50 s by default).
 /// SQLite has one writer.
 async fn settling_waits_for_no_row_outside_the_batch(backend: Backend, retention: Retention) {
-    use sea_orm::TransactionTrait;
-
     const BOUND: Duration = Duration::from_secs(5);
     let test = TestDb::with_schema(backend).await;
     let outbox = outbox_of(&test);
@@ -1478,17 +1484,7 @@ async fn settling_waits_for_no_row_outside_the_batch(backend: Backend, retention
         .expect("a row the claim left");
     // Another transaction holds a pending row outside the batch, as another
     // replica's claim does while it runs.
-    let holder = test.db.begin().await.unwrap();
-    holder
-        .query_all_raw(Statement::from_string(
-            test.db_backend(),
-            format!(
-                "SELECT id FROM {TABLE} WHERE id = {} FOR UPDATE",
-                id_literal(backend, outside)
-            ),
-        ))
-        .await
-        .unwrap();
+    let holder = hold_row(&test, backend, outside).await;
 
     let token = batch.lease.token;
     let (half, rest) = claimed.split_at(claimed.len() / 2);
