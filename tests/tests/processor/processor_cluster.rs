@@ -9,6 +9,12 @@
 //! stream exactly once, in per-aggregate order, nothing dead, no attempt
 //! spent (leader elections are transient failures), and every event's
 //! effect applied once, in its aggregate's order.
+//!
+//! One exception, the server's: nats-server 2.9 can store a publish retried
+//! across a leader change twice (its clustered dedup was not deterministic;
+//! nats-server PR #6415 fixed it for later versions). On 2.9 the stream's
+//! first copies are checked (every event, in order) and the copies counted;
+//! the inbox's effects, once and in order, are what a user relies on there.
 
 mod processor_support;
 
@@ -16,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::stream::StorageType;
 use processor_support::{
-    RoundWriter, assert_all_published_cleanly, assert_stream_matches_outbox, cluster_setup,
-    spawn_outage_processor, wait_all_published, wait_until, write_orders,
+    RoundWriter, assert_all_published_cleanly, assert_first_copies_in_order, assert_once_in_order,
+    cluster_setup, read_all, row_ids, spawn_outage_processor, wait_all_published, wait_until,
+    write_orders,
 };
 use txoutbox_nats::StreamSpec;
 use txoutbox_nats::subscriber::{Backoff, RunningSubscriber, Subscriber};
@@ -67,6 +74,7 @@ async fn survives(fault: Fault, prefix: &str) {
     let (mut cluster, setup) = cluster_setup(prefix).await;
     let (test, stream, outbox, table) = setup.into_parts();
     let client = cluster.connect().await.expect("a client of the cluster");
+    let server = client.server_info().version.clone();
     let processor = spawn_outage_processor(&outbox, client, &format!("/{prefix}-test"));
     effects::create_table(&test).await;
     let subscriber = spawn_subscriber(&cluster, &outbox, &stream.name).await;
@@ -115,7 +123,14 @@ async fn survives(fault: Fault, prefix: &str) {
     wait_all_published(&test, &table, total).await;
     let report = processor.shutdown().await.expect("clean stop");
     println!("{fault:?}: {rounds} rounds, {total} events; {report:?}");
-    assert_stream_matches_outbox(&stream, &test, &table).await;
+    let (stored, expected) = (read_all(&stream).await, row_ids(&test, &table, "1=1").await);
+    let leader_changed = matches!(fault, Fault::KillLeader | Fault::WholeClusterDown);
+    if leader_changed && server.starts_with("2.9.") {
+        let copies = assert_first_copies_in_order(&stored, &expected);
+        println!("{fault:?}: nats-server {server} stored {copies} publish(es) twice");
+    } else {
+        assert_once_in_order(&stored, &expected);
+    }
     assert_all_published_cleanly(&test, &table).await;
     assert_eq!(report.dead + report.failed, 0, "{report:?}");
     let drained = Instant::now();
