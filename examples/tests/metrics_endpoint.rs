@@ -103,9 +103,16 @@ async fn metrics_and_health_over_http() {
             .any(|l| l == "outbox_published_total 1")
     })
     .await;
-    let (status, body) = get(addr, "/metrics").await;
-    assert_eq!(status, 200);
-    assert!(body.contains("outbox_oldest_pending_age_seconds"), "{body}");
+    // The backlog's gauges come from the processor's periodic stats read,
+    // which may follow the first publish.
+    eventually("the backlog gauges sampled", async || {
+        get(addr, "/metrics")
+            .await
+            .1
+            .contains("outbox_oldest_pending_age_seconds")
+    })
+    .await;
+    assert_eq!(get(addr, "/metrics").await.0, 200);
     eventually("healthy", async || get(addr, "/health").await.0 == 200).await;
     let (_, body) = get(addr, "/health").await;
     let health: serde_json::Value = serde_json::from_str(&body).unwrap();
