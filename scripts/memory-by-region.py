@@ -46,8 +46,9 @@ def sample(pid):
             continue
         if line.startswith('Rss:') and cur:
             regions[cur] += int(line.split()[1])
-    threads = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Threads:'))
-    rss = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('VmRSS:'))
+    status = dict(l.split(':', 1) for l in open(f'/proc/{pid}/status') if ':' in l)
+    threads = status['Threads'].split()[0]
+    rss = status['VmRSS'].split()[0]
     return rss, threads, arenas, regions
 
 part = sys.argv[1] if len(sys.argv) > 1 else 'soak-subscriber'
