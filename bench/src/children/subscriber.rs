@@ -18,12 +18,15 @@
 //! `--handler each` with a handler per message (one `UPDATE` each), instead
 //! of the soak's `effects` rows; `--retention-secs N` keeps inbox rows N s
 //! (its cleanup); and each `mark` line is answered with `applied <messages
-//! so far> <since the last mark> <p50 µs> <p99 µs>`, the percentiles of
-//! the time from each event's `occurred_at` (recorded just before its
-//! save) to its handler, since the last mark.
+//! so far> <since the last mark> <p50 µs> <p99 µs> <in use> <free kept>`:
+//! the percentiles of the time from each event's `occurred_at` (recorded
+//! just before its save) to its handler, since the last mark (1%-wide
+//! buckets: measuring allocates nothing per message), and the bytes glibc's
+//! malloc has in use and keeps freed (`harness::malloc_stats`), to set
+//! beside its RSS.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sea_orm::ConnectionTrait;
@@ -38,6 +41,8 @@ use txoutbox_sea_orm::{Inbox, Outbox, UnitOfWork};
 use crate::children::protocol;
 use crate::harness::error::BoxError;
 use crate::harness::fixture::{self, BenchEvent, connect_child};
+use crate::harness::log_histogram::LogHistogram;
+use crate::harness::malloc_stats;
 
 /// The part's name on the command line.
 pub(crate) const PART: &str = "soak-subscriber";
@@ -175,7 +180,7 @@ async fn apply(uow: &mut UnitOfWork, delivery: &Delivery) -> Result<(), HandlerE
 struct Applied {
     total: Arc<AtomicU64>,
     /// Microseconds, since the last mark.
-    latencies: Arc<Mutex<Vec<u64>>>,
+    latencies: Arc<LogHistogram>,
 }
 
 impl Applied {
@@ -183,32 +188,22 @@ impl Applied {
         let age = chrono::Utc::now() - delivery.message().occurred_at;
         let micros = u64::try_from(age.num_microseconds().unwrap_or(0)).unwrap_or(0);
         self.total.fetch_add(1, Ordering::Relaxed);
-        self.latencies
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(micros);
+        self.latencies.record(micros);
     }
 
-    /// `applied <total> <since the last mark> <p50 µs> <p99 µs>`, starting
-    /// a new window.
+    /// `applied <total> <since the last mark> <p50 µs> <p99 µs> <malloc
+    /// bytes in use> <malloc bytes freed and kept>`, starting a new window.
     fn mark(&self) -> String {
-        let mut window = std::mem::take(
-            &mut *self
-                .latencies
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        window.sort_unstable();
-        let at = |p: f64| {
-            let rank = ((window.len().max(1) - 1) as f64 * p).round() as usize;
-            window.get(rank).copied().unwrap_or(0)
-        };
+        let window = self.latencies.take();
+        let malloc = malloc_stats::now();
         format!(
-            "applied {} {} {} {}",
+            "applied {} {} {} {} {} {}",
             self.total.load(Ordering::Relaxed),
-            window.len(),
-            at(0.5),
-            at(0.99)
+            window.count(),
+            window.percentile(0.5),
+            window.percentile(0.99),
+            malloc.map_or(0, |m| m.in_use),
+            malloc.map_or(0, |m| m.free_kept)
         )
     }
 }

@@ -1,11 +1,14 @@
 //! What the parts and the children measure with: the fixtures (schemas,
-//! streams, the bench's aggregate), the machine (load, CPU times), memory,
+//! streams, the bench's aggregate), the machine (load, CPU times), memory
+//! (RSS, and what the C allocator holds),
 //! statistics, PostgreSQL's counters, the printed reports and the recording
 //! decorators. Nothing here imports a part or a child.
 
 pub(crate) mod error;
 pub(crate) mod fixture;
+pub(crate) mod log_histogram;
 pub(crate) mod machine;
+pub(crate) mod malloc_stats;
 pub(crate) mod memory;
 pub(crate) mod offered;
 pub(crate) mod pgstats;

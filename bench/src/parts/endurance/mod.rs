@@ -41,7 +41,9 @@
 //! prints one line: offered / committed / published / applied per second,
 //! commit-to-apply p50 / p99 of the minute (from each event's
 //! `occurred_at`, recorded just before its save, to its handler),
-//! each process's RSS and CPU, the outbox table's bytes and tuples
+//! each process's RSS and CPU (and the consumer's malloc: bytes in use and
+//! freed but kept; a creeping RSS over flat bytes in use is the allocator's,
+//! not a leak), the outbox table's bytes and tuples
 //! (PostgreSQL: heap, indexes, live and dead tuples, autovacuum runs;
 //! MariaDB: data, indexes, free bytes, rows and the InnoDB history list
 //! length), the inbox table's bytes and the stream's. The last line,
@@ -212,6 +214,10 @@ struct Counts {
     /// The consumer's latencies since the previous sample, µs.
     p50_us: u64,
     p99_us: u64,
+    /// The consumer's malloc: bytes in use, and freed but kept (beside
+    /// its RSS: what it holds against what its allocator keeps).
+    consumer_in_use: u64,
+    consumer_free_kept: u64,
 }
 
 /// A fresh database and stream with the three processes on them.
@@ -360,6 +366,8 @@ impl Rig {
             applied: at(&applied, 0),
             p50_us: at(&applied, 2),
             p99_us: at(&applied, 3),
+            consumer_in_use: at(&applied, 4),
+            consumer_free_kept: at(&applied, 5),
         })
     }
 
@@ -734,8 +742,8 @@ fn minute_line(
     };
     let line = format!(
         "min {minute:>3}: offered {} committed {} published {} applied {} /s; p50 {:.1} p99 {:.1} \
-         ms; RSS w/p/c {:.1}/{:.1}/{:.1} MB; CPU% w/p/c {} db {:.0} nats {:.0} machine {:.0} \
-         load {load}; {tables_text}; stream {stream_text}; writer retries {}",
+         ms; RSS w/p/c {:.1}/{:.1}/{:.1} MB (c malloc in use {:.1} free {:.1} MB); CPU% w/p/c {} db {:.0} nats \
+         {:.0} machine {:.0} load {load}; {tables_text}; stream {stream_text}; writer retries {}",
         thousands(offered as f64),
         thousands(rate(a.written, b.written)),
         thousands(rate(a.published, b.published)),
@@ -745,6 +753,8 @@ fn minute_line(
         rss[0],
         rss[1],
         rss[2],
+        b.consumer_in_use as f64 / 1e6,
+        b.consumer_free_kept as f64 / 1e6,
         cpu.join("/"),
         share(db_group),
         share("nats-server"),
