@@ -9,8 +9,7 @@
 //! exits, a minute without its counts or tables, or a consumer that has not
 //! applied every committed event a minute after the writers stop.
 
-use std::process::Command;
-use std::time::Instant;
+mod common;
 
 /// Minutes: the fewest the verdict compares (its second third against its
 /// last).
@@ -18,32 +17,18 @@ const MINUTES: usize = 3;
 
 #[test]
 fn three_minutes_of_the_whole_pipeline_apply_every_event_and_give_a_verdict() {
-    let started = Instant::now();
     let minutes = MINUTES.to_string();
-    let output = Command::new(env!("CARGO_BIN_EXE_txoutbox-bench"))
-        .args([
-            "endurance",
-            "--minutes",
-            &minutes,
-            "--rate",
-            "150",
-            "--writers",
-            "4",
-            "--retention-secs",
-            "30",
-        ])
-        .output()
-        .expect("run txoutbox-bench endurance");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "endurance failed ({}) after {:?}",
-        output.status,
-        started.elapsed()
-    );
+    let stdout = common::run_part(&[
+        "endurance",
+        "--minutes",
+        &minutes,
+        "--rate",
+        "150",
+        "--writers",
+        "4",
+        "--retention-secs",
+        "30",
+    ]);
 
     let minute_lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("min ")).collect();
     assert_eq!(
@@ -84,5 +69,4 @@ fn three_minutes_of_the_whole_pipeline_apply_every_event_and_give_a_verdict() {
         verdict.contains("; errors 0 (target 0) ok"),
         "the run counted errors: {verdict}"
     );
-    println!("endurance --minutes {MINUTES} took {:?}", started.elapsed());
 }

@@ -8,26 +8,10 @@
 //! soak (`cargo run --release -p txoutbox-bench -- soak`) runs minutes and is
 //! not part of the suite.
 
-use std::process::Command;
-use std::time::Instant;
+mod common;
 
 #[test]
 fn the_short_soak_loses_nothing_duplicates_nothing_and_keeps_order() {
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_txoutbox-bench"))
-        .args(["soak", "--short"])
-        .output()
-        .expect("run txoutbox-bench soak --short");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "the short soak failed ({}) after {:?}",
-        output.status,
-        started.elapsed()
-    );
+    let stdout = common::run_part(&["soak", "--short"]);
     assert!(stdout.contains("soak PASSED"), "no verdict in its output");
-    println!("the short soak took {:?}", started.elapsed());
 }
