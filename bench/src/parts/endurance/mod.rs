@@ -46,9 +46,10 @@
 //! not a leak), the outbox table's bytes and tuples
 //! (PostgreSQL: heap, indexes, live and dead tuples, autovacuum runs;
 //! MariaDB: data, indexes, free bytes, rows and the InnoDB history list
-//! length), the inbox table's bytes and the stream's. The last line,
-//! `endurance verdict: flat` or `drift (…)`, compares the late part with
-//! the early part ([`verdict`]).
+//! length), the inbox table's bytes, PostgreSQL's WAL (bytes, syncs and
+//! their mean time: a commit waits for its sync) and the stream's bytes.
+//! The last line, `endurance verdict: flat` or `drift (…)`, compares the
+//! late part with the early part ([`verdict`]).
 //!
 //! The suite runs three minutes of it at 150 events/s
 //! (`bench/tests/endurance.rs`), so the part keeps working; the hour is a
@@ -56,6 +57,7 @@
 
 mod tables;
 mod verdict;
+mod wal;
 
 use std::time::Duration;
 
@@ -68,6 +70,7 @@ use txoutbox_nats::StreamSpec;
 
 use self::tables::Tables;
 use self::verdict::Minute;
+use self::wal::Wal;
 use crate::children::protocol::{Proc, args};
 use crate::children::{processor, subscriber, writer};
 use crate::harness::error::BoxError;
@@ -464,7 +467,10 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
         machine::load_state(Duration::from_secs(1)).await
     );
     let private = match (settings.db, settings.shared_pg) {
-        (Db::Postgres, false) => Some(PrivatePostgres::start(&[])?),
+        (Db::Postgres, false) => Some(PrivatePostgres::start(&[(
+            "track_wal_io_timing".to_owned(),
+            "on".to_owned(),
+        )])?),
         (Db::MariaDb, true) => return Err("endurance: --shared-pg is for --db postgres".into()),
         _ => None,
     };
@@ -472,7 +478,8 @@ pub(crate) async fn run(flags: &[String]) -> Result<(), BoxError> {
     let server = server.as_deref();
     if let Some(private) = &private {
         println!(
-            "database: a private PostgreSQL server on port {} (initdb's defaults)",
+            "database: a private PostgreSQL server on port {} (initdb's defaults, \
+             track_wal_io_timing on)",
             private.port()
         );
     }
@@ -607,6 +614,8 @@ struct Reading {
     cpu: CpuTimes,
     /// CPU seconds of each child so far.
     child_cpu: [f64; 3],
+    /// PostgreSQL's WAL counters (`None` on MariaDB).
+    wal: Option<Wal>,
 }
 
 /// The run at `offered` events/s for the settings' minutes.
@@ -635,6 +644,7 @@ async fn endure(
         counts: Counts::default(),
         cpu: CpuTimes::now(),
         child_cpu: child_cpu(),
+        wal: Wal::read(&rig.test.db).await,
     };
     let mut minutes = Vec::new();
     let mut errors = 0u64;
@@ -658,6 +668,7 @@ async fn endure(
             counts,
             cpu: CpuTimes::now(),
             child_cpu: child_cpu(),
+            wal: Wal::read(&rig.test.db).await,
         };
         let tables = Tables::read(&rig.test.db).await;
         let stream = rig.stream_bytes().await;
@@ -740,6 +751,10 @@ fn minute_line(
         Ok(tables) => tables.describe(backend),
         Err(err) => format!("tables: error {err}"),
     };
+    let wal_text = match (&before.wal, &now.wal) {
+        (Some(before), Some(now)) => format!("; {}", now.describe_since(before, secs)),
+        _ => String::new(),
+    };
     let stream_text = match stream {
         Ok(bytes) => format!("{:.1} MB", *bytes as f64 / 1e6),
         Err(err) => format!("error {err}"),
@@ -747,7 +762,7 @@ fn minute_line(
     let line = format!(
         "min {minute:>3}: offered {} committed {} published {} applied {} /s; p50 {:.1} p99 {:.1} \
          ms; RSS w/p/c {:.1}/{:.1}/{:.1} MB (c malloc in use {:.1} free {:.1} MB); CPU% w/p/c {} db {:.0} nats \
-         {:.0} machine {:.0} load {load}; {tables_text}; stream {stream_text}; writer retries {}",
+         {:.0} machine {:.0} load {load}; {tables_text}{wal_text}; stream {stream_text}; writer retries {}",
         thousands(offered as f64),
         thousands(rate(a.written, b.written)),
         thousands(rate(a.published, b.published)),
