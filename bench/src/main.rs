@@ -21,14 +21,15 @@
 //! | `ingest` | on a private nats-server 2.14: pipelined publishing vs a fast-ingest (ADR-50) prototype, and the drain beside both and beside a drain whose publishes cost nothing (not in the default run) |
 //! | `drain-cluster` | the drain on a single private server vs. a 3-node cluster with 3 replicas, each beside its raw ceiling (not in the default run) |
 //! | `relay-candidates` | issue 35's relays beside today's processor on one private PostgreSQL with `wal_level=logical`: row locks as leases (1 and 2 relays, takeover) and a logical-replication slot, on uniform, hot and blocked-head backlogs (not in the default run; `--rows N` for a quick run) |
-//! | `endurance` | issue 45: the whole pipeline (writers, processor, consumer with an inbox, each its own process) for `--minutes N` (60) at 80% of the best rate a short calibration finds, one line a minute (rates, commit-to-apply p50/p99, RSS, CPU, `outbox_messages` bytes and tuples, inbox and stream bytes) and an `endurance verdict:` line, late part vs early part (not in the default run; `endurance --minutes 60 [--db postgres\|mariadb] [--handler batch\|each] [--retention-secs N] [--writers N] [--rate N] [--table-defaults] [--shared-pg]`: a private PostgreSQL with its defaults (the shared one runs with autovacuum off: `--shared-pg`) and a private nats-server; details in `parts/endurance/mod.rs`) |
+//! | `endurance` | issue 45: the whole pipeline (writers, processor, consumer with an inbox, each its own process) for `--minutes N` (60) at 80% of the best rate a short calibration finds, one line a minute (rates, commit-to-apply p50/p99, RSS, CPU, `outbox_messages` bytes and tuples, inbox and stream bytes, PostgreSQL's WAL syncs) and an `endurance verdict:` line, late part vs early part (not in the default run; `endurance --minutes 60 [--db postgres\|mariadb] [--handler batch\|each] [--retention-secs N] [--writers N] [--rate N] [--table-defaults] [--shared-pg]`: a private PostgreSQL with its defaults (the shared one runs with autovacuum off: `--shared-pg`) and a private nats-server; details in `parts/endurance/mod.rs`) |
 //! | `soak` | the chaos soak: 100,000 events through processor, broker and subscriber kills, read back and checked (not in the default run; `soak --short` is the suite's 5,000-event variant; flags in `parts/soak/mod.rs`) |
 //!
 //! `OUTBOX_BENCH_RATES=5000` limits `latency` to the listed offered rates.
 //!
 //! Each part runs in a fresh schema (and a fresh stream) deleted afterwards.
-//! Figures go to standard output; `BENCHMARKS.md` records them with the
-//! machine.
+//! SIGTERM or Ctrl-C stops a run the same way: its private servers, child
+//! processes and temporary directories go with it. Figures go to standard
+//! output; `BENCHMARKS.md` records them with the machine.
 
 mod children;
 mod harness;
@@ -39,7 +40,7 @@ use std::time::Duration;
 use crate::children::{processor, subscriber, writer};
 use crate::harness::error::BoxError;
 use crate::harness::report::{self, Check};
-use crate::harness::{fixture, machine, stats};
+use crate::harness::{fixture, machine, stats, stop_signal};
 use crate::parts::drain::{self, Ceilings};
 use crate::parts::{
     crash, drain_1m, drain_cluster, drain_skew, drain_tune, endurance, history, ingest, jetstream,
@@ -79,6 +80,18 @@ async fn main() -> Result<(), BoxError> {
         Some(subscriber::PART) => return subscriber::run(&args[1..]).await,
         _ => {}
     }
+    // On SIGTERM or Ctrl-C the parts' work is dropped: its private servers,
+    // children and temporary directories stop and go with it.
+    tokio::select! {
+        outcome = parts(args) => outcome,
+        signal = stop_signal::received() => {
+            Err(format!("{signal}: the run stopped (its private servers and children with it)").into())
+        }
+    }
+}
+
+/// The parts named in `args` (the default ones without), one after another.
+async fn parts(args: Vec<String>) -> Result<(), BoxError> {
     // What follows `soak`, `relay-candidates` or `endurance` are its flags.
     let (args, soak_flags) = match args
         .iter()
